@@ -1,0 +1,1 @@
+"""imagebridge.cli."""

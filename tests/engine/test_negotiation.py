@@ -1,0 +1,282 @@
+"""Capability negotiation (runtime.md §1.8 and the §8 statements for core/negotiation.rs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from imagebridge.contract import BridgeError, ErrorCode
+from imagebridge.contract.request import ImageRequest
+from imagebridge.engine.negotiation import CODEX_MASK_CODE, negotiate_request
+from tests.support.capabilities import capabilities
+
+IMAGE = {"type": "base64", "data": "iVBORw0KGgo="}
+
+
+def request(**fields: Any) -> ImageRequest:
+    body: dict[str, Any] = {"operation": "generate", "prompt": "a paper fox"}
+    body.update(fields)
+    return ImageRequest.model_validate(body)
+
+
+def normalize(**policies: Any) -> dict[str, Any]:
+    return {"compatibility": "normalize", **policies}
+
+
+def refused(req: ImageRequest, **caps: Any) -> BridgeError:
+    with pytest.raises(BridgeError) as caught:
+        negotiate_request(req, capabilities(**caps))
+    return caught.value
+
+
+# -- the behaviour statements ------------------------------------------------------------
+
+
+def test_capability_validation_rejects_inconsistent_batching() -> None:
+    error = refused(
+        request(),
+        batching={
+            "mode": "fan_out",
+            "native_count": {"min": 1, "max": 2},
+            "max_parallel_outputs": 1,
+        },
+    )
+    assert error.code is ErrorCode.PROTOCOL
+    error = refused(
+        request(),
+        batching={
+            "mode": "native",
+            "native_count": {"min": 1, "max": 2},
+            "max_parallel_outputs": 0,
+        },
+    )
+    assert error.code is ErrorCode.PROTOCOL
+
+
+def test_codex_mask_rejection_has_stable_transport_code() -> None:
+    req = request(operation="edit", images=[IMAGE], mask=IMAGE)
+    error = refused(req, provider="codex-responses")
+    assert error.code is ErrorCode.UNSUPPORTED_CAPABILITY
+    assert error.details["field"] == "mask"
+    assert error.details["codex_code"] == CODEX_MASK_CODE
+    assert error.provider == "codex-responses"
+    plain = refused(req)
+    assert "codex_code" not in plain.details
+
+
+def test_strict_mode_rejects_unsupported_quality() -> None:
+    error = refused(request(parameters={"quality": "high"}))
+    assert error.code is ErrorCode.UNSUPPORTED_CAPABILITY
+    assert error.field == "parameters.quality"
+    assert error.details["model"] == "test-image"
+
+
+def test_explicit_model_mismatch_is_never_silently_normalized() -> None:
+    error = refused(request(routing={"model": "other"}, policies={"compatibility": "best_effort"}))
+    assert error.field == "routing.model"
+    assert error.details["requested_model"] == "other"
+    assert error.details["effective_model"] == "test-image"
+
+
+def test_unsupported_user_attribution_is_never_silently_dropped() -> None:
+    error = refused(request(user="u1", policies={"compatibility": "best_effort"}))
+    assert error.field == "user"
+
+
+def test_explicit_fidelity_is_checked_and_semantic_action_can_use_auto() -> None:
+    error = refused(request(reference_images=[IMAGE], parameters={"input_fidelity": "high"}))
+    assert error.field == "parameters.input_fidelity"
+    assert error.details["requested"] == "high" and error.details["supported"] == []
+    result = negotiate_request(request(parameters={"action": "generate"}), capabilities())
+    assert result.request.parameters.action.value == "auto"
+    assert [(n.field, n.reason) for n in result.normalizations] == [
+        ("parameters.action", "provider_uses_automatic_action")
+    ]
+
+
+def test_normalize_mode_reports_every_changed_parameter() -> None:
+    req = request(parameters={"n": 3, "quality": "high", "size": "1536x1024"}, policies=normalize())
+    result = negotiate_request(req, capabilities())
+    effective = result.request.parameters
+    assert (effective.n, effective.quality.value, effective.size) == (2, "auto", "auto")
+    assert [(n.field, n.requested, n.effective, n.reason) for n in result.normalizations] == [
+        ("parameters.n", 3, 2, "clamped_to_provider_range"),
+        ("parameters.size", "1536x1024", "auto", "normalized_to_provider_size"),
+        ("parameters.quality", "high", "auto", "normalized_to_provider_value"),
+    ]
+    assert result.requested == req.parameters
+
+
+def test_emulated_negative_prompt_is_merged_without_echoing_its_text_in_metadata() -> None:
+    result = negotiate_request(request(negative_prompt="blurry hands"), capabilities())
+    assert result.request.negative_prompt is None
+    assert result.request.prompt == (
+        "a paper fox\n\nNegative constraints (avoid these elements): blurry hands"
+    )
+    dumped = [n.model_dump_json() for n in result.normalizations]
+    assert len(dumped) == 1 and "blurry" not in dumped[0]
+    assert result.normalizations[0].reason == "negative_prompt_prompt_merge"
+
+
+def test_arbitrary_size_constraints_are_enforced() -> None:
+    sizes = {
+        "auto": False,
+        "arbitrary": True,
+        "min_edge": 256,
+        "max_edge": 3840,
+        "edge_multiple": 16,
+        "max_pixels": 8_294_400,
+        "max_aspect_ratio": 3.0,
+    }
+    ok = negotiate_request(request(parameters={"size": "1024x1024"}), capabilities(sizes=sizes))
+    assert ok.request.parameters.size == "1024x1024"
+    error = refused(request(parameters={"size": "4000x1024"}), sizes=sizes)
+    assert error.field == "parameters.size"
+
+
+def test_malformed_provider_ranges_are_rejected_without_panicking() -> None:
+    for mode in ("strict", "normalize", "best_effort"):
+        req = request(policies={"compatibility": mode})
+        assert refused(req, count={"min": 2, "max": 1}).code is ErrorCode.PROTOCOL
+        assert refused(req, partial_images={"min": 2, "max": 1}).code is ErrorCode.PROTOCOL
+
+
+# -- the remaining rules -------------------------------------------------------------------
+
+
+def test_operation_support() -> None:
+    assert refused(request(), generation=False).field == "operation"
+    assert refused(request(operation="edit", images=[IMAGE]), edits=False).field == "operation"
+
+
+def test_input_counts() -> None:
+    few = {"support": "native", "max_count": 1, "max_bytes_each": 10, "max_bytes_total": 10}
+    assert refused(request(reference_images=[IMAGE, IMAGE]), reference_images=few).field == (
+        "reference_images"
+    )
+    assert (
+        refused(request(operation="edit", images=[IMAGE, IMAGE]), edit_images=few).field == "images"
+    )
+
+
+def test_sessions_need_capabilities() -> None:
+    assert refused(request(session={"mode": "persistent", "key": "k"})).field == "session.mode"
+    assert refused(request(session={"mode": "thread", "thread_id": "t"})).field == "session.mode"
+    ok = negotiate_request(
+        request(session={"mode": "persistent", "key": "k"}), capabilities(persistent_sessions=True)
+    )
+    assert ok.request.session.key == "k"
+
+
+def test_count_strict_and_clamped() -> None:
+    assert refused(request(parameters={"n": 3})).field == "parameters.n"
+
+
+def test_size_falls_back_to_first_allowed_in_string_order() -> None:
+    sizes = {"auto": False, "allowed": ["1536x1024", "1024x1536", "1024x1024"]}
+    result = negotiate_request(
+        request(parameters={"size": "512x512"}, policies=normalize()), capabilities(sizes=sizes)
+    )
+    assert result.request.parameters.size == "1024x1024"
+    no_fallback = {"auto": False, "allowed": [], "arbitrary": False}
+    error = refused(
+        request(parameters={"size": "512x512"}, policies=normalize()), sizes=no_fallback
+    )
+    assert error.message == "provider has no usable size fallback"
+
+
+def test_unsupported_hints_are_dropped_or_refused() -> None:
+    req = request(parameters={"aspect_ratio": "16:9", "resolution": "2k"}, policies=normalize())
+    result = negotiate_request(req, capabilities())
+    assert result.request.parameters.aspect_ratio is None
+    assert result.request.parameters.resolution is None
+    reasons = [(n.field, n.requested, n.effective, n.reason) for n in result.normalizations]
+    assert reasons == [
+        ("parameters.aspect_ratio", "16:9", None, "provider_does_not_support_hint"),
+        ("parameters.resolution", "2k", None, "provider_does_not_support_hint"),
+    ]
+    assert refused(request(parameters={"aspect_ratio": "1:1"})).field == "parameters.aspect_ratio"
+    kept = negotiate_request(
+        request(parameters={"aspect_ratio": "1:1"}), capabilities(aspect_ratio="emulated")
+    )
+    assert kept.request.parameters.aspect_ratio == "1:1"
+
+
+def test_format_and_compression_normalization() -> None:
+    req = request(
+        parameters={"output_format": "jpeg", "output_compression": 70}, policies=normalize()
+    )
+    result = negotiate_request(req, capabilities())
+    assert result.request.parameters.output_format.value == "png"
+    assert result.request.parameters.output_compression is None
+    assert [n.reason for n in result.normalizations] == [
+        "normalized_to_provider_value",
+        "effective_format_has_no_compression",
+    ]
+    strict = request(parameters={"output_format": "jpeg", "output_compression": 70})
+    assert refused(strict).field == "parameters.output_format"
+
+
+def test_first_supported_value_when_auto_is_not_offered() -> None:
+    result = negotiate_request(
+        request(parameters={"quality": "low"}, policies=normalize()),
+        capabilities(qualities=["high", "medium"]),
+    )
+    assert result.request.parameters.quality.value == "medium"
+
+
+def test_background_and_moderation() -> None:
+    result = negotiate_request(
+        request(parameters={"background": "opaque", "moderation": "low"}, policies=normalize()),
+        capabilities(),
+    )
+    assert result.request.parameters.background.value == "auto"
+    assert result.request.parameters.moderation.value == "auto"
+
+
+def test_partial_images_clamped_or_refused() -> None:
+    result = negotiate_request(
+        request(parameters={"partial_images": 2}, policies=normalize()), capabilities()
+    )
+    assert result.request.parameters.partial_images == 0
+    assert refused(request(parameters={"partial_images": 2})).field == "parameters.partial_images"
+
+
+def test_negative_prompt_policies() -> None:
+    native_caps = {"negative_prompt": "native"}
+    kept = negotiate_request(request(negative_prompt="n"), capabilities(**native_caps))
+    assert kept.request.negative_prompt == "n" and kept.normalizations == []
+    merged = negotiate_request(
+        request(negative_prompt="n", policies={"negative_prompt": "merge"}),
+        capabilities(**native_caps),
+    )
+    assert merged.request.negative_prompt is None
+    assert refused(request(negative_prompt="n", policies={"negative_prompt": "native"})).field == (
+        "negative_prompt"
+    )
+    assert (
+        refused(request(negative_prompt="n"), negative_prompt="unsupported").field
+        == "negative_prompt"
+    )
+
+
+def test_revised_prompt_require() -> None:
+    assert (
+        refused(request(policies={"revised_prompt": "require"})).field == "policies.revised_prompt"
+    )
+    negotiate_request(
+        request(policies={"revised_prompt": "require"}), capabilities(revised_prompt="native")
+    )
+
+
+def test_action_without_auto_support_is_refused() -> None:
+    error = refused(request(parameters={"action": "generate"}), actions=["edit"])
+    assert error.field == "parameters.action"
+
+
+def test_original_request_is_not_mutated() -> None:
+    req = request(parameters={"n": 3}, policies=normalize(), negative_prompt="n")
+    before = req.model_dump_json()
+    negotiate_request(req, capabilities())
+    assert req.model_dump_json() == before

@@ -1,0 +1,473 @@
+"""The configuration document: the original's full TOML key tree, typed and strict.
+
+Every table rejects unknown keys, so a typo is an error instead of a silently ignored
+setting. Attribute names equal the TOML keys, except ``runtime.global`` which is a
+Python keyword: its attribute is ``global_`` (aliased to ``global`` on input and
+output). Secrets are never held here, only the *names* of environment variables
+that contain them (``*_env`` fields). Semantic rules (ranges, relations between
+fields, URLs) live in :mod:`imagebridge.config.validation`, so a loaded document can
+be inspected and reported on even when it is not usable.
+
+Keys added to the original's tree (all documented on their fields):
+``[providers.mock]``, ``[providers.codex_images]`` and
+``providers.codex_responses.{usage_endpoint, quota_cache_ms}``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from imagebridge.config._types import (
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    UNLIMITED,
+    Bool,
+    Capacity,
+    ConfigPath,
+    Parallelism,
+    Str,
+    UnitFloat,
+    capacity_value,
+    parallelism_value,
+)
+from imagebridge.config.paths import default_data_dir
+
+__all__ = [
+    "CONFIG_VERSION",
+    "PROVIDER_KEYS",
+    "ArtifactSettings",
+    "BridgeConfig",
+    "CircuitBreakerSettings",
+    "CodexAppServerSettings",
+    "CodexImagesSettings",
+    "CodexResponsesSettings",
+    "ConcurrencySettings",
+    "IdempotencySettings",
+    "ImageLimitSettings",
+    "InputSettings",
+    "JobSettings",
+    "MetricsSettings",
+    "MockProviderSettings",
+    "OpenAISettings",
+    "ProviderSettings",
+    "RemoteFetchSettings",
+    "RequestLimitSettings",
+    "RetentionSettings",
+    "RuntimeSettings",
+    "ServerSettings",
+    "TracingSettings",
+]
+
+CONFIG_VERSION = 1
+MiB = 1024 * 1024
+
+PROVIDER_KEYS: dict[str, str] = {
+    "codex_app_server": "codex-app-server",
+    "codex_responses": "codex-responses",
+    "openai": "openai",
+    "mock": "mock",
+    "codex_images": "codex-images",
+}
+"""``[providers.<key>]`` table → the provider's registered name."""
+
+
+class _Section(BaseModel):
+    """Strict table: unknown keys are rejected, output uses the TOML key names."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        serialize_by_alias=True,
+        validate_by_alias=True,
+        validate_by_name=False,
+        frozen=True,
+    )
+
+
+# -- runtime -------------------------------------------------------------------------
+
+
+class ConcurrencySettings(_Section):
+    """One admission gate: running calls plus a waiting room."""
+
+    max_concurrent: Capacity = UNLIMITED
+    """Calls running at once: a positive integer or ``"unlimited"``."""
+    max_queued: Capacity = UNLIMITED
+    """Calls waiting for a slot: an integer (0 = no waiting room) or ``"unlimited"``."""
+
+    @property
+    def max_concurrent_value(self) -> int | None:
+        """The concurrency bound, ``None`` when unlimited."""
+        return capacity_value(self.max_concurrent)
+
+    @property
+    def max_queued_value(self) -> int | None:
+        """The queue bound, ``None`` when unlimited."""
+        return capacity_value(self.max_queued)
+
+
+class CircuitBreakerSettings(_Section):
+    """Per-provider breaker policy; slow successes never count as failures."""
+
+    enabled: Bool = True
+    failure_threshold: U32 = 5
+    open_duration_ms: U64 = 180_000
+    half_open_max_calls: U32 = 1
+    success_threshold: U32 = 1
+
+
+class RequestLimitSettings(_Section):
+    """Intrinsic request bounds checked before any provider work."""
+
+    max_prompt_bytes: U64 = 131_072
+    max_negative_prompt_bytes: U64 = 65_536
+    max_outputs: U8 = 255
+    max_inputs: U64 = 16
+    max_inline_encoded_bytes: U64 = 64 * MiB
+    max_edge: U32 = 16_384
+    max_timeout_ms: U64 = 1_800_000
+    max_identifier_bytes: U64 = 256
+
+
+class IdempotencySettings(_Section):
+    """In-memory idempotent replay bounds."""
+
+    max_entries: U64 = 10_000
+    max_completed_bytes: U64 = 256 * MiB
+    completed_ttl_secs: U64 = 86_400
+    in_flight_ttl_secs: U64 = 1_860
+    unknown_ttl_secs: U64 = 86_400
+
+
+class RuntimeSettings(_Section):
+    """Deadlines, admission, breakers, request limits and idempotency."""
+
+    default_timeout_ms: U64 = 300_000
+    cancellation_grace_ms: U64 = 1_000
+    shutdown_grace_ms: U64 = 10_000
+    global_: ConcurrencySettings = Field(default_factory=ConcurrencySettings, alias="global")
+    provider_default: ConcurrencySettings = Field(default_factory=ConcurrencySettings)
+    providers: dict[str, ConcurrencySettings] = Field(default_factory=dict)
+    """Per-provider gates keyed by provider name (``codex-responses`` …)."""
+    circuit_breaker: CircuitBreakerSettings = Field(default_factory=CircuitBreakerSettings)
+    circuit_breakers: dict[str, CircuitBreakerSettings] = Field(default_factory=dict)
+    """Per-provider breaker policies keyed by provider name."""
+    request: RequestLimitSettings = Field(default_factory=RequestLimitSettings)
+    idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
+
+    def gate_for(self, provider: str) -> ConcurrencySettings:
+        """The provider's own gate, or ``provider_default``."""
+        return self.providers.get(provider, self.provider_default)
+
+    def circuit_breaker_for(self, provider: str) -> CircuitBreakerSettings:
+        """The provider's own breaker policy, or ``circuit_breaker``."""
+        return self.circuit_breakers.get(provider, self.circuit_breaker)
+
+
+# -- inputs and artifacts --------------------------------------------------------------
+
+
+class RemoteFetchSettings(_Section):
+    """SSRF and size policy for fetching images by URL (inputs or provider outputs)."""
+
+    enabled: Bool = False
+    allowed_hosts: list[Str] = Field(default_factory=list)
+    """Exact lower-case host names; empty means any public host."""
+    allowed_ports: list[U16] = Field(default_factory=lambda: [80, 443])
+    allow_private_networks: Bool = False
+    max_redirects: U8 = 3
+    timeout_ms: U64 = 20_000
+    """Per hop."""
+    max_url_bytes: U64 = 8_192
+
+
+class InputSettings(_Section):
+    """Where local and remote input images may come from."""
+
+    local_roots: list[ConfigPath] = Field(default_factory=lambda: [Path(".")])
+    """Allowlist for CLI and embedded local inputs; HTTP clients never send server paths."""
+    remote: RemoteFetchSettings = Field(default_factory=RemoteFetchSettings)
+
+
+class ImageLimitSettings(_Section):
+    """Encoded and decoded image bounds."""
+
+    max_encoded_bytes: U64 = 32 * MiB
+    max_edge: U32 = 16_384
+    max_pixels: U64 = 64 * MiB
+    max_decode_alloc: U64 = 256 * MiB
+
+
+class RetentionSettings(_Section):
+    """Artifact cleanup policy."""
+
+    max_age_secs: U64 = 604_800
+    max_artifacts: U64 | None = None
+    """Newest artifacts to keep; unset keeps any number (within ``max_age_secs``)."""
+    max_scan_entries: U64 = 100_000
+
+
+def _default_artifact_root() -> Path:
+    return default_data_dir() / "artifacts"
+
+
+def _default_jobs_database() -> Path:
+    return default_data_dir() / "jobs.sqlite3"
+
+
+def _default_session_database() -> Path:
+    return default_data_dir() / "state.sqlite3"
+
+
+class ArtifactSettings(_Section):
+    """Artifact storage, public URLs, materialisation and retention."""
+
+    root: ConfigPath = Field(default_factory=_default_artifact_root)
+    """Defaults to ``<data dir>/artifacts`` (the original: ``./data/artifacts``)."""
+    public_base_url: Str | None = None
+    """Credential-free http(s) base ending in ``/``, without query or fragment."""
+    max_base64_chars: U64 = 128 * MiB
+    max_response_bytes: U64 = 256 * MiB
+    image: ImageLimitSettings = Field(default_factory=ImageLimitSettings)
+    remote_output: RemoteFetchSettings = Field(default_factory=RemoteFetchSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
+
+
+# -- providers -------------------------------------------------------------------------
+
+
+class CodexAppServerSettings(_Section):
+    """The ``codex app-server`` child process (JSON-RPC over stdio)."""
+
+    enabled: Bool = True
+    executable: Str = "codex"
+    """Command name or path of the ``codex`` CLI."""
+    args: list[Str] = Field(default_factory=list)
+    cwd: ConfigPath | None = None
+    codex_model: Str | None = None
+    max_outputs: U8 = 255
+    max_parallel_outputs: Parallelism = "auto"
+    session_database: ConfigPath = Field(default_factory=_default_session_database)
+    """Defaults to ``<data dir>/state.sqlite3`` (the original: ``./data/state.sqlite3``)."""
+    rpc_max_message_bytes: U64 = 64 * MiB
+    rpc_max_notification_bytes: U64 = 48 * MiB
+    rpc_timeout_ms: U64 = 60_000
+    notification_capacity: U64 = 4
+    shutdown_timeout_ms: U64 = 5_000
+    restart_backoff_ms: U64 = 250
+
+    @property
+    def max_parallel_outputs_value(self) -> int:
+        """The effective parallelism: ``"auto"`` resolves to ``max_outputs``."""
+        value = parallelism_value(self.max_parallel_outputs)
+        return self.max_outputs if value is None else value
+
+
+class CodexResponsesSettings(_Section):
+    """The Codex Responses transport (HTTP + SSE with the user's ChatGPT login)."""
+
+    enabled: Bool = True
+    endpoint: Str = "https://chatgpt.com/backend-api/codex/responses"
+    responses_model: Str = "gpt-5.5"
+    image_model: Str = "gpt-image-2"
+    max_outputs: U8 = 255
+    max_parallel_outputs: Parallelism = "auto"
+    max_transient_attempts: U8 = 2
+    transient_retry_backoff_ms: U64 = 750
+    usage_endpoint: Str | None = None
+    """Added key: the quota endpoint. Unset derives ``<backend>/wham/usage`` from
+    ``endpoint`` (see :attr:`usage_endpoint_value`); same URL rules as ``endpoint``."""
+    quota_cache_ms: U64 = 30_000
+    """Added key: how long a quota reading is reused (0 = ask every time)."""
+
+    @property
+    def max_parallel_outputs_value(self) -> int:
+        """The effective parallelism: ``"auto"`` resolves to ``max_outputs``."""
+        value = parallelism_value(self.max_parallel_outputs)
+        return self.max_outputs if value is None else value
+
+    @property
+    def usage_endpoint_value(self) -> str:
+        """``usage_endpoint`` or the one derived from ``endpoint``.
+
+        ``https://chatgpt.com/backend-api/codex/responses`` → ``…/backend-api/wham/usage``:
+        a trailing ``/codex/responses`` (or ``/responses``) names the backend's root.
+        """
+        if self.usage_endpoint is not None:
+            return self.usage_endpoint
+        return derive_usage_endpoint(self.endpoint)
+
+
+def derive_usage_endpoint(endpoint: str) -> str:
+    """The ``wham/usage`` URL on the same backend as a Responses ``endpoint``."""
+    try:
+        parts = urlsplit(endpoint)
+    except ValueError:
+        parts = urlsplit("")
+    path = parts.path.rstrip("/")
+    for suffix in ("/codex/responses", "/responses"):
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
+    return urlunsplit((parts.scheme, parts.netloc, f"{path}/wham/usage", "", ""))
+
+
+class OpenAISettings(_Section):
+    """Reserved: the official API-key provider (not registered by the original either)."""
+
+    enabled: Bool = False
+    base_url: Str = "https://api.openai.com/v1"
+    api_key_env: Str = "OPENAI_API_KEY"
+    """Name of the variable holding the key, never the key."""
+    model: Str | None = None
+    organization_env: Str | None = "OPENAI_ORG_ID"
+    project_env: Str | None = "OPENAI_PROJECT_ID"
+
+
+class MockProviderSettings(_Section):
+    """Added table: the offline test-double provider.
+
+    On by default so a fresh install can try every route without a login; it draws
+    images locally and never touches the network.
+    """
+
+    enabled: Bool = True
+    native_count: U8 = 1
+    """Outputs one call produces; larger ``n`` goes through the fan-out decorator."""
+    max_outputs: U8 = 255
+    max_parallel_outputs: Parallelism = "auto"
+    latency_ms: U64 = 0
+    """Simulated time per call."""
+    latency_jitter_ms: U64 = 0
+    """Up to this much extra simulated time, uniformly drawn."""
+    failure_rate: UnitFloat = 0.0
+    """Share of calls (0..1) that fail with a retryable upstream error."""
+    seed: I64 | None = None
+    """Seed for latency jitter, failures and pixels; unset draws a fresh seed."""
+    models: list[Str] = Field(default_factory=lambda: ["mock-image-1"])
+    """Model names the mock advertises; the first is its default."""
+
+    @property
+    def max_parallel_outputs_value(self) -> int:
+        """The effective parallelism: ``"auto"`` resolves to ``max_outputs``."""
+        value = parallelism_value(self.max_parallel_outputs)
+        return self.max_outputs if value is None else value
+
+
+class CodexImagesSettings(_Section):
+    """Added table: the Codex images transport (direct image endpoint, same login)."""
+
+    enabled: Bool = False
+    base_url: Str = "https://chatgpt.com/backend-api/codex"
+    """https, or http on loopback; no credentials or fragment."""
+    model: Str = "gpt-image-2"
+    max_outputs: U8 = 255
+    max_parallel_outputs: Parallelism = "auto"
+
+    @property
+    def max_parallel_outputs_value(self) -> int:
+        """The effective parallelism: ``"auto"`` resolves to ``max_outputs``."""
+        value = parallelism_value(self.max_parallel_outputs)
+        return self.max_outputs if value is None else value
+
+
+class ProviderSettings(_Section):
+    """One table per built-in provider; ``enabled`` decides whether it is registered."""
+
+    codex_app_server: CodexAppServerSettings = Field(default_factory=CodexAppServerSettings)
+    codex_responses: CodexResponsesSettings = Field(default_factory=CodexResponsesSettings)
+    openai: OpenAISettings = Field(default_factory=OpenAISettings)
+    mock: MockProviderSettings = Field(default_factory=MockProviderSettings)
+    codex_images: CodexImagesSettings = Field(default_factory=CodexImagesSettings)
+
+    def enabled_names(self) -> list[str]:
+        """Registered names of the enabled providers, sorted."""
+        return sorted(
+            name for key, name in PROVIDER_KEYS.items() if getattr(self, key).enabled is True
+        )
+
+
+# -- server ----------------------------------------------------------------------------
+
+
+class MetricsSettings(_Section):
+    enabled: Bool = False
+    """Serve bearer-protected ``GET /metrics``."""
+
+
+class TracingSettings(_Section):
+    enabled: Bool = True
+    """Structured INFO logs on stderr, never with prompts, paths or bodies."""
+
+
+class JobSettings(_Section):
+    """Durable jobs; enabling them also enables presets and the dashboard."""
+
+    enabled: Bool = True
+    database: ConfigPath = Field(default_factory=_default_jobs_database)
+    """Defaults to ``<data dir>/jobs.sqlite3`` (the original: ``./data/jobs.sqlite3``)."""
+    max_pending: U64 = 1_000
+    max_running: U64 = 4
+    retention_secs: U64 = 604_800
+    max_retained: U64 = 10_000
+    max_retained_bytes: U64 = 256 * MiB
+    max_database_bytes: U64 = 1024 * MiB
+
+
+class ServerSettings(_Section):
+    """The HTTP listener."""
+
+    bind: Str = "127.0.0.1:8787"
+    """A numeric socket address (``host:port``, ``[v6]:port``)."""
+    bearer_token_env: Str | None = None
+    """Name of the variable holding the bearer token; required for a non-loopback bind."""
+    activation_lock: ConfigPath | None = None
+    max_body_bytes: U64 = 80 * MiB
+    max_header_bytes: U64 = 32_768
+    max_connections: Capacity = UNLIMITED
+    read_timeout_ms: U64 = 0
+    """Read-stall timeout; 0 disables it (a synchronous generation can be slow)."""
+    write_timeout_ms: U64 = 30_000
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
+
+    @property
+    def max_connections_value(self) -> int | None:
+        """The connection bound, ``None`` when unlimited."""
+        return capacity_value(self.max_connections)
+
+
+# -- root ------------------------------------------------------------------------------
+
+
+class BridgeConfig(_Section):
+    """The whole effective configuration."""
+
+    version: U32 = CONFIG_VERSION
+    default_provider: Str = "codex-responses"
+    runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    inputs: InputSettings = Field(default_factory=InputSettings)
+    artifacts: ArtifactSettings = Field(default_factory=ArtifactSettings)
+    providers: ProviderSettings = Field(default_factory=ProviderSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+
+    def enabled_providers(self) -> list[str]:
+        """Registered names of the enabled providers, sorted."""
+        return self.providers.enabled_names()
+
+
+def builtin_defaults(data_dir: Path) -> BridgeConfig:
+    """The default document with its data paths under ``data_dir``."""
+    return BridgeConfig.model_validate(
+        {
+            "artifacts": {"root": data_dir / "artifacts"},
+            "providers": {"codex_app_server": {"session_database": data_dir / "state.sqlite3"}},
+            "server": {"jobs": {"database": data_dir / "jobs.sqlite3"}},
+        }
+    )

@@ -1,0 +1,478 @@
+"""Semantic checks of a loaded configuration.
+
+:func:`check` never raises and never creates files: it returns every problem at once,
+sorted by (field, code), so ``config check``, ``doctor`` and the diagnostics page can
+show the whole list. Messages say what is wrong with a field without repeating its
+value. :func:`require_valid` turns a non-empty list into one ``configuration`` error
+for the commands that cannot run with a broken configuration.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from imagebridge.config._net import (
+    is_env_name,
+    is_provider_name,
+    parse_socket_address,
+    valid_public_base_url,
+    valid_upstream_url,
+)
+from imagebridge.config._types import parallelism_value
+from imagebridge.config.model import (
+    CONFIG_VERSION,
+    PROVIDER_KEYS,
+    BridgeConfig,
+    CircuitBreakerSettings,
+    ConcurrencySettings,
+    RemoteFetchSettings,
+)
+from imagebridge.contract.errors import BridgeError, ErrorCode
+
+__all__ = [
+    "ConfigIssue",
+    "check",
+    "require_valid",
+]
+
+MiB = 1024 * 1024
+_MAX_CANCELLATION_GRACE_MS = 30_000
+_MAX_SHUTDOWN_GRACE_MS = 5 * 60 * 1000
+_MAX_OPEN_DURATION_MS = 24 * 60 * 60 * 1000
+_MAX_BACKOFF_MS = 30_000
+_MAX_MOCK_LATENCY_MS = 60 * 60 * 1000
+_MAX_QUOTA_CACHE_MS = 24 * 60 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ConfigIssue:
+    """One problem: the dotted field, a stable code and a message without the value."""
+
+    field: str
+    code: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"field": self.field, "code": self.code, "message": self.message}
+
+
+Report = Callable[[str, str, str], None]
+
+
+def check(config: BridgeConfig) -> list[ConfigIssue]:
+    """Every semantic problem of ``config``, sorted by field then code."""
+    issues: list[ConfigIssue] = []
+
+    def report(field: str, code: str, message: str) -> None:
+        issues.append(ConfigIssue(field, code, message))
+
+    _check_root(config, report)
+    _check_runtime(config, report)
+    _check_inputs_and_artifacts(config, report)
+    _check_providers(config, report)
+    _check_server(config, report)
+    return sorted(set(issues), key=lambda issue: (issue.field, issue.code, issue.message))
+
+
+def require_valid(config: BridgeConfig) -> None:
+    """Raise ``configuration`` "configuration validation failed" with ``details.issues``."""
+    issues = check(config)
+    if issues:
+        raise BridgeError(
+            ErrorCode.CONFIGURATION,
+            "configuration validation failed",
+            details={"issues": [issue.to_dict() for issue in issues]},
+        )
+
+
+# -- sections ----------------------------------------------------------------------------
+
+
+def _check_root(config: BridgeConfig, report: Report) -> None:
+    if config.version != CONFIG_VERSION:
+        report("version", "unsupported", "configuration version is unsupported (use 1)")
+    if not is_provider_name(config.default_provider):
+        report(
+            "default_provider",
+            "invalid",
+            "default provider name is not a lowercase ASCII identifier",
+        )
+    enabled = config.enabled_providers()
+    if not enabled:
+        report("providers", "required", "at least one provider must be enabled")
+    if config.default_provider not in enabled:
+        report("default_provider", "disabled", "default provider is not an enabled provider")
+
+
+def _check_runtime(config: BridgeConfig, report: Report) -> None:
+    runtime = config.runtime
+    request = runtime.request
+    if runtime.default_timeout_ms == 0 or runtime.default_timeout_ms > request.max_timeout_ms:
+        report(
+            "runtime.default_timeout_ms",
+            "out_of_range",
+            "default timeout must be positive and at most runtime.request.max_timeout_ms",
+        )
+    if not 1 <= runtime.cancellation_grace_ms <= _MAX_CANCELLATION_GRACE_MS:
+        report(
+            "runtime.cancellation_grace_ms",
+            "out_of_range",
+            "cancellation grace must be between 1 and 30000 milliseconds",
+        )
+    if not 1 <= runtime.shutdown_grace_ms <= _MAX_SHUTDOWN_GRACE_MS:
+        report(
+            "runtime.shutdown_grace_ms",
+            "out_of_range",
+            "shutdown grace must be between 1 millisecond and five minutes",
+        )
+
+    _check_gate("runtime.global", runtime.global_, report)
+    _check_gate("runtime.provider_default", runtime.provider_default, report)
+    for name, gate in runtime.providers.items():
+        prefix = _map_entry("runtime.providers", name, report)
+        _check_gate(prefix, gate, report)
+
+    _check_breaker("runtime.circuit_breaker", runtime.circuit_breaker, report)
+    for name, breaker in runtime.circuit_breakers.items():
+        prefix = _map_entry("runtime.circuit_breakers", name, report)
+        _check_breaker(prefix, breaker, report)
+
+    for field, value in request.model_dump().items():
+        if value == 0:
+            report(
+                f"runtime.request.{field}",
+                "out_of_range",
+                "request limit must be greater than zero",
+            )
+    for field, value in runtime.idempotency.model_dump().items():
+        if value == 0:
+            report(
+                f"runtime.idempotency.{field}",
+                "out_of_range",
+                "idempotency capacity and lifetimes must be greater than zero",
+            )
+
+
+def _map_entry(map_field: str, name: str, report: Report) -> str:
+    """Check a per-provider map key; return the prefix to report its fields under."""
+    known = set(PROVIDER_KEYS.values())
+    if not is_provider_name(name):
+        report(
+            map_field,
+            "invalid_key",
+            "keys must be provider names such as codex-responses (lowercase, '-' not '_')",
+        )
+        return f"{map_field}.*"
+    if name not in known:
+        report(
+            f"{map_field}.{name}",
+            "unknown_provider",
+            "no built-in provider has this name (" + ", ".join(sorted(known)) + ")",
+        )
+    return f"{map_field}.{name}"
+
+
+def _check_gate(prefix: str, gate: ConcurrencySettings, report: Report) -> None:
+    if gate.max_concurrent == 0:
+        report(
+            f"{prefix}.max_concurrent",
+            "out_of_range",
+            'maximum concurrency must be a positive integer or "unlimited"',
+        )
+
+
+def _check_breaker(prefix: str, breaker: CircuitBreakerSettings, report: Report) -> None:
+    if not breaker.enabled:
+        return
+    bounds = {
+        "failure_threshold": (breaker.failure_threshold, 1, 10_000),
+        "open_duration_ms": (breaker.open_duration_ms, 1, _MAX_OPEN_DURATION_MS),
+        "half_open_max_calls": (breaker.half_open_max_calls, 1, 100),
+        "success_threshold": (breaker.success_threshold, 1, 100),
+    }
+    for field, (value, low, high) in bounds.items():
+        if not low <= value <= high:
+            report(
+                f"{prefix}.{field}",
+                "out_of_range",
+                f"enabled circuit-breaker {field} must be between {low} and {high}",
+            )
+
+
+def _check_inputs_and_artifacts(config: BridgeConfig, report: Report) -> None:
+    if not config.inputs.local_roots:
+        report("inputs.local_roots", "required", "at least one local input root is required")
+    _check_remote("inputs.remote", config.inputs.remote, report)
+
+    artifacts = config.artifacts
+    _check_remote("artifacts.remote_output", artifacts.remote_output, report)
+    for field in ("max_base64_chars", "max_response_bytes"):
+        if getattr(artifacts, field) == 0:
+            report(f"artifacts.{field}", "out_of_range", "limit must be greater than zero")
+    image = artifacts.image
+    for field, value in image.model_dump().items():
+        if value == 0:
+            report(
+                f"artifacts.image.{field}",
+                "out_of_range",
+                "image limits must be greater than zero",
+            )
+    if image.max_pixels > image.max_edge * image.max_edge:
+        report(
+            "artifacts.image.max_pixels",
+            "inconsistent",
+            "maximum pixels cannot exceed the square of artifacts.image.max_edge",
+        )
+    retention = artifacts.retention
+    for field in ("max_age_secs", "max_artifacts", "max_scan_entries"):
+        if getattr(retention, field) == 0:
+            report(
+                f"artifacts.retention.{field}",
+                "out_of_range",
+                "retention bounds must be greater than zero",
+            )
+    if artifacts.public_base_url is not None and not valid_public_base_url(
+        artifacts.public_base_url
+    ):
+        report(
+            "artifacts.public_base_url",
+            "invalid_url",
+            "public artifact base must be credential-free http(s) without query or "
+            "fragment, ending in '/'",
+        )
+
+
+def _check_remote(prefix: str, remote: RemoteFetchSettings, report: Report) -> None:
+    if remote.max_redirects > 10:
+        report(f"{prefix}.max_redirects", "out_of_range", "at most 10 redirects are allowed")
+    for field in ("timeout_ms", "max_url_bytes"):
+        if getattr(remote, field) == 0:
+            report(f"{prefix}.{field}", "out_of_range", "limit must be greater than zero")
+    if 0 in remote.allowed_ports:
+        report(f"{prefix}.allowed_ports", "out_of_range", "port 0 is not a valid port")
+    if remote.enabled and not remote.allowed_ports:
+        report(
+            f"{prefix}.allowed_ports",
+            "required",
+            "remote fetching needs at least one allowed port",
+        )
+    if any(
+        not host or host != host.lower() or any(ch.isspace() for ch in host)
+        for host in remote.allowed_hosts
+    ):
+        report(
+            f"{prefix}.allowed_hosts",
+            "invalid_host",
+            "allowed hosts must be non-empty lowercase names without whitespace",
+        )
+
+
+def _check_outputs(
+    prefix: str, max_outputs: int, parallel: Any, request_max: int, report: Report
+) -> None:
+    if not 1 <= max_outputs <= request_max:
+        report(
+            f"{prefix}.max_outputs",
+            "out_of_range",
+            "max_outputs must be between 1 and runtime.request.max_outputs",
+        )
+    limit = parallelism_value(parallel)
+    if limit is not None and not 1 <= limit <= max(max_outputs, 1):
+        report(
+            f"{prefix}.max_parallel_outputs",
+            "out_of_range",
+            'parallelism must be "auto" or an integer from 1 to max_outputs',
+        )
+
+
+def _check_providers(config: BridgeConfig, report: Report) -> None:
+    providers = config.providers
+    request_max = config.runtime.request.max_outputs
+
+    app = providers.codex_app_server
+    if app.enabled:
+        prefix = "providers.codex_app_server"
+        if not app.executable.strip():
+            report(f"{prefix}.executable", "required", "the codex executable must not be empty")
+        _check_outputs(prefix, app.max_outputs, app.max_parallel_outputs, request_max, report)
+        if not 1 <= app.rpc_max_message_bytes <= 64 * MiB:
+            report(
+                f"{prefix}.rpc_max_message_bytes",
+                "out_of_range",
+                "message bound must be between 1 byte and 64 MiB",
+            )
+        if not 1 <= app.rpc_max_notification_bytes <= min(app.rpc_max_message_bytes, 48 * MiB):
+            report(
+                f"{prefix}.rpc_max_notification_bytes",
+                "out_of_range",
+                "notification bound must be positive, at most rpc_max_message_bytes and 48 MiB",
+            )
+        if not 1 <= app.notification_capacity <= 64:
+            report(
+                f"{prefix}.notification_capacity",
+                "out_of_range",
+                "notification capacity must be between 1 and 64",
+            )
+        elif app.rpc_max_notification_bytes * _next_power_of_two(app.notification_capacity) > (
+            256 * MiB
+        ):
+            report(
+                f"{prefix}.notification_capacity",
+                "inconsistent",
+                "buffered notifications (bytes × capacity rounded up to a power of two) "
+                "must stay within 256 MiB",
+            )
+        for field in ("rpc_timeout_ms", "shutdown_timeout_ms"):
+            if getattr(app, field) == 0:
+                report(f"{prefix}.{field}", "out_of_range", "timeout must be greater than zero")
+        if app.restart_backoff_ms > _MAX_BACKOFF_MS:
+            report(
+                f"{prefix}.restart_backoff_ms",
+                "out_of_range",
+                "restart backoff must not exceed 30000 milliseconds",
+            )
+
+    responses = providers.codex_responses
+    if responses.enabled:
+        prefix = "providers.codex_responses"
+        if not valid_upstream_url(responses.endpoint):
+            report(f"{prefix}.endpoint", "invalid_url", _UPSTREAM_URL_RULE)
+        if responses.usage_endpoint is not None and not valid_upstream_url(
+            responses.usage_endpoint
+        ):
+            report(f"{prefix}.usage_endpoint", "invalid_url", _UPSTREAM_URL_RULE)
+        for field in ("responses_model", "image_model"):
+            if not getattr(responses, field).strip():
+                report(f"{prefix}.{field}", "required", "model name must not be empty")
+        _check_outputs(
+            prefix, responses.max_outputs, responses.max_parallel_outputs, request_max, report
+        )
+        if not 1 <= responses.max_transient_attempts <= 2:
+            report(
+                f"{prefix}.max_transient_attempts",
+                "out_of_range",
+                "transient attempt limit must be 1 or 2",
+            )
+        if responses.transient_retry_backoff_ms > _MAX_BACKOFF_MS:
+            report(
+                f"{prefix}.transient_retry_backoff_ms",
+                "out_of_range",
+                "transient retry backoff must not exceed 30000 milliseconds",
+            )
+        if responses.quota_cache_ms > _MAX_QUOTA_CACHE_MS:
+            report(
+                f"{prefix}.quota_cache_ms",
+                "out_of_range",
+                "quota cache lifetime must not exceed one day",
+            )
+
+    openai = providers.openai
+    if openai.enabled:
+        prefix = "providers.openai"
+        if not valid_upstream_url(openai.base_url):
+            report(f"{prefix}.base_url", "invalid_url", _UPSTREAM_URL_RULE)
+        for field in ("api_key_env", "organization_env", "project_env"):
+            name = getattr(openai, field)
+            if name is not None and not is_env_name(name):
+                report(f"{prefix}.{field}", "invalid", _ENV_NAME_RULE)
+
+    mock = providers.mock
+    if mock.enabled:
+        prefix = "providers.mock"
+        _check_outputs(prefix, mock.max_outputs, mock.max_parallel_outputs, request_max, report)
+        if not 1 <= mock.native_count <= max(mock.max_outputs, 1):
+            report(
+                f"{prefix}.native_count",
+                "out_of_range",
+                "native count must be between 1 and max_outputs",
+            )
+        if mock.latency_ms + mock.latency_jitter_ms > _MAX_MOCK_LATENCY_MS:
+            report(
+                f"{prefix}.latency_ms",
+                "out_of_range",
+                "latency plus jitter must not exceed one hour",
+            )
+        if math.isnan(mock.failure_rate) or not 0.0 <= mock.failure_rate <= 1.0:
+            report(f"{prefix}.failure_rate", "out_of_range", "failure rate must be within 0..1")
+        if not mock.models:
+            report(f"{prefix}.models", "required", "at least one model name is required")
+        elif any(not model.strip() for model in mock.models) or len(set(mock.models)) != len(
+            mock.models
+        ):
+            report(f"{prefix}.models", "invalid", "model names must be non-empty and unique")
+
+    images = providers.codex_images
+    if images.enabled:
+        prefix = "providers.codex_images"
+        if not valid_upstream_url(images.base_url):
+            report(f"{prefix}.base_url", "invalid_url", _UPSTREAM_URL_RULE)
+        if not images.model.strip():
+            report(f"{prefix}.model", "required", "model name must not be empty")
+        _check_outputs(prefix, images.max_outputs, images.max_parallel_outputs, request_max, report)
+
+
+def _check_server(config: BridgeConfig, report: Report) -> None:
+    server = config.server
+    if server.bearer_token_env is not None and not is_env_name(server.bearer_token_env):
+        report("server.bearer_token_env", "invalid", _ENV_NAME_RULE)
+    try:
+        address, _port = parse_socket_address(server.bind)
+    except ValueError:
+        report(
+            "server.bind",
+            "invalid",
+            "bind must be a numeric socket address such as 127.0.0.1:8787 or [::1]:8787",
+        )
+    else:
+        if not address.is_loopback and server.bearer_token_env is None:
+            report(
+                "server.bearer_token_env",
+                "required_for_remote_bind",
+                "a non-loopback bind requires bearer authentication: name the variable "
+                "that holds the token",
+            )
+    for field in ("max_body_bytes", "max_header_bytes", "write_timeout_ms"):
+        if getattr(server, field) == 0:
+            report(f"server.{field}", "out_of_range", "limit must be greater than zero")
+    if server.max_connections == 0:
+        report(
+            "server.max_connections",
+            "out_of_range",
+            'connection limit must be a positive integer or "unlimited"',
+        )
+
+    jobs = server.jobs
+    if jobs.enabled:
+        for field in (
+            "max_pending",
+            "max_running",
+            "retention_secs",
+            "max_retained",
+            "max_retained_bytes",
+            "max_database_bytes",
+        ):
+            if getattr(jobs, field) == 0:
+                report(
+                    f"server.jobs.{field}",
+                    "out_of_range",
+                    "enabled job limits must be greater than zero",
+                )
+        if jobs.max_retained_bytes > jobs.max_database_bytes:
+            report(
+                "server.jobs.max_retained_bytes",
+                "inconsistent",
+                "retained bytes cannot exceed server.jobs.max_database_bytes",
+            )
+
+
+_UPSTREAM_URL_RULE = (
+    "URL must be https (or http to a loopback host) without credentials or fragment"
+)
+_ENV_NAME_RULE = "must be an environment variable name matching [A-Z][A-Z0-9_]{0,127}"
+
+
+def _next_power_of_two(value: int) -> int:
+    return 1 if value <= 1 else 1 << (value - 1).bit_length()

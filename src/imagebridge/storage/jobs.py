@@ -1,0 +1,943 @@
+"""Durable image jobs in SQLite (runtime.md §5.1, api.md §8).
+
+Ownership: every caller-facing operation is filtered by auth scope; a job in another scope is
+indistinguishable from a missing one. Accounting: each row has a *logical* size (its text
+columns, a 256 KiB reserve while queued or running, else its result and error, plus 128
+bytes); new work is refused when the queue or that logical budget is full, and ``prune``
+keeps terminal history within its own budget. The per-row figure is cached in the
+``logical_bytes`` column (kept by every write, back-filled by the migrations) so admission
+sums a small index instead of reading every request body.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Self
+
+from imagebridge.contract.enums import ImageJobStatus
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.storage.base import (
+    ACTIVE_ROW_RESERVE_BYTES,
+    DEFAULT_BUSY_TIMEOUT_MS,
+    DEFAULT_PAGE_LIMIT,
+    LEGACY_SCOPE,
+    MAX_ERROR_JSON_BYTES,
+    MAX_RESULT_JSON_BYTES,
+    ROW_OVERHEAD_BYTES,
+    CreateResult,
+    JobIdentity,
+    JobPage,
+    JobRecord,
+    JobStatistics,
+    JobSummary,
+    JobVisibility,
+    JsonInput,
+    SchemaStatus,
+)
+from imagebridge.storage.cursors import decode_job_cursor, encode_job_cursor
+from imagebridge.storage.rules import (
+    check_count,
+    check_failure_status,
+    check_fingerprint,
+    check_job_id,
+    check_limit,
+    check_partial_images,
+    check_scope,
+    check_stage,
+    check_status,
+    check_timestamp,
+    check_visibility,
+    dump_json_object,
+    hash_submission_key,
+    interrupted_error,
+    is_canonical_uuid,
+    job_not_found,
+    like_contains_pattern,
+    normalize_search,
+    oversized_error_replacement,
+    prompt_search_text,
+    queue_full,
+    utf8_size,
+)
+from imagebridge.storage.sqlite import (
+    Migration,
+    Schema,
+    SqliteDatabase,
+    ensure_column,
+    immediate,
+    inspect_schema,
+    table_columns,
+)
+
+__all__ = [
+    "JOB_SCHEMA",
+    "MAX_QUEUED_IDENTITIES",
+    "SqliteJobStore",
+    "inspect_job_schema",
+]
+
+_LABEL = "durable job database"
+_CODE = ErrorCode.INTERNAL
+_ACTIVE = (ImageJobStatus.QUEUED.value, ImageJobStatus.RUNNING.value)
+_TERMINAL_SQL = "('succeeded', 'failed', 'cancelled', 'interrupted')"
+_CHUNK = 500
+
+MAX_QUEUED_IDENTITIES = 10_000
+"""Largest page :meth:`SqliteJobStore.queued_identities` returns."""
+
+# -- accounting ------------------------------------------------------------------------------
+
+
+def _octets(column: str) -> str:
+    return f"COALESCE(length(CAST({column} AS BLOB)), 0)"
+
+
+_LOGICAL_BYTES_SQL = (
+    "("
+    + " + ".join(
+        _octets(c)
+        for c in (
+            "id",
+            "auth_scope",
+            "request_json",
+            "prompt_search",
+            "submission_key_hash",
+            "request_fingerprint",
+        )
+    )
+    + " + CASE WHEN status IN ('queued', 'running') THEN :reserve ELSE "
+    + _octets("response_json")
+    + " + "
+    + _octets("error_json")
+    + " END + :overhead)"
+)
+
+
+def _logical_bytes(
+    *texts: str | None, body: Iterable[str | None], active: bool, reserve: int, overhead: int
+) -> int:
+    """The Python twin of ``_LOGICAL_BYTES_SQL`` (identity texts, then result/error body)."""
+
+    def size(text: str | None) -> int:
+        return 0 if text is None else len(text.encode("utf-8"))
+
+    fixed = sum(size(text) for text in texts)
+    variable = reserve if active else sum(size(text) for text in body)
+    return fixed + variable + overhead
+
+
+# -- schema ----------------------------------------------------------------------------------
+
+# A fresh database gets the current shape at once, with the small columns first: SQLite reads
+# a row's columns in order, so large JSON bodies last keep scans off their overflow pages.
+_CREATE_TABLE = """
+CREATE TABLE image_jobs (
+    id TEXT PRIMARY KEY NOT NULL,
+    auth_scope TEXT NOT NULL DEFAULT 'legacy-unowned',
+    status TEXT NOT NULL CHECK (status IN
+        ('queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted')),
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    started_at INTEGER,
+    completed_at INTEGER,
+    progress_stage TEXT,
+    partial_images INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
+    favorite INTEGER NOT NULL DEFAULT 0 CHECK (favorite IN (0, 1)),
+    deleted_at INTEGER,
+    submission_key_hash TEXT,
+    request_fingerprint TEXT,
+    logical_bytes INTEGER,
+    prompt_search TEXT NOT NULL DEFAULT '',
+    request_json TEXT NOT NULL,
+    response_json TEXT,
+    error_json TEXT
+)
+"""
+
+_V1_REQUIRED = frozenset({"id", "status", "created_at", "updated_at", "request_json"})
+_V1_OPTIONAL = (
+    ("started_at", "INTEGER"),
+    ("completed_at", "INTEGER"),
+    ("progress_stage", "TEXT"),
+    ("partial_images", "INTEGER NOT NULL DEFAULT 0"),
+    ("response_json", "TEXT"),
+    ("error_json", "TEXT"),
+    ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
+    ("favorite", "INTEGER NOT NULL DEFAULT 0"),
+    ("deleted_at", "INTEGER"),
+)
+
+
+def _table_exists(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'image_jobs'"
+    ).fetchone()
+    return row is not None
+
+
+def _migrate_v1(conn: sqlite3.Connection, recorded: bool) -> None:
+    """The jobs table itself (created in its current shape when absent)."""
+    if not _table_exists(conn):
+        conn.execute(_CREATE_TABLE)
+        return
+    missing = _V1_REQUIRED - table_columns(conn, "image_jobs")
+    if missing:
+        raise BridgeError(
+            _CODE,
+            f"{_LABEL} has an unrecognised image_jobs table",
+            details={"missing_columns": sorted(missing)},
+        )
+    for column, declaration in _V1_OPTIONAL:
+        ensure_column(conn, "image_jobs", column, declaration)
+
+
+def _migrate_v2(conn: sqlite3.Connection, recorded: bool) -> None:
+    """Searchable lower-cased prompts and the history index."""
+    ensure_column(conn, "image_jobs", "prompt_search", "TEXT NOT NULL DEFAULT ''")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS image_jobs_history_idx ON image_jobs (created_at DESC, id DESC)"
+    )
+    if not recorded:
+        _backfill_prompt_search(conn)
+
+
+def _backfill_prompt_search(conn: sqlite3.Connection) -> None:
+    ids = [
+        str(row[0])
+        for row in conn.execute(
+            "SELECT id FROM image_jobs WHERE prompt_search IS NULL OR prompt_search = ''"
+        )
+    ]
+    for job_id in ids:  # one request body in memory at a time
+        row = conn.execute("SELECT request_json FROM image_jobs WHERE id = ?", (job_id,)).fetchone()
+        try:
+            request = json.loads(row[0])
+        except (TypeError, ValueError):
+            continue
+        prompt = request.get("prompt") if isinstance(request, dict) else None
+        if isinstance(prompt, str) and utf8_size(prompt) is not None:
+            conn.execute(
+                "UPDATE image_jobs SET prompt_search = ? WHERE id = ?",
+                (prompt_search_text(prompt), job_id),
+            )
+
+
+def _migrate_v3(conn: sqlite3.Connection, recorded: bool) -> None:
+    """Ownership scopes, durable submission idempotency and cached logical sizes."""
+    ensure_column(conn, "image_jobs", "auth_scope", f"TEXT NOT NULL DEFAULT '{LEGACY_SCOPE}'")
+    ensure_column(conn, "image_jobs", "submission_key_hash", "TEXT")
+    ensure_column(conn, "image_jobs", "request_fingerprint", "TEXT")
+    ensure_column(conn, "image_jobs", "logical_bytes", "INTEGER")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS image_jobs_scope_history_idx "
+        "ON image_jobs (auth_scope, created_at DESC, id DESC)"
+    )
+    conn.execute(
+        "CREATE UNIQUE INDEX IF NOT EXISTS image_jobs_submission_idx "
+        "ON image_jobs (auth_scope, submission_key_hash) WHERE submission_key_hash IS NOT NULL"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS image_jobs_status_idx ON image_jobs (status, created_at, id)"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS image_jobs_logical_bytes_idx ON image_jobs (logical_bytes)"
+    )
+    conn.execute(
+        f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
+        "WHERE logical_bytes IS NULL",
+        {"reserve": ACTIVE_ROW_RESERVE_BYTES, "overhead": ROW_OVERHEAD_BYTES},
+    )
+
+
+JOB_SCHEMA = Schema(
+    migrations_table="job_schema_migrations",
+    migrations=(
+        Migration(1, _migrate_v1),
+        Migration(2, _migrate_v2),
+        Migration(3, _migrate_v3),
+    ),
+)
+
+# -- rows ------------------------------------------------------------------------------------
+
+_RECORD_COLUMNS = (
+    "id, auth_scope, status, created_at, updated_at, started_at, completed_at, request_json, "
+    "prompt_search, progress_stage, partial_images, response_json, error_json, "
+    "cancel_requested, favorite, deleted_at, submission_key_hash, request_fingerprint, "
+    "logical_bytes"
+)
+_SUMMARY_COLUMNS = (
+    "id, status, created_at, updated_at, started_at, completed_at, progress_stage, "
+    "partial_images, cancel_requested, favorite, deleted_at"
+)
+
+
+def _record(row: sqlite3.Row) -> JobRecord:
+    return JobRecord(
+        id=row["id"],
+        auth_scope=row["auth_scope"],
+        status=ImageJobStatus(row["status"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        started_at=row["started_at"],
+        completed_at=row["completed_at"],
+        request_json=row["request_json"],
+        prompt_search=row["prompt_search"] or "",
+        progress_stage=row["progress_stage"],
+        partial_images=row["partial_images"] or 0,
+        response_json=row["response_json"],
+        error_json=row["error_json"],
+        cancel_requested=bool(row["cancel_requested"]),
+        favorite=bool(row["favorite"]),
+        deleted_at=row["deleted_at"],
+        submission_key_hash=row["submission_key_hash"],
+        request_fingerprint=row["request_fingerprint"],
+        logical_bytes=row["logical_bytes"] or 0,
+    )
+
+
+def _summary(row: sqlite3.Row) -> JobSummary:
+    return JobSummary(
+        id=row["id"],
+        status=ImageJobStatus(row["status"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        started_at=row["started_at"],
+        completed_at=row["completed_at"],
+        progress_stage=row["progress_stage"],
+        partial_images=row["partial_images"] or 0,
+        cancel_requested=bool(row["cancel_requested"]),
+        favorite=bool(row["favorite"]),
+        deleted_at=row["deleted_at"],
+    )
+
+
+def _fetch(conn: sqlite3.Connection, scope: str, job_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        f"SELECT {_RECORD_COLUMNS} FROM image_jobs WHERE auth_scope = ? AND id = ?",  # noqa: S608
+        (scope, job_id),
+    ).fetchone()
+    return row
+
+
+def _fetch_existing(conn: sqlite3.Connection, scope: str, job_id: str) -> sqlite3.Row:
+    row = _fetch(conn, scope, job_id)
+    if row is None:
+        raise job_not_found()
+    return row
+
+
+# -- the store -------------------------------------------------------------------------------
+
+
+class SqliteJobStore:
+    """:class:`~imagebridge.storage.base.JobStore` over one SQLite file.
+
+    Calls run on the database's dedicated worker thread (see :mod:`.sqlite`), one at a time.
+    """
+
+    def __init__(
+        self,
+        database: SqliteDatabase,
+        *,
+        active_row_reserve_bytes: int,
+        row_overhead_bytes: int,
+        max_result_bytes: int,
+        max_error_bytes: int,
+    ) -> None:
+        self._db = database
+        self._reserve = active_row_reserve_bytes
+        self._overhead = row_overhead_bytes
+        self._max_result_bytes = max_result_bytes
+        self._max_error_bytes = max_error_bytes
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        active_row_reserve_bytes: int = ACTIVE_ROW_RESERVE_BYTES,
+        row_overhead_bytes: int = ROW_OVERHEAD_BYTES,
+        max_result_bytes: int = MAX_RESULT_JSON_BYTES,
+        max_error_bytes: int = MAX_ERROR_JSON_BYTES,
+    ) -> Self:
+        """Open or create the database at ``path`` and bring its schema to version 3."""
+        for label, value in (
+            ("active_row_reserve_bytes", active_row_reserve_bytes),
+            ("row_overhead_bytes", row_overhead_bytes),
+            ("max_result_bytes", max_result_bytes),
+            ("max_error_bytes", max_error_bytes),
+        ):
+            check_count(value, label)
+        database = await SqliteDatabase.open(
+            path, schema=JOB_SCHEMA, code=_CODE, label=_LABEL, busy_timeout_ms=busy_timeout_ms
+        )
+        store = cls(
+            database,
+            active_row_reserve_bytes=active_row_reserve_bytes,
+            row_overhead_bytes=row_overhead_bytes,
+            max_result_bytes=max_result_bytes,
+            max_error_bytes=max_error_bytes,
+        )
+        try:
+            await database.run(store._prepare_connection)
+        except BaseException:
+            await database.close()
+            raise
+        return store
+
+    def _prepare_connection(self, conn: sqlite3.Connection) -> None:
+        conn.row_factory = sqlite3.Row
+        # Active rows are charged the reserve this store was opened with.
+        with immediate(conn):
+            conn.execute(
+                f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
+                "WHERE status IN ('queued', 'running') OR logical_bytes IS NULL",
+                self._params(),
+            )
+
+    def _params(self) -> dict[str, int]:
+        return {"reserve": self._reserve, "overhead": self._overhead}
+
+    def _refresh_bytes(self, conn: sqlite3.Connection, ids: builtins.list[str]) -> None:
+        for start in range(0, len(ids), _CHUNK):
+            part = ids[start : start + _CHUNK]
+            named = {f"id{i}": value for i, value in enumerate(part)}
+            placeholders = ", ".join(f":{name}" for name in named)
+            conn.execute(
+                f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
+                f"WHERE id IN ({placeholders})",
+                {**self._params(), **named},
+            )
+
+    @property
+    def path(self) -> Path:
+        return self._db.path
+
+    @property
+    def max_result_bytes(self) -> int:
+        return self._max_result_bytes
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- submission ----------------------------------------------------------------------
+
+    async def create(
+        self,
+        scope: str,
+        job_id: str,
+        request_json: JsonInput,
+        prompt: str,
+        *,
+        submission_key: str | None = None,
+        fingerprint: str | None = None,
+        now: int,
+        max_pending: int,
+        max_database_bytes: int,
+    ) -> CreateResult:
+        """Insert a queued job, or replay the job an earlier identical submission made.
+
+        Idempotency is decided before capacity, so a replay succeeds even when the queue is
+        full; a refused submission stores nothing.
+        """
+        check_scope(scope)
+        check_job_id(job_id)
+        check_timestamp(now)
+        check_count(max_pending, "max_pending")
+        check_count(max_database_bytes, "max_database_bytes")
+        if not isinstance(prompt, str) or utf8_size(prompt) is None:
+            raise BridgeError.invalid_request("prompt must be UTF-8 text", field="prompt")
+        key_hash = None if submission_key is None else hash_submission_key(submission_key)
+        if fingerprint is not None:
+            check_fingerprint(fingerprint)
+        if key_hash is not None and fingerprint is None:
+            raise BridgeError(_CODE, "a submission key needs a request fingerprint")
+
+        def operation(conn: sqlite3.Connection) -> CreateResult:
+            # Serializing a large request happens here, on the worker thread.
+            request_text, _ = dump_json_object(
+                request_json,
+                "request",
+                drop_keys=("idempotency_key",),
+                code=ErrorCode.INVALID_REQUEST,
+            )
+            search = prompt_search_text(prompt)
+            new_bytes = _logical_bytes(
+                job_id,
+                scope,
+                request_text,
+                search,
+                key_hash,
+                fingerprint,
+                body=(),
+                active=True,
+                reserve=self._reserve,
+                overhead=self._overhead,
+            )
+            with immediate(conn):
+                if key_hash is not None:
+                    existing = conn.execute(
+                        f"SELECT {_RECORD_COLUMNS} FROM image_jobs "  # noqa: S608
+                        "WHERE auth_scope = ? AND submission_key_hash = ?",
+                        (scope, key_hash),
+                    ).fetchone()
+                    if existing is not None:
+                        if existing["request_fingerprint"] == fingerprint:
+                            return CreateResult(job=_record(existing), created=False)
+                        raise BridgeError(
+                            ErrorCode.IDEMPOTENCY_CONFLICT,
+                            "idempotency key was already used for a different request",
+                        )
+                queued = conn.execute(
+                    "SELECT COUNT(*) FROM image_jobs WHERE status = 'queued'"
+                ).fetchone()[0]
+                if queued >= max_pending:
+                    raise queue_full("max_pending")
+                used = conn.execute(
+                    "SELECT COALESCE(SUM(logical_bytes), 0) FROM image_jobs"
+                ).fetchone()[0]
+                if used + new_bytes > max_database_bytes:
+                    raise queue_full("max_database_bytes")
+                if conn.execute("SELECT 1 FROM image_jobs WHERE id = ?", (job_id,)).fetchone():
+                    raise BridgeError(_CODE, "durable job id is already in use")
+                conn.execute(
+                    "INSERT INTO image_jobs (id, auth_scope, status, created_at, updated_at, "
+                    "partial_images, cancel_requested, favorite, submission_key_hash, "
+                    "request_fingerprint, logical_bytes, prompt_search, request_json) "
+                    "VALUES (?, ?, 'queued', ?, ?, 0, 0, 0, ?, ?, ?, ?, ?)",
+                    (
+                        job_id,
+                        scope,
+                        now,
+                        now,
+                        key_hash,
+                        fingerprint,
+                        new_bytes,
+                        search,
+                        request_text,
+                    ),
+                )
+                row = _fetch_existing(conn, scope, job_id)
+            return CreateResult(job=_record(row), created=True)
+
+        return await self._db.run(operation)
+
+    # -- worker transitions --------------------------------------------------------------
+
+    async def claim(self, scope: str, job_id: str, *, now: int) -> bool:
+        """queued (and not cancel-requested) → running at stage ``starting``."""
+        check_scope(scope)
+        check_timestamp(now)
+
+        def operation(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE image_jobs SET status = 'running', progress_stage = 'starting', "
+                "started_at = MAX(?, updated_at), updated_at = MAX(?, updated_at) "
+                "WHERE auth_scope = ? AND id = ? AND status = 'queued' AND cancel_requested = 0",
+                (now, now, scope, job_id),
+            )
+            return cursor.rowcount == 1
+
+        return await self._db.run(operation)
+
+    async def progress(
+        self, scope: str, job_id: str, *, stage: str, partial_images: int, now: int
+    ) -> bool:
+        """Record the latest stage of a running job; other states are left alone."""
+        check_scope(scope)
+        check_stage(stage)
+        check_partial_images(partial_images)
+        check_timestamp(now)
+
+        def operation(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE image_jobs SET progress_stage = ?, partial_images = ?, "
+                "updated_at = MAX(?, updated_at) "
+                "WHERE auth_scope = ? AND id = ? AND status = 'running'",
+                (stage, partial_images, now, scope, job_id),
+            )
+            return cursor.rowcount == 1
+
+        return await self._db.run(operation)
+
+    async def succeed(
+        self, scope: str, job_id: str, response_json: JsonInput, *, now: int
+    ) -> JobRecord:
+        """running → succeeded with its result.
+
+        A result above :attr:`max_result_bytes` is refused with an ``artifact`` error and
+        the job is left running, so the caller can store a trimmed result instead.
+        """
+        check_scope(scope)
+        check_timestamp(now)
+        limit = self._max_result_bytes
+
+        def operation(conn: sqlite3.Connection) -> JobRecord:
+            text, size = dump_json_object(response_json, "result")
+            if size > limit:
+                raise BridgeError(
+                    ErrorCode.ARTIFACT,
+                    "durable job result metadata exceeds the storage reserve",
+                    details={"result_bytes": size, "max_result_bytes": limit},
+                )
+            return self._finish(conn, scope, job_id, ImageJobStatus.SUCCEEDED, text, None, now)
+
+        return await self._db.run(operation)
+
+    async def fail(
+        self,
+        scope: str,
+        job_id: str,
+        status: ImageJobStatus | str,
+        error_json: JsonInput,
+        *,
+        now: int,
+    ) -> JobRecord:
+        """running → failed | cancelled | interrupted with its error (oversized → replaced)."""
+        check_scope(scope)
+        final = check_failure_status(status)
+        check_timestamp(now)
+        limit = self._max_error_bytes
+
+        def operation(conn: sqlite3.Connection) -> JobRecord:
+            text, size = dump_json_object(error_json, "error")
+            if size > limit:
+                original = json.loads(text)
+                replacement = oversized_error_replacement(original, size)
+                text, _ = dump_json_object(replacement, "error")
+            return self._finish(conn, scope, job_id, final, None, text, now)
+
+        return await self._db.run(operation)
+
+    def _finish(
+        self,
+        conn: sqlite3.Connection,
+        scope: str,
+        job_id: str,
+        status: ImageJobStatus,
+        response_text: str | None,
+        error_text: str | None,
+        now: int,
+    ) -> JobRecord:
+        with immediate(conn):
+            row = _fetch_existing(conn, scope, job_id)
+            if row["status"] != ImageJobStatus.RUNNING.value:
+                raise BridgeError(
+                    _CODE,
+                    "durable job is not running",
+                    details={"status": row["status"]},
+                )
+            stamp = max(now, row["updated_at"])
+            conn.execute(
+                "UPDATE image_jobs SET status = ?, response_json = ?, error_json = ?, "
+                "completed_at = ?, updated_at = ?, progress_stage = 'completed' WHERE id = ?",
+                (status.value, response_text, error_text, stamp, stamp, job_id),
+            )
+            self._refresh_bytes(conn, [job_id])
+            return _record(_fetch_existing(conn, scope, job_id))
+
+    async def request_cancel(self, scope: str, job_id: str, *, now: int) -> JobRecord:
+        """Queued → cancelled at once; running → flagged for its worker; terminal → as is."""
+        check_scope(scope)
+        check_timestamp(now)
+
+        def operation(conn: sqlite3.Connection) -> JobRecord:
+            with immediate(conn):
+                row = _fetch_existing(conn, scope, job_id)
+                stamp = max(now, row["updated_at"])
+                if row["status"] == ImageJobStatus.QUEUED.value:
+                    conn.execute(
+                        "UPDATE image_jobs SET status = 'cancelled', cancel_requested = 1, "
+                        "completed_at = ?, updated_at = ?, progress_stage = 'completed' "
+                        "WHERE id = ?",
+                        (stamp, stamp, job_id),
+                    )
+                    self._refresh_bytes(conn, [job_id])
+                elif row["status"] == ImageJobStatus.RUNNING.value and not row["cancel_requested"]:
+                    conn.execute(
+                        "UPDATE image_jobs SET cancel_requested = 1, updated_at = ? WHERE id = ?",
+                        (stamp, job_id),
+                    )
+                else:
+                    return _record(row)
+                return _record(_fetch_existing(conn, scope, job_id))
+
+        return await self._db.run(operation)
+
+    async def recover_interrupted(self, *, now: int) -> int:
+        """Every running row (left by a stopped bridge) → interrupted; never re-run.
+
+        The progress stage is left as it was, so history shows how far the job got.
+        """
+        check_timestamp(now)
+        error_text, _ = dump_json_object(interrupted_error(), "error")
+
+        def operation(conn: sqlite3.Connection) -> int:
+            with immediate(conn):
+                ids = [
+                    str(row[0])
+                    for row in conn.execute("SELECT id FROM image_jobs WHERE status = 'running'")
+                ]
+                conn.execute(
+                    "UPDATE image_jobs SET status = 'interrupted', error_json = ?, "
+                    "completed_at = MAX(?, updated_at), updated_at = MAX(?, updated_at) "
+                    "WHERE status = 'running'",
+                    (error_text, now, now),
+                )
+                self._refresh_bytes(conn, ids)
+            return len(ids)
+
+        return await self._db.run(operation)
+
+    async def queued_identities(
+        self, limit: int, *, after: JobIdentity | None = None
+    ) -> builtins.list[JobIdentity]:
+        """Queued jobs across scopes, oldest first; pass the last one as ``after`` to page on.
+
+        Paging lets a manager schedule every queued job, however many there are.
+        """
+        check_limit(limit, MAX_QUEUED_IDENTITIES)
+        if after is not None and not isinstance(after, JobIdentity):
+            raise BridgeError(_CODE, "after must be a JobIdentity")
+
+        def operation(conn: sqlite3.Connection) -> builtins.list[JobIdentity]:
+            if after is None:
+                rows = conn.execute(
+                    "SELECT auth_scope, id, created_at FROM image_jobs WHERE status = 'queued' "
+                    "ORDER BY created_at, id LIMIT ?",
+                    (limit,),
+                )
+            else:
+                rows = conn.execute(
+                    "SELECT auth_scope, id, created_at FROM image_jobs WHERE status = 'queued' "
+                    "AND (created_at > ? OR (created_at = ? AND id > ?)) "
+                    "ORDER BY created_at, id LIMIT ?",
+                    (after.created_at, after.created_at, after.id, limit),
+                )
+            return [JobIdentity(auth_scope=r[0], id=r[1], created_at=r[2]) for r in rows]
+
+        return await self._db.run(operation)
+
+    # -- history ---------------------------------------------------------------------------
+
+    async def get(self, scope: str, job_id: str) -> JobRecord:
+        check_scope(scope)
+        if not isinstance(job_id, str) or not is_canonical_uuid(job_id):
+            raise job_not_found()
+
+        def operation(conn: sqlite3.Connection) -> JobRecord:
+            return _record(_fetch_existing(conn, scope, job_id))
+
+        return await self._db.run(operation)
+
+    async def update_history(
+        self,
+        scope: str,
+        job_id: str,
+        *,
+        favorite: bool | None = None,
+        deleted: bool | None = None,
+        now: int,
+    ) -> JobRecord:
+        """Set the favourite marker and/or soft-delete (or restore) a terminal job."""
+        check_scope(scope)
+        check_timestamp(now)
+        if favorite is None and deleted is None:
+            raise BridgeError.invalid_request(
+                "history update must change favorite or deleted state"
+            )
+        for label, value in (("favorite", favorite), ("deleted", deleted)):
+            if value is not None and not isinstance(value, bool):
+                raise BridgeError.invalid_request(f"{label} must be a boolean", field=label)
+
+        def operation(conn: sqlite3.Connection) -> JobRecord:
+            with immediate(conn):
+                row = _fetch_existing(conn, scope, job_id)
+                status = ImageJobStatus(row["status"])
+                if deleted is not None and not status.terminal:
+                    raise BridgeError.invalid_request(
+                        "only finished jobs can be deleted or restored",
+                        field="deleted",
+                        status=status.value,
+                    )
+                stamp = max(now, row["updated_at"])
+                new_favorite = row["favorite"] if favorite is None else int(favorite)
+                new_deleted = row["deleted_at"]
+                if deleted is not None:
+                    new_deleted = stamp if deleted else None
+                conn.execute(
+                    "UPDATE image_jobs SET favorite = ?, deleted_at = ?, updated_at = ? "
+                    "WHERE id = ?",
+                    (new_favorite, new_deleted, stamp, job_id),
+                )
+                return _record(_fetch_existing(conn, scope, job_id))
+
+        return await self._db.run(operation)
+
+    async def prune(
+        self, *, now: int, retention_secs: int, max_retained: int, max_retained_bytes: int
+    ) -> int:
+        """Delete old or excess terminal history in one transaction; return rows removed.
+
+        First rows completed at or before ``now - retention_secs``; then, newest first by
+        creation, every row past ``max_retained`` or past ``max_retained_bytes`` of
+        cumulative logical size. Favourites are never pruned; soft-deleted rows are.
+        """
+        check_timestamp(now)
+        check_count(retention_secs, "retention_secs")
+        check_count(max_retained, "max_retained")
+        check_count(max_retained_bytes, "max_retained_bytes")
+        cutoff = now - retention_secs
+
+        def operation(conn: sqlite3.Connection) -> int:
+            with immediate(conn):
+                removed = conn.execute(
+                    f"DELETE FROM image_jobs WHERE status IN {_TERMINAL_SQL} "  # noqa: S608
+                    "AND favorite = 0 AND COALESCE(completed_at, updated_at) <= ?",
+                    (cutoff,),
+                ).rowcount
+                victims: builtins.list[str] = []
+                cumulative = 0
+                rows = conn.execute(
+                    f"SELECT id, logical_bytes FROM image_jobs "  # noqa: S608
+                    f"WHERE status IN {_TERMINAL_SQL} AND favorite = 0 "
+                    "ORDER BY created_at DESC, id DESC"
+                )
+                for rank, (job_id, size) in enumerate(rows, start=1):
+                    cumulative += int(size or 0)
+                    if rank > max_retained or cumulative > max_retained_bytes:
+                        victims.append(str(job_id))
+                for start in range(0, len(victims), _CHUNK):
+                    part = victims[start : start + _CHUNK]
+                    placeholders = ", ".join("?" for _ in part)
+                    removed += conn.execute(
+                        f"DELETE FROM image_jobs WHERE id IN ({placeholders})",  # noqa: S608
+                        part,
+                    ).rowcount
+            return int(removed)
+
+        return await self._db.run(operation)
+
+    async def statistics(self) -> JobStatistics:
+        """Counts across every scope, the file size and the logical (budgeted) size."""
+
+        def operation(conn: sqlite3.Connection) -> JobStatistics:
+            counts = {status.value: 0 for status in ImageJobStatus}
+            for status, count in conn.execute(
+                "SELECT status, COUNT(*) FROM image_jobs GROUP BY status"
+            ):
+                counts[str(status)] = int(count)
+            hidden = conn.execute(
+                "SELECT COUNT(*) FROM image_jobs WHERE deleted_at IS NOT NULL"
+            ).fetchone()[0]
+            logical = conn.execute(
+                "SELECT COALESCE(SUM(logical_bytes), 0) FROM image_jobs"
+            ).fetchone()[0]
+            page_count = conn.execute("PRAGMA page_count").fetchone()[0]
+            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+            return JobStatistics(
+                total=sum(counts.values()),
+                queued=counts["queued"],
+                running=counts["running"],
+                succeeded=counts["succeeded"],
+                failed=counts["failed"],
+                cancelled=counts["cancelled"],
+                interrupted=counts["interrupted"],
+                hidden=int(hidden),
+                database_bytes=int(page_count) * int(page_size),
+                logical_bytes=int(logical),
+            )
+
+        return await self._db.run(operation)
+
+    async def healthy(self) -> bool:
+        """Whether the store still answers queries (for readiness)."""
+
+        def operation(conn: sqlite3.Connection) -> bool:
+            conn.execute("SELECT 1 FROM image_jobs LIMIT 1").fetchall()
+            return True
+
+        try:
+            return await self._db.run(operation)
+        except BridgeError:
+            return False
+
+    async def list(
+        self,
+        scope: str,
+        *,
+        visibility: JobVisibility | str = JobVisibility.ACTIVE,
+        status: ImageJobStatus | str | None = None,
+        favorite: bool | None = None,
+        search: str | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> JobPage:
+        """One page of the scope's history, newest first; filters apply before paging.
+
+        ``search`` matches a literal, case-insensitive substring of the prompt (``%``,
+        ``_`` and ``\\`` are ordinary characters). ``next_cursor`` is set only when more
+        rows follow.
+        """
+        check_scope(scope)
+        shown = check_visibility(visibility)
+        wanted = None if status is None else check_status(status)
+        if favorite is not None and not isinstance(favorite, bool):
+            raise BridgeError.invalid_request("favorite must be a boolean", field="favorite")
+        needle = normalize_search(search)
+        position = None if cursor is None else decode_job_cursor(cursor)
+        check_limit(limit)
+
+        clauses = ["auth_scope = :scope"]
+        params: dict[str, Any] = {"scope": scope, "fetch": limit + 1}
+        if shown is JobVisibility.ACTIVE:
+            clauses.append("deleted_at IS NULL")
+        elif shown is JobVisibility.HIDDEN:
+            clauses.append("deleted_at IS NOT NULL")
+        if wanted is not None:
+            clauses.append("status = :status")
+            params["status"] = wanted.value
+        if favorite is not None:
+            clauses.append("favorite = :favorite")
+            params["favorite"] = int(favorite)
+        if needle is not None:
+            clauses.append("prompt_search LIKE :pattern ESCAPE '\\'")
+            params["pattern"] = like_contains_pattern(needle)
+        if position is not None:
+            clauses.append("(created_at < :created OR (created_at = :created AND id < :after_id))")
+            params["created"], params["after_id"] = position
+        sql = (
+            f"SELECT {_SUMMARY_COLUMNS} FROM image_jobs WHERE "  # noqa: S608
+            + " AND ".join(clauses)
+            + " ORDER BY created_at DESC, id DESC LIMIT :fetch"
+        )
+
+        def operation(conn: sqlite3.Connection) -> JobPage:
+            rows = conn.execute(sql, params).fetchall()
+            items = [_summary(row) for row in rows[:limit]]
+            next_cursor = None
+            if len(rows) > limit:
+                last = items[-1]
+                next_cursor = encode_job_cursor(last.created_at, last.id)
+            return JobPage(items=items, next_cursor=next_cursor)
+
+        return await self._db.run(operation)
+
+
+async def inspect_job_schema(path: str | os.PathLike[str]) -> SchemaStatus:
+    """Read-only: the job schema version of ``path`` (a missing file is not created)."""
+    return await inspect_schema(path, JOB_SCHEMA, code=_CODE, label=_LABEL)

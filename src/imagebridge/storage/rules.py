@@ -225,8 +225,12 @@ def check_visibility(visibility: str) -> JobVisibility:
 
 
 def prompt_search_text(prompt: str) -> str:
-    """What search matches against: the prompt with Unicode lower-casing."""
-    return prompt.lower()
+    """What search matches against: the prompt with Unicode lower-casing.
+
+    NUL becomes U+0001: SQL ``LIKE`` stops reading text at a NUL, and since a search may not
+    contain control characters, no match can span either character anyway.
+    """
+    return prompt.lower().replace("\x00", "\x01")
 
 
 def normalize_search(search: str | None) -> str | None:

@@ -1,0 +1,128 @@
+"""Admission gates: bounded concurrency plus a bounded FIFO waiting room (runtime.md §1.5).
+
+A gate never queues more callers than it was told to; the excess is rejected at once with
+a retryable ``overloaded`` error, so a burst turns into fast 503s instead of growing latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine.cancellation import CancelToken, Deadline
+
+__all__ = ["AdmissionGate", "GatePermit"]
+
+
+@dataclass(slots=True)
+class GatePermit:
+    """A held slot; release exactly once (``async with`` or :meth:`release`)."""
+
+    gate: AdmissionGate
+    released: bool = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.gate._release()
+
+    async def __aenter__(self) -> GatePermit:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.release()
+
+
+class AdmissionGate:
+    """``max_concurrent``/``max_queued`` of ``None`` mean unlimited; a queue of 0 means none."""
+
+    def __init__(self, label: str, max_concurrent: int | None, max_queued: int | None) -> None:
+        if max_concurrent is not None and max_concurrent < 1:
+            raise BridgeError(ErrorCode.CONFIGURATION, "admission concurrency must be positive")
+        if max_queued is not None and max_queued < 0:
+            raise BridgeError(ErrorCode.CONFIGURATION, "admission queue must not be negative")
+        self.label = label
+        self.max_concurrent = max_concurrent
+        self.max_queued = max_queued
+        self._active = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._closed = False
+
+    @property
+    def queued(self) -> int:
+        return sum(1 for waiter in self._waiters if not waiter.done())
+
+    @property
+    def active(self) -> int:
+        return self._active
+
+    def _has_room(self) -> bool:
+        return self.max_concurrent is None or self._active < self.max_concurrent
+
+    async def acquire(self, deadline: Deadline, cancellation: CancelToken) -> GatePermit:
+        if self._closed:
+            raise BridgeError(ErrorCode.CANCELLED, "runtime is shutting down")
+        if self._has_room() and not self._waiters:
+            self._active += 1
+            return GatePermit(self)
+        if self.max_queued is not None and self.queued >= self.max_queued:
+            raise BridgeError(
+                ErrorCode.OVERLOADED,
+                "runtime queue capacity is exhausted",
+                retryable=True,
+                details={"limit": self.label},
+            )
+        if deadline.expired:
+            raise self._timeout()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+
+        def fail(error: BridgeError) -> None:
+            if not waiter.done():
+                waiter.set_exception(error)
+
+        timer = loop.call_at(deadline.at, fail, self._timeout())
+        unregister = cancellation.on_cancel(
+            lambda: fail(
+                BridgeError(ErrorCode.CANCELLED, "request was cancelled while waiting for capacity")
+            )
+        )
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._release()  # granted, but the caller is leaving anyway
+            raise
+        finally:
+            timer.cancel()
+            unregister()
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+        return GatePermit(self)
+
+    def _timeout(self) -> BridgeError:
+        return BridgeError(
+            ErrorCode.TIMEOUT,
+            "request deadline elapsed while waiting for capacity",
+            retryable=True,
+            details={"limit": self.label},
+        )
+
+    def _release(self) -> None:
+        self._active -= 1
+        while self._waiters and self._has_room():
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self._active += 1
+                waiter.set_result(None)
+
+    def close(self) -> None:
+        """Refuse new callers and fail every waiter (shutdown)."""
+        self._closed = True
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(BridgeError(ErrorCode.CANCELLED, "runtime is shutting down"))

@@ -1,0 +1,373 @@
+"""Materialization: verify every provider output independently, then project it.
+
+Nothing a provider says about its images is trusted: the bytes are decoded and measured,
+checked against what was negotiated, optionally keyed to transparency, and only then
+delivered as base64, metadata, a bridge artifact or a bridge-hosted URL (runtime.md §1.9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from imagebridge.artifacts.chroma import inspect_transparent_alpha, remove_background
+from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, inspect_image
+from imagebridge.contract.enums import (
+    ArtifactCollisionPolicy,
+    Background,
+    MultiImageFailurePolicy,
+    OutputFormat,
+    ResponseFormat,
+)
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.request import ImageRequest, parse_size
+from imagebridge.contract.response import GeneratedImage, ImageResponse, Normalization
+from imagebridge.engine.transparency import ChromaPlan
+
+__all__ = [
+    "ArtifactSink",
+    "MaterializeLimits",
+    "Materializer",
+    "PublishedArtifact",
+    "VerifiedImage",
+]
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class MaterializeLimits:
+    max_base64_chars: int = 128 * MiB
+    max_response_bytes: int = 256 * MiB
+    image: ImageLimits = field(default_factory=ImageLimits)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedArtifact:
+    id: str
+    name: str
+
+
+class ArtifactSink(Protocol):
+    """Where ``artifact``/``url`` outputs are published (the artifact store implements it)."""
+
+    async def publish(
+        self,
+        data: bytes,
+        *,
+        expected_format: OutputFormat,
+        owner: str,
+        filename_prefix: str | None,
+        directory: str | None,
+        filename: str | None,
+        collision: ArtifactCollisionPolicy,
+    ) -> PublishedArtifact: ...
+
+
+@dataclass(slots=True)
+class VerifiedImage:
+    """One output after verification, before projection."""
+
+    index: int
+    data: bytes
+    info: ImageInfo
+    generation_ms: int | None
+
+
+def _protocol(message: str, **details: Any) -> BridgeError:
+    return BridgeError(ErrorCode.PROTOCOL, message, details=details)
+
+
+def _verification_failure(error: BridgeError, index: int) -> BridgeError:
+    """Re-code an inspection failure, keeping the specific reason (runtime.md §9.4)."""
+    details = dict(error.details)
+    details["reason"] = error.message
+    details["output_index"] = index
+    return BridgeError(
+        ErrorCode.ARTIFACT,
+        "provider output image failed independent verification",
+        details=details,
+    )
+
+
+class Materializer:
+    def __init__(
+        self,
+        limits: MaterializeLimits | None = None,
+        *,
+        artifacts: ArtifactSink | None = None,
+        public_base_url: str | None = None,
+    ) -> None:
+        self.limits = limits or MaterializeLimits()
+        self.artifacts = artifacts
+        self.public_base_url = public_base_url
+
+    async def materialize(
+        self,
+        response: ImageResponse,
+        effective: ImageRequest,
+        plan: ChromaPlan | None,
+        *,
+        owner: str,
+    ) -> ImageResponse:
+        """Verify ``response`` against ``effective`` and project it for delivery."""
+        self._check_output_set(response, effective)
+        budget = self._initial_budget(response)
+        verified = list(
+            await asyncio.gather(*(self._verify(item, effective) for item in response.data))
+        )
+        for image in verified:
+            budget += len(image.data)
+            self._check_budget(budget)
+        normalizations: list[Normalization] = []
+        warnings: list[str] = []
+        background = effective.parameters.background
+        for image in verified:
+            if plan is not None:
+                normalizations.extend(await self._apply_chroma(image, plan, effective))
+            elif background is Background.TRANSPARENT:
+                normalizations.append(await self._validate_native_alpha(image))
+        size_changes = self._reconcile_dimensions(verified, effective, response)
+        if size_changes:
+            normalizations.extend(size_changes)
+            warnings.append("provider_output_dimensions_differed")
+        projected: list[GeneratedImage] = []
+        if effective.output.response_format in (ResponseFormat.B64_JSON, ResponseFormat.METADATA):
+            projected = list(
+                await asyncio.gather(*(self._project(i, effective, owner) for i in verified))
+            )
+        else:  # publication is sequential so collision suffixes stay deterministic
+            for image in verified:
+                projected.append(await self._project(image, effective, owner))
+        for item in projected:
+            budget += self._payload_size(item)
+            self._check_budget(budget)
+        result = response.model_copy(deep=True)
+        result.data = projected
+        result.normalizations.extend(normalizations)
+        for warning in warnings:
+            result.add_warning(warning)
+        return result
+
+    # -- checks ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_output_set(response: ImageResponse, effective: ImageRequest) -> None:
+        n = effective.parameters.n
+        if (
+            effective.parameters.failure_policy is MultiImageFailurePolicy.FAIL_FAST
+            and response.failures
+        ):
+            raise _protocol("provider returned partial failures under fail-fast policy")
+        actual = len(response.data) + len(response.failures)
+        if actual != n:
+            raise _protocol(
+                "provider returned a different number of outputs", expected=n, actual=actual
+            )
+        indices = sorted([i.index for i in response.data] + [f.index for f in response.failures])
+        if indices != list(range(n)):
+            raise _protocol("provider returned duplicate or missing output indices")
+        for items in ([i.index for i in response.data], [f.index for f in response.failures]):
+            if any(later <= earlier for earlier, later in itertools.pairwise(items)):
+                raise _protocol("provider returned outputs in an unstable index order")
+
+    def _initial_budget(self, response: ImageResponse) -> int:
+        total = len(response.id) + len(response.provider) + len(response.model)
+        total += len(response.revised_prompt or "") + sum(len(w) for w in response.warnings)
+        total += sum(self._payload_size(item) for item in response.data)
+        self._check_budget(total)
+        return total
+
+    @staticmethod
+    def _payload_size(item: GeneratedImage) -> int:
+        if item.b64_json is not None:
+            return len(item.b64_json)
+        if item.url is not None:
+            return len(item.url)
+        return len(item.id or "") + len(item.name or "")
+
+    def _check_budget(self, total: int) -> None:
+        if total > self.limits.max_response_bytes:
+            raise _protocol(
+                "aggregate response payload exceeds the configured byte limit",
+                maximum_bytes=self.limits.max_response_bytes,
+            )
+
+    async def _verify(self, item: GeneratedImage, effective: ImageRequest) -> VerifiedImage:
+        if item.type == "url":
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "provider returned a URL output but remote output fetching is not configured",
+            )
+        if item.type != "b64_json" or item.b64_json is None:
+            raise _protocol("provider returned an unverifiable internal payload type")
+        if len(item.b64_json) > self.limits.max_base64_chars:
+            raise _protocol(
+                "provider base64 output exceeds the configured limit",
+                maximum_bytes=self.limits.max_base64_chars,
+            )
+        try:
+            data = await asyncio.to_thread(base64.b64decode, item.b64_json.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise _protocol("provider returned malformed base64 image data") from None
+        try:
+            info = await asyncio.to_thread(inspect_image, data, self.limits.image)
+        except BridgeError as error:
+            raise _verification_failure(error, item.index) from None
+        expected = effective.parameters.output_format
+        if info.format is not expected:
+            raise _protocol(
+                "provider output format does not match the negotiated format",
+                expected=expected.value,
+                actual=info.format.value,
+                output_index=item.index,
+            )
+        declared = (item.format, item.width, item.height, item.bytes, item.sha256)
+        actual = (info.format, info.width, info.height, info.bytes, info.sha256)
+        if declared != actual:
+            raise _protocol(
+                "provider output metadata does not match the decoded image",
+                output_index=item.index,
+            )
+        return VerifiedImage(item.index, data, info, item.generation_ms)
+
+    def _decode_and_inspect(self, item: GeneratedImage) -> tuple[bytes, ImageInfo]:
+        """Runs in a worker thread: base64 decode and full image inspection."""
+        assert item.b64_json is not None
+        try:
+            data = base64.b64decode(item.b64_json.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise _protocol("provider returned malformed base64 image data") from None
+        try:
+            return data, inspect_image(data, self.limits.image)
+        except BridgeError as error:
+            raise _verification_failure(error, item.index) from None
+
+    # -- transparency ------------------------------------------------------------------------
+
+    async def _apply_chroma(
+        self, image: VerifiedImage, plan: ChromaPlan, effective: ImageRequest
+    ) -> list[Normalization]:
+        try:
+            result = await asyncio.to_thread(
+                remove_background,
+                image.data,
+                key="auto",
+                transparent_threshold=plan.transparent_threshold,
+                opaque_threshold=plan.opaque_threshold,
+                despill=plan.despill,
+                output_format=effective.parameters.output_format,
+                limits=self.limits.image,
+            )
+        except BridgeError as error:
+            failure = _verification_failure(error, image.index)
+            failure.details.setdefault("stage", "transparent_background")
+            raise failure from None
+        image.data = result.data
+        image.info = result.info
+        return [
+            Normalization(
+                field=f"data[{image.index}].transparency.key_color",
+                requested=plan.key_color,
+                effective=result.key.hex,
+                reason="sampled_provider_output_border",
+            ),
+            Normalization(
+                field=f"data[{image.index}].transparency.alpha",
+                effective=result.alpha.to_dict(),
+                reason="validated_chroma_key_alpha",
+            ),
+        ]
+
+    async def _validate_native_alpha(self, image: VerifiedImage) -> Normalization:
+        try:
+            summary = await asyncio.to_thread(
+                inspect_transparent_alpha, image.data, self.limits.image
+            )
+        except BridgeError as error:
+            failure = _verification_failure(error, image.index)
+            failure.details.setdefault("stage", "transparent_background")
+            raise failure from None
+        return Normalization(
+            field=f"data[{image.index}].transparency.alpha",
+            effective=summary.to_dict(),
+            reason="validated_native_alpha",
+        )
+
+    # -- dimensions ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _reconcile_dimensions(
+        verified: list[VerifiedImage], effective: ImageRequest, response: ImageResponse
+    ) -> list[Normalization]:
+        dims = parse_size(effective.parameters.size)
+        if dims is None or not verified:
+            return []
+        wanted = f"{dims[0]}x{dims[1]}"
+        actual = [f"{image.info.width}x{image.info.height}" for image in verified]
+        if all(size == wanted for size in actual):
+            return []
+        if len(set(actual)) == 1:
+            response.effective.size = actual[0]
+            return [
+                Normalization(
+                    field="parameters.size",
+                    requested=wanted,
+                    effective=actual[0],
+                    reason="provider_output_dimensions_differed",
+                )
+            ]
+        return [
+            Normalization(
+                field=f"data[{image.index}].size",
+                requested=wanted,
+                effective=size,
+                reason="provider_output_dimensions_differed",
+            )
+            for image, size in zip(verified, actual, strict=True)
+            if size != wanted
+        ]
+
+    # -- projection ---------------------------------------------------------------------------
+
+    async def _project(
+        self, image: VerifiedImage, effective: ImageRequest, owner: str
+    ) -> GeneratedImage:
+        info = image.info
+        common: dict[str, Any] = {
+            "index": image.index,
+            "format": info.format,
+            "width": info.width,
+            "height": info.height,
+            "bytes": info.bytes,
+            "sha256": info.sha256,
+            "generation_ms": image.generation_ms,
+        }
+        response_format = effective.output.response_format
+        if response_format is ResponseFormat.B64_JSON:
+            encoded = await asyncio.to_thread(base64.b64encode, image.data)
+            return GeneratedImage(type="b64_json", b64_json=encoded.decode(), **common)
+        if response_format is ResponseFormat.METADATA:
+            return GeneratedImage(type="metadata", **common)
+        if self.artifacts is None:
+            raise BridgeError(ErrorCode.CONFIGURATION, "artifact storage is not configured")
+        if response_format is ResponseFormat.URL and self.public_base_url is None:
+            raise BridgeError(ErrorCode.CONFIGURATION, "public artifact base URL is not configured")
+        output = effective.output
+        published = await self.artifacts.publish(
+            image.data,
+            expected_format=info.format,
+            owner=owner,
+            filename_prefix=output.filename_prefix,
+            directory=output.directory,
+            filename=output.filename,
+            collision=output.collision,
+        )
+        if response_format is ResponseFormat.URL:
+            assert self.public_base_url is not None
+            return GeneratedImage(type="url", url=self.public_base_url + published.name, **common)
+        return GeneratedImage(type="artifact", id=published.id, name=published.name, **common)

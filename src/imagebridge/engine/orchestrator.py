@@ -1,0 +1,620 @@
+"""The runtime: one logical request in, bounded upstream calls out (runtime.md §1).
+
+Order of a request: validate → idempotency → global admission → for each route
+(primary, then fallbacks): breaker → provider admission → capabilities → transparency
+planning → negotiation → provider (with deadline, cancellation and grace) → verification and
+materialization. A failure whose upstream outcome is unknown is never retried or rerouted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from imagebridge.artifacts.ids import uuid7
+from imagebridge.contract.capabilities import ProviderCapabilities
+from imagebridge.contract.enums import (
+    Background,
+    FallbackPolicy,
+    ProviderAttemptOutcome,
+    RevisedPromptPolicy,
+)
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.request import ImageRequest
+from imagebridge.contract.response import ImageResponse, Normalization, ProviderAttempt
+from imagebridge.engine.admission import AdmissionGate
+from imagebridge.engine.breaker import BreakerConfig, CircuitBreaker
+from imagebridge.engine.cancellation import CancelToken, Deadline
+from imagebridge.engine.idempotency import (
+    IdempotencyConfig,
+    IdempotencyCoordinator,
+    IdempotencyLease,
+    request_fingerprint,
+)
+from imagebridge.engine.materialize import Materializer
+from imagebridge.engine.negotiation import negotiate_request
+from imagebridge.engine.registry import ProviderRegistry
+from imagebridge.engine.transparency import prepare_transparency
+from imagebridge.engine.validation import RequestLimits, validate_request
+from imagebridge.providers.base import EventSink, Provider, ProviderContext
+
+__all__ = [
+    "ExecutionContext",
+    "GateLimits",
+    "ImageRuntime",
+    "RuntimeSettings",
+    "is_valid_request_id",
+    "should_fallback",
+]
+
+logger = logging.getLogger("imagebridge.engine")
+
+T = TypeVar("T")
+_REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_NEVER_FALLBACK = frozenset(
+    {
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.PERMISSION_DENIED,
+        ErrorCode.SAFETY_REJECTED,
+        ErrorCode.CANCELLED,
+        ErrorCode.SESSION,
+        ErrorCode.IDEMPOTENCY_CONFLICT,
+    }
+)
+_UNAVAILABLE = frozenset(
+    {
+        ErrorCode.CONFIGURATION,
+        ErrorCode.AUTHENTICATION,
+        ErrorCode.UNSUPPORTED_CAPABILITY,
+        ErrorCode.RATE_LIMITED,
+        ErrorCode.OVERLOADED,
+    }
+)
+_ON_ERROR = frozenset(
+    {
+        ErrorCode.UPSTREAM,
+        ErrorCode.PROTOCOL,
+        ErrorCode.ARTIFACT,
+        ErrorCode.INPUT,
+        ErrorCode.INTERNAL,
+    }
+)
+
+
+def is_valid_request_id(value: str) -> bool:
+    return _REQUEST_ID_RE.fullmatch(value) is not None
+
+
+def should_fallback(error: BridgeError, policy: FallbackPolicy) -> bool:
+    """Whether a route failure may move on to the next route (api.md §2.3)."""
+    if error.outcome_unknown or error.code in _NEVER_FALLBACK:
+        return False
+    if error.code in _UNAVAILABLE:
+        return True
+    return policy is FallbackPolicy.ON_ERROR and error.code in _ON_ERROR
+
+
+@dataclass(frozen=True, slots=True)
+class GateLimits:
+    """``None`` means unlimited."""
+
+    max_concurrent: int | None = None
+    max_queued: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSettings:
+    default_timeout_ms: int = 300_000
+    cancellation_grace_ms: int = 1_000
+    shutdown_grace_ms: int = 10_000
+    request_limits: RequestLimits = field(default_factory=RequestLimits)
+    global_gate: GateLimits = field(default_factory=GateLimits)
+    provider_default_gate: GateLimits = field(default_factory=GateLimits)
+    provider_gates: Mapping[str, GateLimits] = field(default_factory=dict)
+    breaker: BreakerConfig = field(default_factory=BreakerConfig)
+    breakers: Mapping[str, BreakerConfig] = field(default_factory=dict)
+    idempotency: IdempotencyConfig = field(default_factory=IdempotencyConfig)
+
+
+@dataclass(slots=True)
+class ExecutionContext:
+    """Who is asking and how to reach them: ids, scopes, cancellation and events."""
+
+    request_id: str | None = None
+    idempotency_scope: str = "default"
+    owner: str = "anonymous-local"
+    cancellation: CancelToken | None = None
+    events: EventSink | None = None
+
+
+@dataclass(slots=True)
+class _Operation:
+    request_id: str
+    deadline: Deadline
+    token: CancelToken
+    external: CancelToken
+    events: EventSink | None
+    owner: str
+
+
+def _ms(started: float) -> int:
+    return max(0, int((time.monotonic() - started) * 1000))
+
+
+class ImageRuntime:
+    """Executes image requests against a provider registry."""
+
+    def __init__(
+        self,
+        registry: ProviderRegistry,
+        materializer: Materializer,
+        settings: RuntimeSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        settings = settings or RuntimeSettings()
+        limits = settings.request_limits
+        if not 0 < settings.default_timeout_ms <= limits.max_timeout_ms:
+            raise BridgeError(ErrorCode.CONFIGURATION, "default timeout is out of range")
+        if not 0 < settings.cancellation_grace_ms <= 30_000:
+            raise BridgeError(ErrorCode.CONFIGURATION, "cancellation grace is out of range")
+        if not 0 < settings.shutdown_grace_ms <= 300_000:
+            raise BridgeError(ErrorCode.CONFIGURATION, "shutdown grace is out of range")
+        for name in [*settings.provider_gates, *settings.breakers]:
+            if name not in registry.names:
+                raise BridgeError(
+                    ErrorCode.CONFIGURATION,
+                    "limits name a provider that is not registered",
+                    details={"provider": name},
+                )
+        self.registry = registry
+        self.materializer = materializer
+        self.settings = settings
+        self.global_gate = AdmissionGate(
+            "global", settings.global_gate.max_concurrent, settings.global_gate.max_queued
+        )
+        self.provider_gates: dict[str, AdmissionGate] = {}
+        self.breakers: dict[str, CircuitBreaker] = {}
+        for name in registry.names:
+            gate = settings.provider_gates.get(name, settings.provider_default_gate)
+            self.provider_gates[name] = AdmissionGate(
+                f"provider:{name}", gate.max_concurrent, gate.max_queued
+            )
+            breaker = settings.breakers.get(name, settings.breaker)
+            self.breakers[name] = CircuitBreaker(name, breaker, clock)
+        self.idempotency = IdempotencyCoordinator(settings.idempotency)
+        self._shutdown = CancelToken()
+        self._active = 0
+        self._drained: asyncio.Event | None = None
+        self._shutdown_result: asyncio.Future[None] | None = None
+
+    # -- public API ------------------------------------------------------------------------
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._shutdown.cancelled
+
+    def queue_snapshot(self) -> dict[str, Any]:
+        return {
+            "global_queued": self.global_gate.queued,
+            "providers_queued": {name: gate.queued for name, gate in self.provider_gates.items()},
+        }
+
+    def breaker_snapshot(self) -> dict[str, dict[str, Any]]:
+        return {name: breaker.snapshot() for name, breaker in self.breakers.items()}
+
+    async def execute(
+        self, request: ImageRequest, context: ExecutionContext | None = None
+    ) -> ImageResponse:
+        """Run one logical request to a verified response or one precise error."""
+        context = context or ExecutionContext()
+        if self.shutting_down:
+            raise BridgeError(ErrorCode.CANCELLED, "runtime is shutting down")
+        self._enter()
+        try:
+            if self.shutting_down:
+                raise BridgeError(ErrorCode.CANCELLED, "runtime is shutting down")
+            return await self._execute(request, context)
+        finally:
+            self._leave()
+
+    async def shutdown(self) -> None:
+        """Cancel everything, drain within the grace, then release providers (idempotent)."""
+        if self._shutdown_result is not None:
+            await asyncio.shield(self._shutdown_result)
+            return
+        self._shutdown_result = asyncio.get_running_loop().create_future()
+        try:
+            await self._do_shutdown()
+        except BridgeError as error:
+            self._shutdown_result.set_exception(error)
+            raise
+        except BaseException:
+            self._shutdown_result.set_result(None)
+            raise
+        self._shutdown_result.set_result(None)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _enter(self) -> None:
+        self._active += 1
+
+    def _leave(self) -> None:
+        self._active -= 1
+        if self._active == 0 and self._drained is not None:
+            self._drained.set()
+
+    async def _do_shutdown(self) -> None:
+        self._shutdown.cancel("shutdown")
+        self.global_gate.close()
+        for gate in self.provider_gates.values():
+            gate.close()
+        drain_error: BridgeError | None = None
+        if self._active:
+            self._drained = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._drained.wait(), self.settings.shutdown_grace_ms / 1000)
+            except TimeoutError:
+                drain_error = BridgeError(
+                    ErrorCode.TIMEOUT,
+                    "runtime shutdown grace elapsed with active operations",
+                    retryable=True,
+                )
+        first_error: BridgeError | None = drain_error
+        for provider in self.registry.providers():
+            try:
+                await provider.shutdown()
+            except BridgeError as error:
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+
+    # -- the pipeline --------------------------------------------------------------------------
+
+    async def _execute(self, request: ImageRequest, context: ExecutionContext) -> ImageResponse:
+        validate_request(request, self.settings.request_limits)
+        request_id = context.request_id
+        if request_id is None:
+            request_id = str(uuid7())
+        elif not is_valid_request_id(request_id):
+            raise BridgeError.invalid_request("request ID is invalid")
+        timeout_ms = request.timeout_ms or self.settings.default_timeout_ms
+        deadline = Deadline.after(timeout_ms / 1000)
+        external = context.cancellation or CancelToken()
+        token = self._shutdown.child()
+        unlink = external.on_cancel(lambda: token.cancel("cancelled"))
+        operation = _Operation(request_id, deadline, token, external, context.events, context.owner)
+        try:
+            key = request.idempotency_key
+            if key is None:
+                return await self._execute_leader(request, operation)
+            begun = await self.idempotency.begin(
+                context.idempotency_scope, key, request_fingerprint(request), deadline, external
+            )
+            if isinstance(begun, ImageResponse):
+                return begun
+            return await self._lead(begun, request, operation)
+        finally:
+            unlink()
+
+    async def _lead(
+        self, lease: IdempotencyLease, request: ImageRequest, operation: _Operation
+    ) -> ImageResponse:
+        try:
+            response = await self._execute_leader(request, operation)
+        except BridgeError as error:
+            self.idempotency.fail(lease, error)
+            raise
+        except BaseException:
+            abandoned = BridgeError(
+                ErrorCode.CANCELLED, "request was abandoned while the provider may have run"
+            ).mark_unknown_outcome()
+            self.idempotency.fail(lease, abandoned)
+            raise
+        self.idempotency.complete(lease, response)
+        return response
+
+    async def _execute_leader(self, request: ImageRequest, op: _Operation) -> ImageResponse:
+        started = time.monotonic()
+        global_permit = await self.global_gate.acquire(op.deadline, op.token)
+        try:
+            global_queue_ms = _ms(started)
+            routes = self._routes(request)
+            attempts: list[ProviderAttempt] = []
+            last_error: BridgeError | None = None
+            for index, (provider_name, model) in enumerate(routes):
+                attempt_started = time.monotonic()
+                try:
+                    response = await self._execute_route(provider_name, model, request, op)
+                except BridgeError as error:
+                    attempts.append(
+                        ProviderAttempt(
+                            provider=provider_name,
+                            model=model,
+                            outcome=ProviderAttemptOutcome.FAILED,
+                            error_code=error.code,
+                            duration_ms=_ms(attempt_started),
+                        )
+                    )
+                    last_error = error
+                    if index + 1 < len(routes) and should_fallback(
+                        error, request.routing.fallback_policy
+                    ):
+                        continue
+                    break
+                attempts.append(
+                    ProviderAttempt(
+                        provider=response.provider,
+                        model=response.model,
+                        outcome=ProviderAttemptOutcome.SUCCEEDED,
+                        duration_ms=_ms(attempt_started),
+                    )
+                )
+                if index > 0:
+                    response.normalizations.insert(
+                        0,
+                        Normalization(
+                            field="routing.provider",
+                            requested=routes[0][0],
+                            effective=response.provider,
+                            reason="provider_fallback",
+                        ),
+                    )
+                    response.add_warning("provider_fallback_used")
+                if request.routing.fallbacks:
+                    response.attempts = attempts
+                response.timings.queue_ms += global_queue_ms
+                response.timings.total_ms = _ms(started)
+                return response
+            assert last_error is not None
+            last_error.details["attempts"] = [
+                attempt.model_dump(mode="json") for attempt in attempts
+            ]
+            raise last_error
+        finally:
+            global_permit.release()
+
+    def _routes(self, request: ImageRequest) -> list[tuple[str, str | None]]:
+        routing = request.routing
+        primary = routing.provider or self.registry.default
+        routes = [(primary, routing.model)]
+        routes.extend((route.provider, route.model) for route in routing.fallbacks)
+        seen: set[tuple[str, str | None]] = set()
+        for index, route in enumerate(routes):
+            if route in seen:
+                raise BridgeError.invalid_request(
+                    "provider routing contains a duplicate resolved route",
+                    field=f"routing.fallbacks[{index - 1}]",
+                    provider=route[0],
+                    model=route[1],
+                )
+            seen.add(route)
+        return routes
+
+    async def _execute_route(
+        self, provider_name: str, model: str | None, request: ImageRequest, op: _Operation
+    ) -> ImageResponse:
+        provider = self.registry.resolve(provider_name)
+        breaker_permit = self.breakers[provider.name].acquire()
+        gate_started = time.monotonic()
+        try:
+            gate_permit = await self.provider_gates[provider.name].acquire(op.deadline, op.token)
+        except BridgeError as error:
+            breaker_permit.abandon()
+            raise error.with_provider(provider.name) from None
+        except BaseException:
+            breaker_permit.abandon()
+            raise
+        queue_ms = _ms(gate_started)
+        try:
+            response = await self._execute_admitted(provider, model, request, op)
+        except BridgeError as error:
+            breaker_permit.finish(error)
+            raise error.with_provider(provider.name) from None
+        except BaseException:
+            breaker_permit.abandon()
+            raise
+        finally:
+            gate_permit.release()
+        breaker_permit.finish(None)
+        response.timings.queue_ms = queue_ms
+        return response
+
+    async def _execute_admitted(
+        self, provider: Provider, model: str | None, request: ImageRequest, op: _Operation
+    ) -> ImageResponse:
+        caps: ProviderCapabilities = await self._controlled(
+            provider.capabilities(model), op, "request was cancelled during capability discovery"
+        )
+        if caps.provider != provider.name:
+            raise BridgeError(
+                ErrorCode.PROTOCOL,
+                "provider capability identity does not match its registry identity",
+            )
+        routed = request.model_copy(
+            update={
+                "routing": request.routing.model_copy(
+                    update={"provider": provider.name, "model": model, "fallbacks": []}
+                )
+            }
+        )
+        prepared = prepare_transparency(routed, caps)
+        validate_request(prepared.request, self.settings.request_limits)
+        negotiated = negotiate_request(prepared.request, caps)
+        effective = negotiated.request
+        provider_started = time.monotonic()
+        context = ProviderContext(
+            request_id=op.request_id, deadline=op.deadline, cancellation=op.token, events=op.events
+        )
+        response = await self._await_provider(provider.execute(effective, context), op)
+        provider_ms = _ms(provider_started)
+        if caps.model is not None and response.model != caps.model:
+            raise BridgeError(
+                ErrorCode.PROTOCOL,
+                "provider response model does not match discovered capabilities",
+                details={"expected_model": caps.model, "actual_model": response.model},
+            )
+        response.id = op.request_id
+        response.provider = provider.name
+        response.requested = request.parameters.model_copy(deep=True)
+        response.effective = effective.parameters.model_copy(deep=True)
+        if prepared.plan is not None:
+            response.effective.background = Background.TRANSPARENT
+            response.add_warning("transparent_background_postprocessed")
+        response.normalizations[0:0] = [*prepared.normalizations, *negotiated.normalizations]
+        if request.policies.revised_prompt is RevisedPromptPolicy.OMIT:
+            response.revised_prompt = None
+        response.timings.provider_ms = provider_ms
+        artifact_started = time.monotonic()
+        # Paid-for images are delivered even when the provider finished inside the grace.
+        grace = self.settings.cancellation_grace_ms / 1000
+        delivery = Deadline(max(op.deadline.at, asyncio.get_running_loop().time() + grace))
+        materialized = await self._controlled(
+            self.materializer.materialize(response, effective, prepared.plan, owner=op.owner),
+            op,
+            "request was cancelled during output materialization",
+            delivery,
+        )
+        materialized.timings.artifact_ms = _ms(artifact_started)
+        return materialized
+
+    # -- deadline and cancellation ----------------------------------------------------------------
+
+    def _interruption(self, op: _Operation) -> tuple[asyncio.Future[str], Callable[[], None]]:
+        """A future resolved with ``cancelled`` or ``shutdown`` when either happens."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        def resolve(reason: str) -> None:
+            if not future.done():
+                future.set_result(reason)
+
+        unlink_external = op.external.on_cancel(lambda: resolve("cancelled"))
+        unlink_shutdown = self._shutdown.on_cancel(lambda: resolve("shutdown"))
+
+        def dispose() -> None:
+            unlink_external()
+            unlink_shutdown()
+            if not future.done():
+                future.cancel()
+
+        return future, dispose
+
+    async def _race(
+        self, task: asyncio.Task[T], op: _Operation, deadline: Deadline
+    ) -> tuple[str | None, asyncio.Task[T]]:
+        """Wait for ``task``, the deadline or an interruption; returns the interruption."""
+        interruption, dispose = self._interruption(op)
+        try:
+            watched: set[asyncio.Future[Any]] = {task, interruption}
+            await asyncio.wait(
+                watched, timeout=deadline.remaining(), return_when=asyncio.FIRST_COMPLETED
+            )
+        except BaseException:
+            task.cancel()
+            raise
+        finally:
+            reason = (
+                interruption.result()
+                if interruption.done() and not interruption.cancelled()
+                else None
+            )
+            dispose()
+        if task.done():
+            return None, task
+        return reason or "deadline", task
+
+    async def _grace(self, task: asyncio.Task[T]) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait({task}, timeout=self.settings.cancellation_grace_ms / 1000)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def _controlled(
+        self,
+        awaitable: Awaitable[T],
+        op: _Operation,
+        message: str,
+        deadline: Deadline | None = None,
+    ) -> T:
+        """A pre-dispatch (or post-provider) stage: its timeouts are retryable, not ambiguous."""
+        deadline = deadline or op.deadline
+        if deadline.expired:
+            op.token.cancel("deadline")
+            _close(awaitable)
+            raise BridgeError(ErrorCode.TIMEOUT, "request deadline elapsed", retryable=True)
+        task = asyncio.ensure_future(awaitable)
+        reason, task = await self._race(task, op, deadline)
+        if reason is None:
+            try:
+                return task.result()
+            except BridgeError:
+                raise
+            except Exception as exc:
+                logger.exception("unexpected failure in %s", message)
+                raise BridgeError(ErrorCode.INTERNAL, "internal error") from exc
+        op.token.cancel(reason)
+        await self._grace(task)
+        if reason == "cancelled":
+            raise BridgeError(ErrorCode.CANCELLED, message)
+        if reason == "shutdown":
+            raise BridgeError(ErrorCode.CANCELLED, "runtime is shutting down")
+        raise BridgeError(ErrorCode.TIMEOUT, "request deadline elapsed", retryable=True)
+
+    async def _await_provider(
+        self, awaitable: Coroutine[Any, Any, ImageResponse], op: _Operation
+    ) -> ImageResponse:
+        """Provider execution: after dispatch, every interruption is an unknown outcome."""
+        if op.deadline.expired:
+            op.token.cancel("deadline")
+            awaitable.close()
+            raise BridgeError(ErrorCode.TIMEOUT, "request deadline elapsed", retryable=True)
+        task = asyncio.ensure_future(awaitable)
+        reason, task = await self._race(task, op, op.deadline)
+        if reason is not None:
+            op.token.cancel(reason)
+            await self._grace(task)
+            if task.done() and not task.cancelled():
+                error = task.exception()
+                if error is None:
+                    return task.result()
+                if isinstance(error, BridgeError) and error.code not in (
+                    ErrorCode.TIMEOUT,
+                    ErrorCode.CANCELLED,
+                ):
+                    raise error
+            if reason == "cancelled":
+                raise BridgeError(
+                    ErrorCode.CANCELLED, "request was cancelled during provider execution"
+                ).mark_unknown_outcome()
+            if reason == "shutdown":
+                raise BridgeError(
+                    ErrorCode.CANCELLED, "runtime shut down during provider execution"
+                ).mark_unknown_outcome()
+            raise BridgeError(
+                ErrorCode.TIMEOUT, "request deadline elapsed during provider execution"
+            ).mark_unknown_outcome()
+        try:
+            return task.result()
+        except BridgeError as error:
+            if error.code in (ErrorCode.TIMEOUT, ErrorCode.CANCELLED):
+                error.mark_unknown_outcome()
+            raise
+        except Exception as exc:
+            logger.exception("provider raised an unexpected exception")
+            raise BridgeError(
+                ErrorCode.INTERNAL, "provider failed unexpectedly"
+            ).mark_unknown_outcome() from exc
+
+
+def _close(awaitable: Awaitable[Any]) -> None:
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()

@@ -1,0 +1,96 @@
+"""The provider interface: what every upstream transport implements.
+
+A provider turns one (already validated and negotiated) :class:`ImageRequest` into an
+:class:`ImageResponse` whose images carry their bytes as ``b64_json`` with the format and
+dimensions the provider believes they have; the engine verifies all of it independently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
+from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.events import (
+    CompletedEvent,
+    PartialImageEvent,
+    ProgressEvent,
+    StartedEvent,
+)
+from imagebridge.contract.request import ImageRequest
+from imagebridge.contract.response import ImageResponse, SessionMetadata
+from imagebridge.engine.cancellation import CancelToken, Deadline
+
+__all__ = [
+    "EventSink",
+    "Provider",
+    "ProviderContext",
+    "ProviderEventT",
+]
+
+ProviderEventT = StartedEvent | ProgressEvent | PartialImageEvent | CompletedEvent
+EventSink = Callable[[ProviderEventT], Awaitable[None]]
+"""Receives provider events; it may apply backpressure by awaiting."""
+
+
+@dataclass(slots=True)
+class ProviderContext:
+    """Everything a provider needs about the call besides the request itself."""
+
+    request_id: str
+    deadline: Deadline
+    cancellation: CancelToken = field(default_factory=CancelToken)
+    events: EventSink | None = None
+
+    async def emit(self, event: ProviderEventT) -> None:
+        """Forward an event; a failing or absent sink never fails the generation."""
+        if self.events is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.events(event)
+
+
+class Provider(ABC):
+    """An image-generation backend registered under a lowercase name."""
+
+    @property
+    @abstractmethod
+    def descriptor(self) -> ProviderDescriptor: ...
+
+    @property
+    def name(self) -> str:
+        return self.descriptor.name
+
+    @abstractmethod
+    async def capabilities(self, model: str | None) -> ProviderCapabilities:
+        """The capability document for ``model`` (``None``: the default model)."""
+
+    @abstractmethod
+    async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+        """Generate ``request.parameters.n`` images, indexed 0..n-1."""
+
+    async def check_ready(self) -> None:  # noqa: B027 - optional hook
+        """Raise a :class:`BridgeError` when the provider cannot serve requests now."""
+
+    async def get_session(self, key: str) -> SessionMetadata:
+        raise self._no_sessions()
+
+    async def delete_session(self, key: str) -> None:
+        raise self._no_sessions()
+
+    def restart_count(self) -> int | None:
+        """Child-process restarts, for providers that run one; ``None`` otherwise."""
+        return None
+
+    async def shutdown(self) -> None:  # noqa: B027 - optional hook
+        """Release resources; called once when the bridge stops."""
+
+    def _no_sessions(self) -> BridgeError:
+        error = BridgeError.unsupported(
+            "provider does not expose persistent sessions", field="session.mode"
+        )
+        error.provider = self.name
+        return error

@@ -1,0 +1,446 @@
+"""The ``mock`` provider: an offline, deterministic test double that makes real images.
+
+Pixels are derived from (prompt, output index), so the same request always yields the same
+bytes; edits derive from the first source image. It exists for demos, tests and
+benchmarks: its descriptor says so, and it never touches the network.
+
+For black-box tests the prompt may carry directives, which are removed before rendering:
+``[mock:fail=CODE]`` fails the call with that error code, ``[mock:fail-output=I,J]`` fails
+the listed absolute output indices, ``[mock:latency=MS]`` overrides the latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import io
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image
+
+from imagebridge._version import __version__
+from imagebridge.contract.capabilities import (
+    BatchCapabilities,
+    InputCapabilities,
+    ProviderCapabilities,
+    ProviderDescriptor,
+    SizeCapabilities,
+    U8Range,
+)
+from imagebridge.contract.enums import (
+    Background,
+    BatchMode,
+    ImageAction,
+    InputFidelity,
+    Moderation,
+    MultiImageFailurePolicy,
+    OutputFormat,
+    Quality,
+    SessionMode,
+    SupportLevel,
+)
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.events import PartialImageEvent, ProgressEvent, StartedEvent
+from imagebridge.contract.request import ImageInput, ImageRequest
+from imagebridge.contract.response import (
+    GeneratedImage,
+    ImageFailure,
+    ImageResponse,
+    SessionMetadata,
+    Timings,
+    Usage,
+)
+from imagebridge.providers.base import Provider, ProviderContext
+
+__all__ = ["MOCK_PROVIDER", "MockProvider", "MockSettings", "render_image"]
+
+MOCK_PROVIDER = "mock"
+AUTO_SIZE = (1024, 1024)
+MAX_EDGE = 4096
+MAX_SOURCE_BYTES = 32 * 1024 * 1024
+_DIRECTIVE_RE = re.compile(r"\[mock:([a-z-]+)(?:=([^\]]*))?\]")
+_OUTPUT_SUFFIX_RE = re.compile(r":output:(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class MockSettings:
+    """``[providers.mock]``: behaviour of the test double."""
+
+    native_count: int = 1
+    latency_ms: int = 0
+    latency_jitter_ms: int = 0
+    failure_rate: float = 0.0
+    seed: int | None = None
+    models: tuple[str, ...] = ("mock-image-1",)
+    name: str = MOCK_PROVIDER
+
+
+@dataclass(slots=True)
+class _Directives:
+    prompt: str
+    fail: ErrorCode | None = None
+    fail_outputs: set[int] = field(default_factory=set)
+    latency_ms: int | None = None
+
+
+def _parse_directives(prompt: str) -> _Directives:
+    directives = _Directives(prompt=_DIRECTIVE_RE.sub("", prompt).strip())
+    for name, value in _DIRECTIVE_RE.findall(prompt):
+        if name == "fail":
+            try:
+                directives.fail = ErrorCode(value)
+            except ValueError:
+                directives.fail = ErrorCode.UPSTREAM
+        elif name == "fail-output":
+            directives.fail_outputs |= {int(v) for v in value.split(",") if v.strip().isdigit()}
+        elif name == "latency" and value.isdigit():
+            directives.latency_ms = int(value)
+    return directives
+
+
+def _seed_bytes(prompt: str, index: int) -> bytes:
+    return hashlib.sha256(f"{index}\x00{prompt}".encode()).digest()
+
+
+def render_image(
+    prompt: str,
+    index: int,
+    width: int,
+    height: int,
+    output_format: OutputFormat,
+    *,
+    transparent: bool = False,
+    compression: int | None = None,
+    source: Image.Image | None = None,
+) -> bytes:
+    """Deterministic pixels for (prompt, index): a two-colour gradient with a disc."""
+    seed = _seed_bytes(prompt, index)
+    start = np.frombuffer(seed[0:3], dtype=np.uint8).astype(np.float32)
+    end = np.frombuffer(seed[3:6], dtype=np.uint8).astype(np.float32)
+    if source is not None:
+        base = np.asarray(source.convert("RGB").resize((width, height)), dtype=np.float32)
+        tint = (start + end) / 2
+        rgb = base * 0.7 + tint * 0.3
+    else:
+        ramp = np.linspace(0.0, 1.0, width, dtype=np.float32)[None, :, None]
+        rgb = np.broadcast_to(start + (end - start) * ramp, (height, width, 3)).copy()
+    ys, xs = np.ogrid[:height, :width]
+    cx, cy = width * (0.3 + seed[6] / 640), height * (0.3 + seed[7] / 640)
+    radius = max(1.0, min(width, height) * (0.15 + seed[8] / 1280))
+    disc = (xs - cx) ** 2 + (ys - cy) ** 2 <= radius**2
+    rgb[disc] = np.frombuffer(seed[9:12], dtype=np.uint8)
+    pixels = np.clip(rgb, 0, 255).astype(np.uint8)
+    if transparent and output_format is not OutputFormat.JPEG:
+        alpha = np.where(disc, 255, 0).astype(np.uint8)
+        image = Image.fromarray(np.dstack([pixels, alpha]), mode="RGBA")
+    else:
+        image = Image.fromarray(pixels, mode="RGB")
+    buffer = io.BytesIO()
+    if output_format is OutputFormat.PNG:
+        image.save(buffer, format="PNG", compress_level=1)
+    elif output_format is OutputFormat.JPEG:
+        image.save(buffer, format="JPEG", quality=compression if compression is not None else 90)
+    else:
+        if compression is None:
+            image.save(buffer, format="WEBP", lossless=True)
+        else:
+            image.save(buffer, format="WEBP", quality=compression)
+    return buffer.getvalue()
+
+
+def _decode_source(item: ImageInput) -> Image.Image:
+    if item.type == "data_url":
+        header, _, payload = item.payload.partition(",")
+        if not header.startswith("data:image/") or not header.endswith(";base64"):
+            raise BridgeError(ErrorCode.INPUT, "data URL must be a base64 image")
+    elif item.type == "base64":
+        payload = item.payload
+    else:
+        raise BridgeError(ErrorCode.INPUT, "the mock provider accepts only inline image inputs")
+    if len(payload) > MAX_SOURCE_BYTES * 4 // 3 + 4:
+        raise BridgeError(ErrorCode.INPUT, "encoded image exceeds the configured size limit")
+    try:
+        data = base64.b64decode(payload, validate=True)
+        image = Image.open(io.BytesIO(data))
+        if image.width * image.height > MAX_EDGE * MAX_EDGE:
+            raise BridgeError(ErrorCode.INPUT, "image dimensions exceed configured limits")
+        image.load()
+    except (binascii.Error, OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise BridgeError(ErrorCode.INPUT, "image payload is malformed or incomplete") from exc
+    return image
+
+
+class MockProvider(Provider):
+    """Offline image generation with real, verifiable images."""
+
+    def __init__(
+        self,
+        settings: MockSettings | None = None,
+        *,
+        before_output: Callable[[str, int], Awaitable[None]] | None = None,
+    ) -> None:
+        self.settings = settings or MockSettings()
+        if self.settings.native_count < 1 or self.settings.native_count > 255:
+            raise BridgeError(ErrorCode.CONFIGURATION, "mock native_count must be 1 to 255")
+        self._rng = random.Random(self.settings.seed)
+        self._sessions: dict[str, str] = {}
+        self._threads: set[str] = set()
+        self._before_output = before_output
+        self.calls = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.cancellations = 0
+
+    @property
+    def descriptor(self) -> ProviderDescriptor:
+        return ProviderDescriptor(
+            name=self.settings.name,
+            display_name="Mock (offline test double)",
+            version=__version__,
+            experimental=True,
+            models=list(self.settings.models),
+        )
+
+    async def capabilities(self, model: str | None) -> ProviderCapabilities:
+        chosen = model or self.settings.models[0]
+        if chosen not in self.settings.models:
+            raise BridgeError(
+                ErrorCode.UNSUPPORTED_CAPABILITY,
+                "requested model is not served by this provider",
+                provider=self.name,
+                details={
+                    "field": "routing.model",
+                    "requested_model": chosen,
+                    "supported_models": list(self.settings.models),
+                },
+            )
+        native = self.settings.native_count
+        inputs = InputCapabilities(
+            support=SupportLevel.NATIVE,
+            max_count=5,
+            max_bytes_each=MAX_SOURCE_BYTES,
+            max_bytes_total=2 * MAX_SOURCE_BYTES,
+        )
+        return ProviderCapabilities(
+            provider=self.name,
+            implementation_version=__version__,
+            model=chosen,
+            experimental=True,
+            generation=True,
+            edits=True,
+            count=U8Range(min=1, max=native),
+            batching=BatchCapabilities(
+                mode=BatchMode.NATIVE,
+                native_count=U8Range(min=1, max=native),
+                max_parallel_outputs=native,
+            ),
+            sizes=SizeCapabilities(
+                auto=True, arbitrary=True, min_edge=1, max_edge=MAX_EDGE, max_pixels=MAX_EDGE**2
+            ),
+            aspect_ratio=SupportLevel.UNSUPPORTED,
+            resolution=SupportLevel.UNSUPPORTED,
+            qualities=list(Quality),
+            output_formats=list(OutputFormat),
+            backgrounds=list(Background),
+            transparent_background=SupportLevel.NATIVE,
+            moderation=list(Moderation),
+            negative_prompt=SupportLevel.EMULATED,
+            revised_prompt=SupportLevel.NATIVE,
+            user_attribution=SupportLevel.NATIVE,
+            input_fidelities=list(InputFidelity),
+            actions=list(ImageAction),
+            reference_images=inputs,
+            edit_images=inputs,
+            masks=InputCapabilities(
+                support=SupportLevel.NATIVE,
+                max_count=1,
+                max_bytes_each=MAX_SOURCE_BYTES,
+                max_bytes_total=MAX_SOURCE_BYTES,
+            ),
+            partial_images=U8Range(min=0, max=3),
+            persistent_sessions=True,
+            explicit_threads=True,
+        )
+
+    async def get_session(self, key: str) -> SessionMetadata:
+        thread = self._sessions.get(key)
+        if thread is None:
+            raise BridgeError(
+                ErrorCode.SESSION, "persistent session was not found", provider=self.name
+            )
+        return SessionMetadata(key=key, thread_id=thread, reused=True)
+
+    async def delete_session(self, key: str) -> None:
+        if self._sessions.pop(key, None) is None:
+            raise BridgeError(
+                ErrorCode.SESSION, "persistent session was not found", provider=self.name
+            )
+
+    def _session(self, request: ImageRequest) -> SessionMetadata:
+        options = request.session
+        if options.mode is SessionMode.PERSISTENT:
+            assert options.key is not None
+            thread = self._sessions.get(options.key)
+            if thread is None:
+                thread = f"mock-thread-{hashlib.sha256(options.key.encode()).hexdigest()[:16]}"
+                self._sessions[options.key] = thread
+                return SessionMetadata(key=options.key, thread_id=thread, reused=False)
+            return SessionMetadata(key=options.key, thread_id=thread, reused=True)
+        if options.mode is SessionMode.THREAD:
+            assert options.thread_id is not None
+            self._threads.add(options.thread_id)
+            return SessionMetadata(thread_id=options.thread_id, reused=True)
+        return SessionMetadata(thread_id=f"mock-ephemeral-{self.calls}", reused=False)
+
+    async def _sleep(self, seconds: float, context: ProviderContext) -> None:
+        if seconds <= 0:
+            if context.cancellation.cancelled:
+                raise self._cancelled()
+            return
+        try:
+            await asyncio.wait_for(context.cancellation.wait(), timeout=seconds)
+        except TimeoutError:
+            return
+        raise self._cancelled()
+
+    def _cancelled(self) -> BridgeError:
+        self.cancellations += 1
+        return BridgeError(ErrorCode.CANCELLED, "mock generation was cancelled", provider=self.name)
+
+    async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+        self.calls += 1
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return await self._execute(request, context)
+        finally:
+            self.in_flight -= 1
+
+    async def _execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+        started = time.monotonic()
+        params = request.parameters
+        if params.n > self.settings.native_count:
+            raise BridgeError(
+                ErrorCode.PROTOCOL, "mock received more outputs than its native count"
+            )
+        directives = _parse_directives(request.prompt)
+        await context.emit(StartedEvent())
+        latency = directives.latency_ms
+        if latency is None:
+            latency = self.settings.latency_ms
+            if self.settings.latency_jitter_ms:
+                latency += self._rng.randint(0, self.settings.latency_jitter_ms)
+        offset_match = _OUTPUT_SUFFIX_RE.search(context.request_id)
+        base_index = int(offset_match.group(1)) if offset_match else 0
+        if directives.fail is not None:
+            await self._sleep(latency / 1000, context)
+            raise self._injected(directives.fail)
+        if self.settings.failure_rate and self._rng.random() < self.settings.failure_rate:
+            raise self._injected(ErrorCode.UPSTREAM)
+        dims = params.dimensions or AUTO_SIZE
+        source = _decode_source(request.edit_images[0]) if request.edit_images else None
+        transparent = params.background is Background.TRANSPARENT
+        partials = params.partial_images
+        await context.emit(ProgressEvent(stage="generating"))
+        steps = partials + 1
+        images: list[GeneratedImage] = []
+        failures: list[ImageFailure] = []
+        for local in range(params.n):
+            absolute = base_index + local
+            if self._before_output is not None:
+                await self._before_output(context.request_id, absolute)
+            for partial in range(partials):
+                await self._sleep(latency / 1000 / steps, context)
+                preview = await asyncio.to_thread(
+                    render_image,
+                    directives.prompt,
+                    absolute,
+                    max(1, dims[0] // 8),
+                    max(1, dims[1] // 8),
+                    OutputFormat.PNG,
+                )
+                await context.emit(
+                    PartialImageEvent(
+                        index=local,
+                        partial_index=partial,
+                        b64_json=base64.b64encode(preview).decode(),
+                    )
+                )
+            await self._sleep(latency / 1000 / steps, context)
+            if absolute in directives.fail_outputs:
+                error = self._injected(ErrorCode.UPSTREAM)
+                if params.failure_policy is MultiImageFailurePolicy.FAIL_FAST:
+                    raise error
+                failures.append(
+                    ImageFailure.model_validate(
+                        {"index": local, "error": error.to_dict(), "generation_ms": 0}
+                    )
+                )
+                continue
+            data = await asyncio.to_thread(
+                render_image,
+                directives.prompt,
+                absolute,
+                dims[0],
+                dims[1],
+                params.output_format,
+                transparent=transparent,
+                compression=params.output_compression,
+                source=source,
+            )
+            images.append(
+                GeneratedImage(
+                    index=local,
+                    type="b64_json",
+                    b64_json=base64.b64encode(data).decode(),
+                    format=params.output_format,
+                    width=dims[0],
+                    height=dims[1],
+                    bytes=len(data),
+                    sha256=hashlib.sha256(data).hexdigest(),
+                )
+            )
+        elapsed = int((time.monotonic() - started) * 1000)
+        prompt_tokens = max(1, len(directives.prompt.split()))
+        return ImageResponse(
+            id=context.request_id,
+            created=int(time.time()),
+            provider=self.name,
+            model=request.routing.model or self.settings.models[0],
+            requested=params.model_copy(deep=True),
+            effective=params.model_copy(deep=True),
+            data=images,
+            failures=failures,
+            revised_prompt=f"{directives.prompt} (mock rendering)",
+            usage=Usage(
+                input_tokens=prompt_tokens,
+                output_tokens=len(images) * 100,
+                total_tokens=prompt_tokens + len(images) * 100,
+                provider={"images": len(images)},
+            ),
+            session=self._session(request),
+            timings=Timings(provider_ms=elapsed, total_ms=elapsed),
+        )
+
+    def _injected(self, code: ErrorCode) -> BridgeError:
+        if code is ErrorCode.SAFETY_REJECTED:
+            error = BridgeError.safety_rejected("mock provider refused the prompt")
+        else:
+            retryable = code in {
+                ErrorCode.UPSTREAM,
+                ErrorCode.RATE_LIMITED,
+                ErrorCode.OVERLOADED,
+                ErrorCode.TIMEOUT,
+            }
+            error = BridgeError(code, "mock provider injected failure", retryable=retryable)
+            if code is ErrorCode.RATE_LIMITED:
+                error.details["retry_after_ms"] = 2000
+        error.provider = self.name
+        return error

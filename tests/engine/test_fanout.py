@@ -1,0 +1,251 @@
+"""Fan-out decorator: the six seed tests and the issue's n = 40 scenarios (runtime.md §2)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+from imagebridge.contract import BridgeError, ErrorCode
+from imagebridge.contract.events import PartialImageEvent
+from imagebridge.contract.request import ImageRequest
+from imagebridge.contract.response import ImageResponse, SessionMetadata, Usage
+from imagebridge.engine.cancellation import CancelToken, Deadline
+from imagebridge.engine.fanout import FanoutProvider, chunk_plan, subrequest_id
+from imagebridge.engine.validation import RequestLimits
+from imagebridge.providers.base import ProviderContext, ProviderEventT
+from tests.support.fakes import FakeProvider
+
+ONE = {
+    "count": {"min": 1, "max": 1},
+    "batching": {"mode": "native", "native_count": {"min": 1, "max": 1}, "max_parallel_outputs": 1},
+    "partial_images": {"min": 0, "max": 3},
+    "persistent_sessions": True,
+}
+
+
+def offset_of(context: ProviderContext) -> int:
+    match = re.search(r":output:(\d+)$", context.request_id)
+    return int(match.group(1)) if match else 0
+
+
+class SeedFake(FakeProvider):
+    """20 ms per call, native 1; fails the listed offsets; reports usage and events."""
+
+    def __init__(self, failing: set[int] | None = None, delay: float = 0.02) -> None:
+        super().__init__(caps=ONE)
+        self.failing = failing or set()
+        self.step = delay
+
+    async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+        self.calls += 1
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            offset = offset_of(context)
+            await context.emit(PartialImageEvent(index=0, partial_index=0, b64_json="cA=="))
+            await context.emit(PartialImageEvent(index=5, partial_index=0, b64_json="cA=="))
+            try:
+                await asyncio.wait_for(context.cancellation.wait(), self.step)
+            except TimeoutError:
+                pass
+            else:
+                self.saw_cancellation = True
+                raise BridgeError(ErrorCode.CANCELLED, "cancelled")
+            if offset in self.failing:
+                raise BridgeError(ErrorCode.UPSTREAM, "chunk failed", retryable=True)
+            response = self.response(request, context)
+            response.usage = Usage(total_tokens=1)
+            if request.session.key is not None:
+                response.session = SessionMetadata(
+                    key=request.session.key, thread_id="t1", reused=True
+                )
+            return response
+        finally:
+            self.in_flight -= 1
+
+
+def decorate(inner: FakeProvider, max_outputs: int = 4, parallel: int = 2) -> FanoutProvider:
+    return FanoutProvider(
+        inner, max_outputs=max_outputs, max_parallel_outputs=parallel, limits=RequestLimits()
+    )
+
+
+def request(n: int, **fields: Any) -> ImageRequest:
+    body: dict[str, Any] = {"operation": "generate", "prompt": "fan", "parameters": {"n": n}}
+    for key, value in fields.items():
+        if key in ("failure_policy", "partial_images"):
+            body["parameters"][key] = value
+        else:
+            body[key] = value
+    return ImageRequest.model_validate(body)
+
+
+def context(events: list[ProviderEventT] | None = None, request_id: str = "req") -> ProviderContext:
+    async def sink(event: ProviderEventT) -> None:
+        assert events is not None
+        events.append(event)
+
+    return ProviderContext(
+        request_id=request_id,
+        deadline=Deadline.after(30),
+        cancellation=CancelToken(),
+        events=sink if events is not None else None,
+    )
+
+
+async def test_advertises_effective_and_native_batch_limits() -> None:
+    caps = await decorate(SeedFake()).capabilities(None)
+    assert (caps.count.min, caps.count.max) == (1, 4)
+    assert caps.batching.mode.value == "fan_out"
+    assert (caps.batching.native_count.min, caps.batching.native_count.max) == (1, 1)
+    assert caps.batching.max_parallel_outputs == 2
+
+
+async def test_best_effort_preserves_indices_and_maps_partial_events() -> None:
+    inner = SeedFake(failing={1})
+    events: list[ProviderEventT] = []
+    response = await decorate(inner).execute(
+        request(4, failure_policy="best_effort"), context(events)
+    )
+    assert [image.index for image in response.data] == [0, 2, 3]
+    assert [failure.index for failure in response.failures] == [1]
+    assert response.failures[0].error.details["output_index"] == 1
+    assert response.usage is not None and response.usage.total_tokens == 3
+    assert "emulated_multi_image_fanout" in response.warnings
+    assert "partial_output_failure" in response.warnings
+    assert inner.peak == 2
+    partial_indices = sorted(e.index for e in events if isinstance(e, PartialImageEvent))
+    assert partial_indices == [0, 1, 2, 3]  # out-of-range partials (index 5) are dropped
+    assert all(image.generation_ms is not None for image in response.data)
+
+
+async def test_fail_fast_stops_unscheduled_outputs_and_marks_ambiguous_batch() -> None:
+    inner = SeedFake(failing={0})
+    with pytest.raises(BridgeError) as caught:
+        await decorate(inner).execute(request(4), context())
+    error = caught.value
+    assert inner.calls <= 2
+    assert error.retryable is False
+    assert error.details["outcome"] == "unknown"
+    assert error.details["retry_scope"] == "do_not_retry_full_batch"
+    assert error.details["output_index"] == 0
+    assert isinstance(error.details["generation_ms"], int)
+
+
+async def test_persistent_sessions_are_serialized_within_a_batch() -> None:
+    inner = SeedFake()
+    response = await decorate(inner).execute(
+        request(3, session={"mode": "persistent", "key": "campaign"}), context()
+    )
+    assert len(response.data) == 3
+    assert inner.peak == 1
+    assert response.session is not None and response.session.key == "campaign"
+    assert "sequential_multi_image_fanout" not in response.warnings
+
+
+async def test_isolated_batches_can_explicitly_run_sequentially() -> None:
+    inner = SeedFake()
+    response = await decorate(inner).execute(
+        request(3, policies={"batch_execution": "sequential"}), context()
+    )
+    assert len(response.data) == 3
+    assert inner.peak == 1
+    assert "sequential_multi_image_fanout" in response.warnings
+
+
+async def test_provider_wide_parallelism_is_shared_across_batches() -> None:
+    inner = SeedFake()
+    provider = decorate(inner)
+    first, second = await asyncio.gather(
+        provider.execute(request(4), context(request_id="a")),
+        provider.execute(request(4), context(request_id="b")),
+    )
+    assert len(first.data) == len(second.data) == 4
+    assert inner.peak == 2
+
+
+# -- the issue's scenarios --------------------------------------------------------------------
+
+
+async def test_forty_outputs_in_request_order() -> None:
+    inner = SeedFake(delay=0.0)
+    response = await decorate(inner, max_outputs=255, parallel=255).execute(request(40), context())
+    assert [image.index for image in response.data] == list(range(40))
+    assert inner.calls == 40
+
+
+async def test_forty_outputs_best_effort_with_one_failure() -> None:
+    inner = SeedFake(failing={17}, delay=0.0)
+    response = await decorate(inner, max_outputs=255, parallel=255).execute(
+        request(40, failure_policy="best_effort"), context()
+    )
+    assert len(response.data) == 39
+    assert [f.index for f in response.failures] == [17]
+
+
+async def test_all_outputs_failing_is_an_error_with_counts() -> None:
+    inner = SeedFake(failing={0, 1, 2})
+    with pytest.raises(BridgeError) as caught:
+        await decorate(inner).execute(request(3, failure_policy="best_effort"), context())
+    assert caught.value.details["all_outputs_failed"] is True
+    assert caught.value.details["failed_outputs"] == 3
+    assert caught.value.details["output_index"] == 0
+
+
+async def test_single_sequential_failure_keeps_its_own_retryability() -> None:
+    inner = SeedFake(failing={0})
+    with pytest.raises(BridgeError) as caught:
+        await decorate(inner).execute(
+            request(3, policies={"batch_execution": "sequential"}), context()
+        )
+    assert caught.value.retryable is True
+    assert "outcome" not in caught.value.details
+    assert inner.calls == 1
+
+
+async def test_invalid_chunk_output_set_is_a_protocol_error() -> None:
+    class Broken(SeedFake):
+        async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+            response = await super().execute(request, context)
+            response.data[0].index = 3
+            return response
+
+    with pytest.raises(BridgeError) as caught:
+        await decorate(Broken()).execute(request(2), context())
+    assert caught.value.code is ErrorCode.PROTOCOL
+    assert "invalid output set" in caught.value.message
+
+
+async def test_direct_path_when_native_count_suffices() -> None:
+    inner = SeedFake()
+    response = await decorate(inner).execute(request(1), context())
+    assert inner.request_ids == [] or inner.calls == 1
+    assert "emulated_multi_image_fanout" not in response.warnings
+
+
+async def test_caller_cancellation_reaches_every_chunk() -> None:
+    inner = SeedFake(delay=5.0)
+    ctx = context()
+    task = asyncio.ensure_future(decorate(inner).execute(request(4), ctx))
+    await asyncio.sleep(0.05)
+    ctx.cancellation.cancel()
+    with pytest.raises(BridgeError):
+        await task
+    assert inner.saw_cancellation
+
+
+def test_chunk_plan_and_subrequest_ids() -> None:
+    assert chunk_plan(5, 2) == [(0, 2), (2, 2), (4, 1)]
+    assert subrequest_id("req", 3) == "req:output:3"
+    long_id = "x" * 125
+    derived = subrequest_id(long_id, 7)
+    assert derived.startswith("fanout:") and derived.endswith(":7") and len(derived) == 7 + 32 + 2
+
+
+def test_invalid_limits_are_configuration_errors() -> None:
+    with pytest.raises(BridgeError) as caught:
+        FanoutProvider(SeedFake(), max_outputs=2, max_parallel_outputs=3, limits=RequestLimits())
+    assert caught.value.code is ErrorCode.CONFIGURATION

@@ -1,0 +1,163 @@
+"""In-memory idempotency (runtime.md §3.1 and the idempotency.rs statements)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from imagebridge.contract import BridgeError, ErrorCode
+from imagebridge.contract.request import GenerationParameters, ImageRequest
+from imagebridge.contract.response import ImageResponse
+from imagebridge.engine.cancellation import CancelToken, Deadline
+from imagebridge.engine.idempotency import (
+    IdempotencyConfig,
+    IdempotencyCoordinator,
+    IdempotencyLease,
+    request_fingerprint,
+)
+
+
+def response(response_id: str, padding: str = "") -> ImageResponse:
+    params = GenerationParameters()
+    return ImageResponse(
+        id=response_id,
+        created=1,
+        provider="p",
+        model="m",
+        requested=params,
+        effective=params,
+        revised_prompt=padding or None,
+    )
+
+
+async def begin(
+    coordinator: IdempotencyCoordinator, key: str, fingerprint: str
+) -> IdempotencyLease | ImageResponse:
+    return await coordinator.begin("scope", key, fingerprint, Deadline.after(5), CancelToken())
+
+
+async def test_replays_completed_response_and_rejects_conflicts() -> None:
+    coordinator = IdempotencyCoordinator(IdempotencyConfig())
+    lease = await begin(coordinator, "k", "f1")
+    assert isinstance(lease, IdempotencyLease)
+    coordinator.complete(lease, response("original"))
+    replay = await begin(coordinator, "k", "f1")
+    assert isinstance(replay, ImageResponse) and replay.id == "original"
+    with pytest.raises(BridgeError) as caught:
+        await begin(coordinator, "k", "f2")
+    assert caught.value.code is ErrorCode.IDEMPOTENCY_CONFLICT
+
+
+async def test_followers_receive_the_leader_result() -> None:
+    coordinator = IdempotencyCoordinator(IdempotencyConfig())
+    lease = await begin(coordinator, "k", "f")
+    assert isinstance(lease, IdempotencyLease)
+    follower = asyncio.ensure_future(begin(coordinator, "k", "f"))
+    await asyncio.sleep(0)
+    coordinator.complete(lease, response("leader"))
+    result = await follower
+    assert isinstance(result, ImageResponse) and result.id == "leader"
+
+
+async def test_unknown_outcome_is_retained_and_cannot_elect_a_second_leader() -> None:
+    coordinator = IdempotencyCoordinator(IdempotencyConfig())
+    lease = await begin(coordinator, "k", "f")
+    assert isinstance(lease, IdempotencyLease)
+    coordinator.fail(
+        lease, BridgeError(ErrorCode.TIMEOUT, "deadline", retryable=True).mark_unknown_outcome()
+    )
+    with pytest.raises(BridgeError) as caught:
+        await begin(coordinator, "k", "f")
+    assert caught.value.code is ErrorCode.TIMEOUT
+    assert caught.value.retryable is False and caught.value.details["outcome"] == "unknown"
+    with pytest.raises(BridgeError) as conflict:
+        await begin(coordinator, "k", "other")
+    assert conflict.value.code is ErrorCode.IDEMPOTENCY_CONFLICT
+
+
+async def test_completed_response_bytes_are_bounded_and_oversize_keeps_a_tombstone() -> None:
+    one = len(response("a").model_dump_json()) + 256
+    coordinator = IdempotencyCoordinator(IdempotencyConfig(max_completed_bytes=one + 10))
+    first = await begin(coordinator, "a", "f")
+    assert isinstance(first, IdempotencyLease)
+    coordinator.complete(first, response("a"))
+    second = await begin(coordinator, "b", "f")
+    assert isinstance(second, IdempotencyLease)
+    coordinator.complete(second, response("b"))
+    assert coordinator.completed_bytes <= one + 10
+    assert len(coordinator) == 1  # the first was evicted
+    third = await begin(coordinator, "c", "f")
+    assert isinstance(third, IdempotencyLease)
+    coordinator.complete(third, response("c", padding="x" * 10_000))
+    with pytest.raises(BridgeError) as caught:
+        await begin(coordinator, "c", "f")
+    assert caught.value.details["outcome"] == "completed_unreplayable"
+    assert caught.value.retryable is False
+
+
+async def test_known_failures_are_forgotten_so_a_retry_re_executes() -> None:
+    coordinator = IdempotencyCoordinator(IdempotencyConfig())
+    lease = await begin(coordinator, "k", "f")
+    assert isinstance(lease, IdempotencyLease)
+    coordinator.fail(lease, BridgeError(ErrorCode.UPSTREAM, "known", retryable=True))
+    again = await begin(coordinator, "k", "f")
+    assert isinstance(again, IdempotencyLease)
+
+
+async def test_capacity_is_bounded_and_ttls_expire() -> None:
+    now = [0.0]
+    coordinator = IdempotencyCoordinator(
+        IdempotencyConfig(max_entries=1, completed_ttl_secs=10, in_flight_ttl_secs=5),
+        clock=lambda: now[0],
+    )
+    lease = await begin(coordinator, "a", "f")
+    assert isinstance(lease, IdempotencyLease)
+    with pytest.raises(BridgeError) as caught:
+        await begin(coordinator, "b", "f")
+    assert caught.value.code is ErrorCode.OVERLOADED and caught.value.retryable
+    now[0] = 6.0  # the pending leader expired
+    assert isinstance(await begin(coordinator, "b", "f"), IdempotencyLease)
+
+
+async def test_follower_deadline_and_cancellation() -> None:
+    coordinator = IdempotencyCoordinator(IdempotencyConfig())
+    lease = await begin(coordinator, "k", "f")
+    assert isinstance(lease, IdempotencyLease)
+    with pytest.raises(BridgeError) as caught:
+        await coordinator.begin("scope", "k", "f", Deadline.after(0.01), CancelToken())
+    assert caught.value.code is ErrorCode.TIMEOUT
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(BridgeError) as cancelled:
+        await coordinator.begin("scope", "k", "f", Deadline.after(5), token)
+    assert cancelled.value.code is ErrorCode.CANCELLED
+
+
+async def test_scopes_are_independent_and_keys_are_not_retained() -> None:
+    coordinator = IdempotencyCoordinator(IdempotencyConfig())
+    secret = "customer-key-123"
+    a = await coordinator.begin("scope-a", secret, "f", Deadline.after(5), CancelToken())
+    b = await coordinator.begin("scope-b", secret, "other", Deadline.after(5), CancelToken())
+    assert isinstance(a, IdempotencyLease) and isinstance(b, IdempotencyLease)
+    assert secret not in repr(coordinator.__dict__)
+
+
+def test_fingerprint_is_canonical() -> None:
+    first = ImageRequest.model_validate(
+        {"prompt": "x", "operation": "generate", "timeout_ms": 10, "idempotency_key": "a"}
+    )
+    second = ImageRequest.model_validate(
+        {"operation": "generate", "prompt": "x", "parameters": {"n": 1, "size": "auto"}}
+    )
+    assert request_fingerprint(first) == request_fingerprint(second)
+    third = ImageRequest.model_validate(
+        {"operation": "generate", "prompt": "x", "parameters": {"aspect_ratio": "1920:1080"}}
+    )
+    fourth = ImageRequest.model_validate(
+        {"operation": "generate", "prompt": "x", "parameters": {"aspect_ratio": "16:9"}}
+    )
+    assert request_fingerprint(third) == request_fingerprint(fourth)
+    assert len(request_fingerprint(first)) == 64
+    assert time.time() > 0

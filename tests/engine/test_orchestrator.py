@@ -1,0 +1,405 @@
+"""The runtime pipeline (runtime.md §1 and the orchestrator.rs statements)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from imagebridge.contract import BridgeError, ErrorCode
+from imagebridge.contract.request import ImageRequest
+from imagebridge.contract.response import ImageResponse
+from imagebridge.engine.breaker import BreakerConfig
+from imagebridge.engine.orchestrator import ExecutionContext, GateLimits, should_fallback
+from imagebridge.providers.base import ProviderContext
+from tests.support.fakes import FakeProvider, png_bytes
+from tests.support.runtime import make_runtime
+
+SIZES_2X2 = {"sizes": {"auto": True, "allowed": ["2x2"], "arbitrary": False}}
+ONE = {
+    "count": {"min": 1, "max": 1},
+    "batching": {"mode": "native", "native_count": {"min": 1, "max": 1}, "max_parallel_outputs": 1},
+    **SIZES_2X2,
+}
+
+
+def request(**fields: Any) -> ImageRequest:
+    body: dict[str, Any] = {"operation": "generate", "prompt": "test"}
+    body.update(fields)
+    return ImageRequest.model_validate(body)
+
+
+def ctx(**fields: Any) -> ExecutionContext:
+    return ExecutionContext(**fields)
+
+
+# -- behaviour statements ---------------------------------------------------------------------
+
+
+async def test_negotiates_then_independently_verifies_and_projects_metadata() -> None:
+    provider = FakeProvider(caps=ONE)
+    runtime = make_runtime(provider)
+    response = await runtime.execute(
+        request(
+            parameters={"n": 2},
+            policies={"compatibility": "normalize", "revised_prompt": "omit"},
+            output={"response_format": "metadata"},
+        ),
+        ctx(request_id="request-1"),
+    )
+    assert response.id == "request-1"
+    assert response.requested.n == 2 and response.effective.n == 1
+    assert len(response.data) == 1 and response.data[0].type == "metadata"
+    assert response.revised_prompt is None
+    assert provider.calls == 1
+
+
+@pytest.mark.parametrize("mode", ["strict", "normalize"])
+async def test_mode_reports_verified_dimension_mismatch(mode: str) -> None:
+    runtime = make_runtime(FakeProvider(caps=ONE))
+    response = await runtime.execute(
+        request(parameters={"size": "2x2"}, policies={"compatibility": mode})
+    )
+    assert response.effective.size == "1x1"
+    assert [(n.field, n.requested, n.effective, n.reason) for n in response.normalizations] == [
+        ("parameters.size", "2x2", "1x1", "provider_output_dimensions_differed")
+    ]
+    assert response.warnings == ["provider_output_dimensions_differed"]
+
+
+async def test_replays_idempotent_responses_without_a_second_provider_call() -> None:
+    provider = FakeProvider(caps=ONE)
+    runtime = make_runtime(provider)
+    first = await runtime.execute(request(idempotency_key="k"), ctx(request_id="one"))
+    second = await runtime.execute(request(idempotency_key="k"), ctx(request_id="two"))
+    assert first.model_dump_json() == second.model_dump_json()
+    assert second.id == "one"
+    assert provider.calls == 1
+
+
+class MemorySink:
+    def __init__(self) -> None:
+        self.published: list[tuple[str, bytes]] = []
+
+    async def publish(self, data: bytes, **options: Any) -> Any:
+        from imagebridge.engine.materialize import PublishedArtifact
+
+        prefix = (options["filename_prefix"] or "image").lower()
+        name = f"{prefix}-{len(self.published)}.png"
+        self.published.append((name, data))
+        return PublishedArtifact(id=f"id-{len(self.published)}", name=name)
+
+
+async def test_publishes_bridge_owned_artifacts_only_after_verification() -> None:
+    from imagebridge.engine.materialize import Materializer
+
+    sink = MemorySink()
+    runtime = make_runtime(FakeProvider(caps=ONE), materializer=Materializer(artifacts=sink))
+    response = await runtime.execute(
+        request(output={"response_format": "artifact", "filename_prefix": "Result"})
+    )
+    item = response.data[0]
+    assert item.type == "artifact" and item.name is not None and item.name.startswith("result-")
+    assert sink.published[0][1] == png_bytes()
+
+
+async def test_deadline_keeps_an_unknown_idempotency_tombstone() -> None:
+    provider = FakeProvider(caps=ONE, delay=5.0)
+    runtime = make_runtime(provider, cancellation_grace_ms=50)
+    keyed = request(idempotency_key="slow", timeout_ms=100)
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(keyed)
+    error = caught.value
+    assert error.code is ErrorCode.TIMEOUT
+    assert error.retryable is False and error.details["outcome"] == "unknown"
+    assert provider.saw_cancellation
+    with pytest.raises(BridgeError) as again:
+        await runtime.execute(keyed)
+    assert again.value.code is ErrorCode.TIMEOUT and again.value.details["outcome"] == "unknown"
+    assert provider.calls == 1
+
+
+async def test_rejects_provider_metadata_that_does_not_match_decoded_output() -> None:
+    class Liar(FakeProvider):
+        def response(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+            response = super().response(request, context)
+            response.data[0].sha256 = "0" * 64
+            return response
+
+    runtime = make_runtime(Liar(caps=ONE))
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request())
+    assert caught.value.code is ErrorCode.PROTOCOL
+    assert len(caught.value.details["attempts"]) == 1
+
+
+async def test_runtime_queue_rejects_work_beyond_its_explicit_bound() -> None:
+    provider = FakeProvider(caps=ONE, delay=0.2)
+    runtime = make_runtime(
+        provider,
+        global_gate=GateLimits(1, 1),
+        provider_gates={"test-provider": GateLimits(1, 1)},
+    )
+    first = asyncio.ensure_future(runtime.execute(request()))
+    second = asyncio.ensure_future(runtime.execute(request()))
+    await asyncio.sleep(0.05)
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request())
+    assert caught.value.code is ErrorCode.OVERLOADED
+    assert caught.value.details["limit"] == "global"
+    assert len((await first).data) == 1 and len((await second).data) == 1
+
+
+async def test_concurrent_idempotent_callers_share_one_provider_operation() -> None:
+    provider = FakeProvider(caps=ONE, delay=0.05)
+    runtime = make_runtime(provider)
+    results = await asyncio.gather(
+        *(runtime.execute(request(idempotency_key="same")) for _ in range(5))
+    )
+    assert len({r.model_dump_json() for r in results}) == 1
+    assert provider.calls == 1
+
+
+async def test_unavailable_primary_falls_back_in_order_and_records_attempts() -> None:
+    primary = FakeProvider(
+        "primary", caps=ONE, fail_capabilities=BridgeError(ErrorCode.AUTHENTICATION, "log in")
+    )
+    fallback = FakeProvider("fallback", caps=ONE)
+    runtime = make_runtime(primary, fallback)
+    response = await runtime.execute(request(routing={"fallbacks": [{"provider": "fallback"}]}))
+    assert [(a.provider, a.outcome.value, a.error_code) for a in response.attempts] == [
+        ("primary", "failed", ErrorCode.AUTHENTICATION),
+        ("fallback", "succeeded", None),
+    ]
+    assert response.provider == "fallback"
+    assert "provider_fallback_used" in response.warnings
+    assert response.normalizations[0].reason == "provider_fallback"
+    assert response.normalizations[0].requested == "primary"
+    assert primary.calls == 0 and fallback.calls == 1
+
+
+async def test_open_primary_circuit_fails_fast_and_preserves_explicit_fallback() -> None:
+    primary = FakeProvider("primary", caps=ONE, fail=BridgeError(ErrorCode.UPSTREAM, "down"))
+    fallback = FakeProvider("fallback", caps=ONE)
+    runtime = make_runtime(primary, fallback, breaker=BreakerConfig(failure_threshold=1))
+    routed = request(
+        routing={"fallbacks": [{"provider": "fallback"}], "fallback_policy": "on_error"}
+    )
+    assert (await runtime.execute(routed)).provider == "fallback"
+    second = await runtime.execute(routed)
+    assert second.provider == "fallback"
+    assert second.attempts[0].error_code is ErrorCode.OVERLOADED
+    assert primary.calls == 1 and fallback.calls == 2
+
+
+async def test_unknown_outcome_opens_only_for_later_calls_without_retrying_current_call() -> None:
+    primary = FakeProvider(
+        "primary", caps=ONE, fail=BridgeError(ErrorCode.UPSTREAM, "?").mark_unknown_outcome()
+    )
+    fallback = FakeProvider("fallback", caps=ONE)
+    runtime = make_runtime(primary, fallback, breaker=BreakerConfig(failure_threshold=1))
+    routed = request(
+        routing={"fallbacks": [{"provider": "fallback"}], "fallback_policy": "on_error"}
+    )
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(routed)
+    assert caught.value.details["outcome"] == "unknown"
+    assert fallback.calls == 0
+    assert runtime.breaker_snapshot()["primary"]["state"] == "open"
+    assert (await runtime.execute(routed)).provider == "fallback"
+    assert primary.calls == 1
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        BridgeError.safety_rejected("no"),
+        BridgeError(ErrorCode.UPSTREAM, "?").mark_unknown_outcome(),
+    ],
+)
+async def test_fallback_never_bypasses_safety_or_unknown_outcomes(failure: BridgeError) -> None:
+    primary = FakeProvider("primary", caps=ONE, fail=failure)
+    fallback = FakeProvider("fallback", caps=ONE)
+    runtime = make_runtime(primary, fallback)
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(
+            request(
+                routing={"fallbacks": [{"provider": "fallback"}], "fallback_policy": "on_error"}
+            )
+        )
+    assert fallback.calls == 0
+    assert len(caught.value.details["attempts"]) == 1
+
+
+async def test_on_error_expands_but_does_not_replace_unavailable_policy() -> None:
+    for policy, expected_calls in (("on_unavailable", 0), ("on_error", 1)):
+        primary = FakeProvider("primary", caps=ONE, fail=BridgeError(ErrorCode.UPSTREAM, "x"))
+        fallback = FakeProvider("fallback", caps=ONE)
+        runtime = make_runtime(primary, fallback)
+        routed = request(
+            routing={"fallbacks": [{"provider": "fallback"}], "fallback_policy": policy}
+        )
+        if expected_calls:
+            assert (await runtime.execute(routed)).provider == "fallback"
+        else:
+            with pytest.raises(BridgeError):
+                await runtime.execute(routed)
+        assert fallback.calls == expected_calls
+
+
+async def test_implicit_primary_cannot_be_repeated_as_a_fallback() -> None:
+    provider = FakeProvider("primary", caps=ONE)
+    runtime = make_runtime(provider, FakeProvider("other", caps=ONE))
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(routing={"fallbacks": [{"provider": "primary"}]}))
+    assert caught.value.code is ErrorCode.INVALID_REQUEST
+    assert caught.value.details["field"] == "routing.fallbacks[0]"
+    assert "attempts" not in caught.value.details
+    assert provider.calls == 0
+
+
+async def test_shutdown_cancels_and_drains_active_work_before_provider_release() -> None:
+    provider = FakeProvider(caps=ONE, delay=5.0)
+    runtime = make_runtime(provider)
+    active = asyncio.ensure_future(runtime.execute(request()))
+    await asyncio.sleep(0.05)
+    await runtime.shutdown()
+    await runtime.shutdown()
+    with pytest.raises(BridgeError) as caught:
+        await active
+    assert caught.value.code is ErrorCode.CANCELLED
+    assert provider.saw_cancellation
+    assert provider.shutdown_calls == 1
+    with pytest.raises(BridgeError) as later:
+        await runtime.execute(request())
+    assert later.value.code is ErrorCode.CANCELLED
+
+
+# -- the fallback table (api.md §2.3) ----------------------------------------------------------
+
+UNAVAILABLE = [
+    "configuration",
+    "authentication",
+    "unsupported_capability",
+    "rate_limited",
+    "overloaded",
+]
+ON_ERROR_ONLY = ["upstream", "protocol", "artifact", "input", "internal"]
+NEVER = [
+    "invalid_request",
+    "permission_denied",
+    "safety_rejected",
+    "cancelled",
+    "session",
+    "idempotency_conflict",
+    "timeout",
+]
+
+
+@pytest.mark.parametrize("code", UNAVAILABLE + ON_ERROR_ONLY + NEVER)
+@pytest.mark.parametrize("policy", ["on_unavailable", "on_error"])
+async def test_fallback_table(code: str, policy: str) -> None:
+    primary = FakeProvider("primary", caps=ONE, fail=BridgeError(ErrorCode(code), "scripted"))
+    fallback = FakeProvider("fallback", caps=ONE)
+    runtime = make_runtime(primary, fallback)
+    routed = request(routing={"fallbacks": [{"provider": "fallback"}], "fallback_policy": policy})
+    expected = code in UNAVAILABLE or (policy == "on_error" and code in ON_ERROR_ONLY)
+    if expected:
+        response = await runtime.execute(routed)
+        assert response.provider == "fallback"
+    else:
+        with pytest.raises(BridgeError) as caught:
+            await runtime.execute(routed)
+        assert caught.value.details["attempts"][0]["error_code"] in (code, "cancelled", "timeout")
+    assert fallback.calls == int(expected)
+    from imagebridge.contract.enums import FallbackPolicy
+
+    assert should_fallback(BridgeError(ErrorCode(code), "x"), FallbackPolicy(policy)) is expected
+
+
+# -- more behaviour ------------------------------------------------------------------------------
+
+
+async def test_unknown_provider_is_a_configuration_error_with_attempts() -> None:
+    runtime = make_runtime(FakeProvider(caps=ONE))
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(routing={"provider": "nope"}))
+    assert caught.value.code is ErrorCode.CONFIGURATION
+    assert caught.value.details["provider"] == "nope"
+    assert len(caught.value.details["attempts"]) == 1
+
+
+async def test_validation_errors_carry_no_attempts() -> None:
+    runtime = make_runtime(FakeProvider(caps=ONE))
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(prompt=" "))
+    assert caught.value.message == "request validation failed"
+    assert "attempts" not in caught.value.details
+
+
+async def test_invalid_request_id_is_rejected() -> None:
+    runtime = make_runtime(FakeProvider(caps=ONE))
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(), ctx(request_id="has space"))
+    assert caught.value.message == "request ID is invalid"
+
+
+async def test_external_cancellation_after_dispatch_is_an_unknown_outcome() -> None:
+    from imagebridge.engine.cancellation import CancelToken
+
+    provider = FakeProvider(caps=ONE, delay=5.0)
+    runtime = make_runtime(provider, cancellation_grace_ms=100)
+    token = CancelToken()
+    task = asyncio.ensure_future(runtime.execute(request(), ctx(cancellation=token)))
+    await asyncio.sleep(0.05)
+    token.cancel()
+    with pytest.raises(BridgeError) as caught:
+        await task
+    assert caught.value.code is ErrorCode.CANCELLED
+    assert caught.value.details["outcome"] == "unknown"
+    assert provider.saw_cancellation
+
+
+async def test_success_within_the_grace_is_kept() -> None:
+    async def finish_despite_cancel(req: ImageRequest, context: ProviderContext) -> None:
+        await context.cancellation.wait()
+        await asyncio.sleep(0.01)
+
+    provider = FakeProvider(caps=ONE, behaviour=finish_despite_cancel)
+    runtime = make_runtime(provider, cancellation_grace_ms=500)
+    response_task = asyncio.ensure_future(runtime.execute(request(timeout_ms=50)))
+    response = await response_task
+    assert len(response.data) == 1
+
+
+async def test_timings_and_response_identity() -> None:
+    provider = FakeProvider(caps=ONE)
+    runtime = make_runtime(provider)
+    response = await runtime.execute(request(), ctx(request_id="caller-request-7"))
+    assert response.id == "caller-request-7"
+    timings = response.timings.model_dump()
+    assert set(timings) == {"queue_ms", "input_ms", "provider_ms", "artifact_ms", "total_ms"}
+    assert response.timings.total_ms >= response.timings.provider_ms
+    assert response.requested.model_dump() == request().parameters.model_dump()
+    wire = response.to_wire()
+    for absent in ("normalizations", "failures", "attempts", "warnings"):
+        assert absent not in wire
+
+
+async def test_wrong_format_from_provider_is_a_protocol_error() -> None:
+    provider = FakeProvider(caps={**ONE, "output_formats": ["png", "jpeg"]})
+    runtime = make_runtime(provider)
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(parameters={"output_format": "jpeg"}))
+    assert caught.value.code is ErrorCode.PROTOCOL
+    assert caught.value.details["expected"] == "jpeg"
+
+
+async def test_strict_unsupported_quality_has_one_attempt() -> None:
+    runtime = make_runtime(FakeProvider(caps=ONE))
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(parameters={"quality": "high"}))
+    assert caught.value.code is ErrorCode.UNSUPPORTED_CAPABILITY
+    assert caught.value.field == "parameters.quality"
+    assert len(caught.value.details["attempts"]) == 1

@@ -1,0 +1,184 @@
+"""The offline mock provider: real, deterministic images through the whole engine."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from imagebridge.contract import BridgeError, ErrorCode
+from imagebridge.contract.events import PartialImageEvent
+from imagebridge.contract.request import ImageRequest
+from imagebridge.engine.fanout import FanoutProvider
+from imagebridge.engine.orchestrator import ExecutionContext
+from imagebridge.engine.validation import RequestLimits
+from imagebridge.providers.base import ProviderEventT
+from imagebridge.providers.mock import MockProvider, MockSettings, render_image
+from tests.support.runtime import make_runtime
+
+
+def mock_runtime(settings: MockSettings | None = None, **runtime: Any) -> tuple[Any, MockProvider]:
+    inner = MockProvider(settings)
+    provider = FanoutProvider(
+        inner, max_outputs=255, max_parallel_outputs=255, limits=RequestLimits()
+    )
+    return make_runtime(provider, **runtime), inner
+
+
+def request(prompt: str = "a red fox", **fields: Any) -> ImageRequest:
+    body: dict[str, Any] = {
+        "operation": "generate",
+        "prompt": prompt,
+        "parameters": {"size": "64x48"},
+    }
+    body.update(fields)
+    return ImageRequest.model_validate(body)
+
+
+def decode(b64: str) -> Image.Image:
+    return Image.open(io.BytesIO(base64.b64decode(b64)))
+
+
+async def test_generates_verified_images_of_the_requested_size_and_format() -> None:
+    runtime, _ = mock_runtime()
+    for fmt, pil in (("png", "PNG"), ("jpeg", "JPEG"), ("webp", "WEBP")):
+        response = await runtime.execute(
+            request(parameters={"size": "64x48", "output_format": fmt})
+        )
+        item = response.data[0]
+        assert (item.width, item.height, item.format.value) == (64, 48, fmt)
+        image = decode(item.b64_json or "")
+        assert image.format == pil and image.size == (64, 48)
+
+
+async def test_same_input_gives_identical_bytes_and_indices_differ() -> None:
+    runtime, _ = mock_runtime()
+    first = await runtime.execute(request(parameters={"size": "32x32", "n": 2}))
+    second = await runtime.execute(request(parameters={"size": "32x32", "n": 2}))
+    assert [i.sha256 for i in first.data] == [i.sha256 for i in second.data]
+    assert first.data[0].sha256 != first.data[1].sha256
+    other = await runtime.execute(request("a blue fox", parameters={"size": "32x32"}))
+    assert other.data[0].sha256 != first.data[0].sha256
+
+
+async def test_forty_images_in_order_and_one_injected_failure() -> None:
+    runtime, inner = mock_runtime()
+    response = await runtime.execute(request(parameters={"size": "16x16", "n": 40}))
+    assert [i.index for i in response.data] == list(range(40))
+    assert inner.calls == 40
+    assert "emulated_multi_image_fanout" in response.warnings
+    partial = await runtime.execute(
+        request(
+            "a fox [mock:fail-output=13]",
+            parameters={"size": "16x16", "n": 40, "failure_policy": "best_effort"},
+        )
+    )
+    assert len(partial.data) == 39
+    assert [f.index for f in partial.failures] == [13]
+    assert partial.failures[0].error.code is ErrorCode.UPSTREAM
+
+
+async def test_edits_derive_from_the_input_image() -> None:
+    runtime, _ = mock_runtime()
+    source = render_image("source", 0, 40, 40, _png())
+    data_url = "data:image/png;base64," + base64.b64encode(source).decode()
+    edit = ImageRequest.model_validate(
+        {
+            "operation": "edit",
+            "prompt": "make it warmer",
+            "images": [{"type": "data_url", "data_url": data_url}],
+            "parameters": {"size": "40x40"},
+        }
+    )
+    edited = await runtime.execute(edit)
+    plain = await runtime.execute(request("make it warmer", parameters={"size": "40x40"}))
+    assert edited.data[0].sha256 != plain.data[0].sha256
+
+
+async def test_partial_images_are_emitted() -> None:
+    runtime, _ = mock_runtime()
+    events: list[ProviderEventT] = []
+
+    async def sink(event: ProviderEventT) -> None:
+        events.append(event)
+
+    await runtime.execute(
+        request(parameters={"size": "32x32", "partial_images": 2}), ExecutionContext(events=sink)
+    )
+    partials = [e for e in events if isinstance(e, PartialImageEvent)]
+    assert [(p.index, p.partial_index) for p in partials] == [(0, 0), (0, 1)]
+    assert decode(partials[0].b64_json).format == "PNG"
+
+
+async def test_native_transparency_has_real_alpha() -> None:
+    runtime, _ = mock_runtime()
+    response = await runtime.execute(
+        request(parameters={"size": "64x64", "background": "transparent"})
+    )
+    image = decode(response.data[0].b64_json or "")
+    assert image.mode == "RGBA"
+    assert image.getpixel((0, 0))[3] == 0  # type: ignore[index]
+    assert any(n.reason == "validated_native_alpha" for n in response.normalizations)
+
+
+async def test_persistent_sessions_in_memory() -> None:
+    runtime, inner = mock_runtime()
+    session = {"mode": "persistent", "key": "album"}
+    first = await runtime.execute(request(session=session))
+    second = await runtime.execute(request(session=session))
+    assert first.session is not None and second.session is not None
+    assert (first.session.reused, second.session.reused) == (False, True)
+    assert first.session.thread_id == second.session.thread_id
+    assert (await inner.get_session("album")).thread_id == first.session.thread_id
+    await inner.delete_session("album")
+    with pytest.raises(BridgeError) as caught:
+        await inner.get_session("album")
+    assert caught.value.code is ErrorCode.SESSION
+
+
+async def test_directive_failures_and_seeded_chaos() -> None:
+    runtime, _ = mock_runtime()
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request("x [mock:fail=rate_limited]"))
+    assert caught.value.code is ErrorCode.RATE_LIMITED and caught.value.retryable
+    with pytest.raises(BridgeError) as safety:
+        await runtime.execute(request("x [mock:fail=safety_rejected]"))
+    assert safety.value.code is ErrorCode.SAFETY_REJECTED
+    chaos, _ = mock_runtime(MockSettings(failure_rate=1.0, seed=7))
+    with pytest.raises(BridgeError) as injected:
+        await chaos.execute(request())
+    assert injected.value.code is ErrorCode.UPSTREAM and injected.value.retryable
+
+
+async def test_latency_is_cancellable() -> None:
+    runtime, inner = mock_runtime(MockSettings(latency_ms=5_000), cancellation_grace_ms=100)
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(timeout_ms=50))
+    assert caught.value.code is ErrorCode.TIMEOUT
+    assert caught.value.details["outcome"] == "unknown"
+    assert inner.cancellations == 1
+
+
+async def test_parallel_fan_out_overlaps_latency() -> None:
+    runtime, inner = mock_runtime(MockSettings(latency_ms=100))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await runtime.execute(request(parameters={"size": "8x8", "n": 8}))
+    assert loop.time() - started < 0.6
+    assert inner.peak_in_flight == 8
+
+
+async def test_descriptor_says_it_is_a_test_double() -> None:
+    descriptor = MockProvider().descriptor
+    assert descriptor.experimental is True
+    assert "test double" in descriptor.display_name
+
+
+def _png() -> Any:
+    from imagebridge.contract.enums import OutputFormat
+
+    return OutputFormat.PNG

@@ -1,0 +1,20 @@
+"""Build an ImageRuntime around test providers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from imagebridge.engine.materialize import Materializer
+from imagebridge.engine.orchestrator import ImageRuntime, RuntimeSettings
+from imagebridge.engine.registry import ProviderRegistry
+from imagebridge.providers.base import Provider
+
+
+def make_runtime(
+    *providers: Provider,
+    default: str | None = None,
+    materializer: Materializer | None = None,
+    **settings: Any,
+) -> ImageRuntime:
+    registry = ProviderRegistry(providers, default=default or providers[0].name)
+    return ImageRuntime(registry, materializer or Materializer(), RuntimeSettings(**settings))

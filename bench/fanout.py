@@ -11,21 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from imagebridge.contract.request import ImageRequest  # noqa: E402
-from imagebridge.engine.cancellation import CancelToken, Deadline  # noqa: E402
-from imagebridge.engine.fanout import FanoutProvider  # noqa: E402
-from imagebridge.engine.materialize import Materializer  # noqa: E402
-from imagebridge.engine.orchestrator import ImageRuntime  # noqa: E402
-from imagebridge.engine.registry import ProviderRegistry  # noqa: E402
-from imagebridge.engine.validation import RequestLimits  # noqa: E402
-from imagebridge.providers.base import ProviderContext  # noqa: E402
-from imagebridge.providers.mock import MockProvider, MockSettings  # noqa: E402
+from imagebridge.contract.request import ImageRequest
+from imagebridge.engine.cancellation import CancelToken, Deadline
+from imagebridge.engine.fanout import FanoutProvider
+from imagebridge.engine.materialize import Materializer
+from imagebridge.engine.orchestrator import ImageRuntime
+from imagebridge.engine.registry import ProviderRegistry
+from imagebridge.engine.validation import RequestLimits
+from imagebridge.providers.base import ProviderContext
+from imagebridge.providers.mock import MockProvider, MockSettings
 
 N = 16
 LATENCY_MS = 200

@@ -808,3 +808,26 @@ async def test_store_files_are_private(db_path: Path) -> None:
     info = os.stat(db_path)
     assert stat.S_ISREG(info.st_mode)
     assert info.st_mode & 0o777 == 0o600
+
+
+async def test_result_and_error_limits_are_configurable(db_path: Path) -> None:
+    async with await SqliteJobStore.open(
+        db_path, max_result_bytes=200, max_error_bytes=300
+    ) as store:
+        assert store.max_result_bytes == 200
+        await submit(store, 1)
+        await submit(store, 2)
+        await store.claim(SCOPE, job_id(1), now=2_000)
+        await store.claim(SCOPE, job_id(2), now=2_000)
+        with pytest.raises(BridgeError) as caught:
+            await store.succeed(
+                SCOPE, job_id(1), response(job_id(1), revised_prompt="x" * 200), now=2_001
+            )
+        assert caught.value.details["max_result_bytes"] == 200
+        small = await store.succeed(SCOPE, job_id(1), {"id": job_id(1), "data": []}, now=2_002)
+        assert small.status is ImageJobStatus.SUCCEEDED
+        error = BridgeError(ErrorCode.UPSTREAM, "upstream said no " * 20).to_dict()
+        failed = await store.fail(SCOPE, job_id(2), "failed", error, now=2_003)
+        stored = failed.error()
+        assert stored is not None
+        assert stored["message"] == "durable job failed with oversized error metadata"

@@ -43,7 +43,11 @@ __all__ = [
 ]
 
 ACTIVE_ROW_RESERVE_BYTES = 262_144
-"""Logical bytes charged to a queued or running job: room for its future result."""
+"""Logical bytes charged to a queued or running job: room for its future result.
+
+With :data:`ROW_OVERHEAD_BYTES` this is a fixed unit of the on-disk accounting (cached per
+row), not a tunable: a budget is tuned through ``max_database_bytes`` instead.
+"""
 
 ROW_OVERHEAD_BYTES = 128
 """Logical bytes charged to every job row on top of its text columns."""

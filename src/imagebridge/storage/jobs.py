@@ -15,7 +15,6 @@ import builtins
 import json
 import os
 import sqlite3
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Self
 
@@ -71,6 +70,7 @@ from imagebridge.storage.sqlite import (
     ensure_column,
     immediate,
     inspect_schema,
+    run_for_ids,
     table_columns,
 )
 
@@ -83,9 +83,7 @@ __all__ = [
 
 _LABEL = "durable job database"
 _CODE = ErrorCode.INTERNAL
-_ACTIVE = (ImageJobStatus.QUEUED.value, ImageJobStatus.RUNNING.value)
 _TERMINAL_SQL = "('succeeded', 'failed', 'cancelled', 'interrupted')"
-_CHUNK = 500
 
 MAX_QUEUED_IDENTITIES = 10_000
 """Largest page :meth:`SqliteJobStore.queued_identities` returns."""
@@ -110,25 +108,18 @@ _LOGICAL_BYTES_SQL = (
             "request_fingerprint",
         )
     )
-    + " + CASE WHEN status IN ('queued', 'running') THEN :reserve ELSE "
+    + f" + CASE WHEN status IN ('queued', 'running') THEN {ACTIVE_ROW_RESERVE_BYTES} ELSE "
     + _octets("response_json")
     + " + "
     + _octets("error_json")
-    + " END + :overhead)"
+    + f" END + {ROW_OVERHEAD_BYTES})"
 )
 
 
-def _logical_bytes(
-    *texts: str | None, body: Iterable[str | None], active: bool, reserve: int, overhead: int
-) -> int:
-    """The Python twin of ``_LOGICAL_BYTES_SQL`` (identity texts, then result/error body)."""
-
-    def size(text: str | None) -> int:
-        return 0 if text is None else len(text.encode("utf-8"))
-
-    fixed = sum(size(text) for text in texts)
-    variable = reserve if active else sum(size(text) for text in body)
-    return fixed + variable + overhead
+def _active_row_bytes(*texts: str | None) -> int:
+    """What a new queued row is charged: the Python twin of ``_LOGICAL_BYTES_SQL``."""
+    fixed = sum(0 if text is None else len(text.encode("utf-8")) for text in texts)
+    return fixed + ACTIVE_ROW_RESERVE_BYTES + ROW_OVERHEAD_BYTES
 
 
 # -- schema ----------------------------------------------------------------------------------
@@ -250,8 +241,7 @@ def _migrate_v3(conn: sqlite3.Connection, recorded: bool) -> None:
     )
     conn.execute(
         f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
-        "WHERE logical_bytes IS NULL",
-        {"reserve": ACTIVE_ROW_RESERVE_BYTES, "overhead": ROW_OVERHEAD_BYTES},
+        "WHERE logical_bytes IS NULL"
     )
 
 
@@ -343,17 +333,9 @@ class SqliteJobStore:
     """
 
     def __init__(
-        self,
-        database: SqliteDatabase,
-        *,
-        active_row_reserve_bytes: int,
-        row_overhead_bytes: int,
-        max_result_bytes: int,
-        max_error_bytes: int,
+        self, database: SqliteDatabase, *, max_result_bytes: int, max_error_bytes: int
     ) -> None:
         self._db = database
-        self._reserve = active_row_reserve_bytes
-        self._overhead = row_overhead_bytes
         self._max_result_bytes = max_result_bytes
         self._max_error_bytes = max_error_bytes
 
@@ -363,15 +345,11 @@ class SqliteJobStore:
         path: str | os.PathLike[str],
         *,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        active_row_reserve_bytes: int = ACTIVE_ROW_RESERVE_BYTES,
-        row_overhead_bytes: int = ROW_OVERHEAD_BYTES,
         max_result_bytes: int = MAX_RESULT_JSON_BYTES,
         max_error_bytes: int = MAX_ERROR_JSON_BYTES,
     ) -> Self:
         """Open or create the database at ``path`` and bring its schema to version 3."""
         for label, value in (
-            ("active_row_reserve_bytes", active_row_reserve_bytes),
-            ("row_overhead_bytes", row_overhead_bytes),
             ("max_result_bytes", max_result_bytes),
             ("max_error_bytes", max_error_bytes),
         ):
@@ -381,41 +359,24 @@ class SqliteJobStore:
         )
         store = cls(
             database,
-            active_row_reserve_bytes=active_row_reserve_bytes,
-            row_overhead_bytes=row_overhead_bytes,
             max_result_bytes=max_result_bytes,
             max_error_bytes=max_error_bytes,
         )
-        try:
-            await database.run(store._prepare_connection)
-        except BaseException:
-            await database.close()
-            raise
+        await database.run(store._prepare_connection)
         return store
 
-    def _prepare_connection(self, conn: sqlite3.Connection) -> None:
+    @staticmethod
+    def _prepare_connection(conn: sqlite3.Connection) -> None:
         conn.row_factory = sqlite3.Row
-        # Active rows are charged the reserve this store was opened with.
-        with immediate(conn):
-            conn.execute(
-                f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
-                "WHERE status IN ('queued', 'running') OR logical_bytes IS NULL",
-                self._params(),
-            )
 
-    def _params(self) -> dict[str, int]:
-        return {"reserve": self._reserve, "overhead": self._overhead}
-
-    def _refresh_bytes(self, conn: sqlite3.Connection, ids: builtins.list[str]) -> None:
-        for start in range(0, len(ids), _CHUNK):
-            part = ids[start : start + _CHUNK]
-            named = {f"id{i}": value for i, value in enumerate(part)}
-            placeholders = ", ".join(f":{name}" for name in named)
-            conn.execute(
-                f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
-                f"WHERE id IN ({placeholders})",
-                {**self._params(), **named},
-            )
+    @staticmethod
+    def _refresh_bytes(conn: sqlite3.Connection, ids: builtins.list[str]) -> None:
+        run_for_ids(
+            conn,
+            f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
+            "WHERE id IN ({ids})",
+            ids,
+        )
 
     @property
     def path(self) -> Path:
@@ -476,17 +437,8 @@ class SqliteJobStore:
                 code=ErrorCode.INVALID_REQUEST,
             )
             search = prompt_search_text(prompt)
-            new_bytes = _logical_bytes(
-                job_id,
-                scope,
-                request_text,
-                search,
-                key_hash,
-                fingerprint,
-                body=(),
-                active=True,
-                reserve=self._reserve,
-                overhead=self._overhead,
+            new_bytes = _active_row_bytes(
+                job_id, scope, request_text, search, key_hash, fingerprint
             )
             with immediate(conn):
                 if key_hash is not None:
@@ -821,13 +773,7 @@ class SqliteJobStore:
                     cumulative += int(size or 0)
                     if rank > max_retained or cumulative > max_retained_bytes:
                         victims.append(str(job_id))
-                for start in range(0, len(victims), _CHUNK):
-                    part = victims[start : start + _CHUNK]
-                    placeholders = ", ".join("?" for _ in part)
-                    removed += conn.execute(
-                        f"DELETE FROM image_jobs WHERE id IN ({placeholders})",  # noqa: S608
-                        part,
-                    ).rowcount
+                removed += run_for_ids(conn, "DELETE FROM image_jobs WHERE id IN ({ids})", victims)
             return int(removed)
 
         return await self._db.run(operation)

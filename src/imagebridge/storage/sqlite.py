@@ -20,7 +20,7 @@ import re
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +35,9 @@ __all__ = [
     "SqliteDatabase",
     "check_database_path",
     "ensure_column",
-    "executemany_in_chunks",
     "immediate",
     "inspect_schema",
+    "run_for_ids",
     "table_columns",
 ]
 
@@ -373,13 +373,22 @@ async def inspect_schema(
     return await asyncio.to_thread(_inspect_sync, Path(path), schema, code, label)
 
 
-def executemany_in_chunks(
-    conn: sqlite3.Connection, sql_prefix: str, values: Sequence[str], chunk: int = 500
+def run_for_ids(
+    conn: sqlite3.Connection,
+    sql: str,
+    ids: Sequence[str],
+    params: Mapping[str, object] | None = None,
+    *,
+    chunk: int = 500,
 ) -> int:
-    """Run ``<sql_prefix> (?, ?, …)`` over ``values`` in bounded chunks; return rows changed."""
+    """Run ``sql`` (holding ``{ids}``) over bounded chunks of ``ids``; return rows changed.
+
+    Ids are bound as named parameters, so ``sql`` may use other ``:name`` parameters too.
+    """
     changed = 0
-    for start in range(0, len(values), chunk):
-        part = values[start : start + chunk]
-        placeholders = ", ".join("?" for _ in part)
-        changed += conn.execute(f"{sql_prefix} ({placeholders})", tuple(part)).rowcount
+    for start in range(0, len(ids), chunk):
+        named = {f"id{i}": value for i, value in enumerate(ids[start : start + chunk])}
+        placeholders = ", ".join(f":{name}" for name in named)
+        cursor = conn.execute(sql.format(ids=placeholders), {**(params or {}), **named})
+        changed += max(cursor.rowcount, 0)
     return changed

@@ -1,0 +1,172 @@
+"""Directory-fd file primitives: no symlink is ever followed below the store root.
+
+Every path below a trusted directory is walked one component at a time with
+``O_NOFOLLOW``, so a directory swapped for a symlink between checks cannot redirect a
+read, write or delete outside the root. Files are published with a temporary file,
+``fsync`` and ``link`` (which refuses to overwrite), never by renaming over a name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = [
+    "TEMP_PREFIX",
+    "PathState",
+    "Unsafe",
+    "entry_state",
+    "fsync_dir",
+    "link_noclobber",
+    "open_child_dir",
+    "open_dir",
+    "open_parent",
+    "read_regular",
+    "remove_quietly",
+    "replace_atomically",
+    "write_temp",
+]
+
+TEMP_PREFIX = ".imagegen-bridge-tmp-"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Unsafe(Exception):
+    """A path component was a symlink or not what it had to be (internal signal)."""
+
+
+class PathState(Enum):
+    MISSING = "missing"
+    REGULAR = "regular"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True, slots=True)
+class EntryState:
+    state: PathState
+    size: int = 0
+
+
+def open_dir(path: str) -> int:
+    """Open a trusted directory path (its last component must not be a symlink)."""
+    return os.open(path, _DIR_FLAGS)
+
+
+def open_child_dir(parent_fd: int, name: str, *, create: bool = False) -> int:
+    """Open (optionally create) ``name`` below ``parent_fd``; symlinks and files are unsafe."""
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, dir_fd=parent_fd)
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            raise Unsafe(name) from exc
+        raise
+
+
+@contextlib.contextmanager
+def open_parent(root_fd: int, relative: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+    """Yield ``(fd of the parent directory, basename)`` for a ``/``-separated name."""
+    *directories, basename = relative.split("/")
+    fd = os.dup(root_fd)
+    try:
+        for component in directories:
+            child = open_child_dir(fd, component, create=create)
+            os.close(fd)
+            fd = child
+        yield fd, basename
+    finally:
+        os.close(fd)
+
+
+def entry_state(root_fd: int, relative: str) -> EntryState:
+    """Whether ``relative`` is a regular file reached without symlinks, missing, or neither."""
+    try:
+        with open_parent(root_fd, relative) as (parent, basename):
+            info = os.stat(basename, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return EntryState(PathState.MISSING)
+    except (Unsafe, OSError):
+        return EntryState(PathState.INVALID)
+    if stat.S_ISREG(info.st_mode):
+        return EntryState(PathState.REGULAR, info.st_size)
+    return EntryState(PathState.INVALID)
+
+
+def read_regular(parent_fd: int, basename: str, limit: int) -> bytes:
+    """Read a regular file of at most ``limit`` bytes (never a FIFO, device or symlink)."""
+    try:
+        fd = os.open(basename, _READ_FLAGS, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Unsafe(basename) from exc
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            raise Unsafe(basename)
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        remaining = limit + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise Unsafe(basename)
+    return data
+
+
+def write_temp(dir_fd: int, data: bytes, mode: int) -> str:
+    """Write ``data`` to a new hidden temp file in ``dir_fd`` and fsync it; return its name."""
+    name = TEMP_PREFIX + secrets.token_hex(12)
+    fd = os.open(name, _WRITE_FLAGS, mode, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        remove_quietly(dir_fd, name)
+        raise
+    os.close(fd)
+    return name
+
+
+def link_noclobber(dir_fd: int, temp_name: str, name: str) -> bool:
+    """Give ``temp_name`` the name ``name``; ``False`` if ``name`` already exists."""
+    try:
+        os.link(temp_name, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    return True
+
+
+def replace_atomically(dir_fd: int, temp_name: str, name: str) -> None:
+    """Atomically swap ``temp_name`` into ``name`` (used only for ownership markers)."""
+    os.replace(temp_name, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def fsync_dir(dir_fd: int) -> None:
+    os.fsync(dir_fd)
+
+
+def remove_quietly(dir_fd: int, name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=dir_fd)

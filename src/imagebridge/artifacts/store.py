@@ -1,0 +1,925 @@
+"""The artifact store: verified images published atomically below one owned root.
+
+Layout::
+
+    <root>/                                  canonical, created if missing
+      .imagegen-bridge-ownership/<id>.json   one marker per artifact (≤ 4 KiB, strict)
+      [directory/]<name>.<ext>               the image, never overwritten
+      [directory/]metadata-<id>.json         optional sidecar (≤ 1 MiB JSON object)
+
+Only files named by a valid marker whose recorded SHA-256 still matches are ever read
+back, delivered or deleted: a file the bridge did not write, or one replaced since, is
+left alone. Paths are walked component by component without following symlinks.
+
+Ownership scope: each marker records ``owner``, the auth scope of the caller that
+created it (``anonymous-local``, ``bearer:<sha256>`` …). :meth:`ArtifactStore.read`
+with a different owner fails exactly like an unknown id. Markers written by the
+original (no ``owner``) belong to :data:`LEGACY_OWNER`.
+
+Threading: the store is synchronous and thread-safe (every operation is a sequence of
+atomic filesystem calls). Async code uses the ``a*`` methods, which run the same work
+in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from imagebridge.artifacts import _fs
+from imagebridge.artifacts._fs import PathState, Unsafe
+from imagebridge.artifacts.ids import canonical_uuid, uuid7
+from imagebridge.artifacts.inspect import (
+    MAX_THUMBNAIL_EDGE,
+    MIN_THUMBNAIL_EDGE,
+    ImageInfo,
+    ImageLimits,
+    inspect_image,
+    make_thumbnail,
+)
+from imagebridge.artifacts.naming import (
+    is_safe_filename,
+    is_safe_relative,
+    sanitize_prefix,
+    suffixed_filename,
+    with_extension,
+)
+from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
+from imagebridge.contract.errors import BridgeError, ErrorCode
+
+__all__ = [
+    "LEGACY_OWNER",
+    "MAX_COLLISION_ATTEMPTS",
+    "MAX_MARKER_BYTES",
+    "MAX_SIDECAR_BYTES",
+    "OWNERSHIP_DIRECTORY",
+    "ArtifactContent",
+    "ArtifactStore",
+    "AsyncArtifactStore",
+    "CleanupReport",
+    "PublishedArtifact",
+    "RepairReport",
+]
+
+OWNERSHIP_DIRECTORY = ".imagegen-bridge-ownership"
+MAX_MARKER_BYTES = 4 * 1024
+MAX_SIDECAR_BYTES = 1024 * 1024
+MAX_COLLISION_ATTEMPTS = 10_000
+MAX_OWNER_BYTES = 256
+LEGACY_OWNER = "anonymous-local"
+_NOT_FOUND = "artifact was not found or is invalid"
+_ARTIFACT_MODE = 0o666  # narrowed by the process umask, like any file a tool writes
+_MARKER_MODE = 0o600
+_MARKER_KEYS = frozenset(
+    {"version", "id", "name", "created_at", "sha256", "owner", "sidecar_name", "sidecar_sha256"}
+)
+_REQUIRED_MARKER_KEYS = frozenset({"version", "id", "name", "created_at", "sha256"})
+
+
+def _artifact_error(message: str, **details: Any) -> BridgeError:
+    return BridgeError(ErrorCode.ARTIFACT, message, details=details or None)
+
+
+def _not_found() -> BridgeError:
+    return _artifact_error(_NOT_FOUND)
+
+
+def _is_sha256(value: object) -> bool:
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
+
+
+def _valid_owner(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_OWNER_BYTES
+        and all("!" <= c <= "~" for c in value)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedArtifact:
+    """A newly published artifact. ``path`` is internal: never show it to remote clients."""
+
+    id: str
+    name: str
+    path: Path
+    info: ImageInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactContent:
+    """Verified bytes of an owned artifact, for delivery."""
+
+    id: str
+    name: str
+    data: bytes
+    info: ImageInfo
+    sidecar_name: str | None
+
+    @property
+    def basename(self) -> str:
+        return self.name.rsplit("/", 1)[-1]
+
+
+@dataclass(slots=True)
+class CleanupReport:
+    scanned: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    scan_limit_reached: bool = False
+
+
+@dataclass(slots=True)
+class RepairReport:
+    scanned: int = 0
+    healthy: int = 0
+    orphaned_records: int = 0
+    missing_sidecars: int = 0
+    repaired: int = 0
+    skipped: int = 0
+    scan_limit_reached: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    id: str
+    name: str
+    created_at: int
+    sha256: str
+    owner: str | None
+    sidecar_name: str | None
+    sidecar_sha256: str | None
+
+    def encode(self) -> bytes:
+        body: dict[str, Any] = {
+            "version": 1,
+            "id": self.id,
+            "name": self.name,
+            "created_at": self.created_at,
+            "sha256": self.sha256,
+        }
+        if self.owner is not None:
+            body["owner"] = self.owner
+        if self.sidecar_name is not None:
+            body["sidecar_name"] = self.sidecar_name
+            body["sidecar_sha256"] = self.sidecar_sha256
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @property
+    def effective_owner(self) -> str:
+        return self.owner if self.owner is not None else LEGACY_OWNER
+
+    def with_sidecar(self, name: str | None, sha256: str | None) -> _Marker:
+        return _Marker(self.id, self.name, self.created_at, self.sha256, self.owner, name, sha256)
+
+
+def _parse_marker(encoded: bytes, filename: str) -> _Marker | None:
+    """A strictly valid marker whose file name matches its id, else ``None``."""
+    try:
+        body = json.loads(encoded.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(body, dict):
+        return None
+    keys = set(body)
+    if not _REQUIRED_MARKER_KEYS <= keys <= _MARKER_KEYS:
+        return None
+    marker_id = body["id"]
+    created_at = body["created_at"]
+    sidecar_name = body.get("sidecar_name")
+    sidecar_sha = body.get("sidecar_sha256")
+    owner = body.get("owner")
+    valid = (
+        body["version"] == 1
+        and not isinstance(body["version"], bool)
+        and isinstance(marker_id, str)
+        and canonical_uuid(marker_id) == marker_id
+        and filename == f"{marker_id}.json"
+        and isinstance(body["name"], str)
+        and is_safe_relative(body["name"])
+        and isinstance(created_at, int)
+        and not isinstance(created_at, bool)
+        and created_at >= 0
+        and _is_sha256(body["sha256"])
+        and ("owner" not in body or _valid_owner(owner))
+        and (sidecar_name is None) == (sidecar_sha is None)
+        and ("sidecar_name" in body) == ("sidecar_sha256" in body)
+        and (
+            sidecar_name is None
+            or (
+                isinstance(sidecar_name, str)
+                and is_safe_relative(sidecar_name)
+                and _is_sha256(sidecar_sha)
+            )
+        )
+    )
+    if not valid:
+        return None
+    return _Marker(
+        id=marker_id,
+        name=body["name"],
+        created_at=created_at,
+        sha256=body["sha256"],
+        owner=owner,
+        sidecar_name=sidecar_name,
+        sidecar_sha256=sidecar_sha,
+    )
+
+
+def _json_object(encoded: bytes) -> bool:
+    try:
+        return isinstance(json.loads(encoded.decode("utf-8")), dict)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+
+
+class ArtifactStore:
+    """Publishes, reads, cleans up and repairs bridge-owned artifacts below ``root``."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        limits: ImageLimits | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._limits = limits or ImageLimits()
+        self._clock = clock
+        try:
+            os.makedirs(root, exist_ok=True)
+            canonical = os.path.realpath(root)
+            root_fd = _fs.open_dir(canonical)
+        except OSError as exc:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "artifact root could not be created or opened",
+                details={"field": "artifacts.root", "reason": exc.strerror or str(exc)},
+            ) from exc
+        try:
+            own_fd = _fs.open_child_dir(root_fd, OWNERSHIP_DIRECTORY, create=True)
+            os.close(own_fd)
+        except (Unsafe, OSError) as exc:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "artifact ownership root must be a real child directory",
+                details={"field": "artifacts.root"},
+            ) from exc
+        finally:
+            os.close(root_fd)
+        self._root = Path(canonical)
+
+    @property
+    def root(self) -> Path:
+        """The canonical root (trusted local code only)."""
+        return self._root
+
+    @property
+    def limits(self) -> ImageLimits:
+        return self._limits
+
+    # -- descriptors -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _root_fds(self) -> Iterator[tuple[int, int]]:
+        """Yield ``(root_fd, ownership_fd)``; a replaced root or ownership dir is an error."""
+        try:
+            root_fd = _fs.open_dir(str(self._root))
+        except OSError as exc:
+            raise _artifact_error("artifact root is unavailable") from exc
+        try:
+            try:
+                own_fd = _fs.open_child_dir(root_fd, OWNERSHIP_DIRECTORY)
+            except (Unsafe, OSError) as exc:
+                raise _artifact_error("artifact ownership root is invalid") from exc
+            try:
+                yield root_fd, own_fd
+            finally:
+                os.close(own_fd)
+        finally:
+            os.close(root_fd)
+
+    # -- publish ---------------------------------------------------------------------------
+
+    def publish(
+        self,
+        data: bytes,
+        *,
+        expected_format: OutputFormat | str | None,
+        owner: str,
+        filename_prefix: str | None = None,
+        directory: str | None = None,
+        filename: str | None = None,
+        collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
+    ) -> PublishedArtifact:
+        """Verify ``data`` and publish it without ever overwriting a file.
+
+        The name is ``directory/filename`` when ``filename`` is given (extension appended
+        if missing; with ``collision="suffix"`` a taken name becomes ``name-2.ext`` …),
+        else ``<sanitised prefix>-<id>.<ext>``.
+        """
+        try:
+            info = inspect_image(data, self._limits)
+        except BridgeError as error:
+            raise BridgeError(
+                ErrorCode.ARTIFACT, error.message, details=error.details or None
+            ) from error
+        try:
+            expected = None if expected_format is None else OutputFormat(expected_format)
+            policy = ArtifactCollisionPolicy(collision)
+        except ValueError as exc:
+            raise _artifact_error("artifact publication options are invalid") from exc
+        if expected is not None and info.format is not expected:
+            raise _artifact_error(
+                "generated image format does not match the effective request",
+                expected_format=expected.value,
+                actual_format=info.format.value,
+            )
+        if not _valid_owner(owner):
+            raise _artifact_error("artifact owner scope is invalid")
+        if directory is not None and not is_safe_relative(directory):
+            raise _artifact_error("output directory is not a safe relative path")
+        if filename is not None and not is_safe_filename(filename, info.format):
+            raise _artifact_error(
+                "output filename must be a safe component with a matching image extension"
+            )
+        artifact_id = str(uuid7())
+        requested = (
+            with_extension(filename, info.format)
+            if filename is not None
+            else f"{sanitize_prefix(filename_prefix or 'image')}-{artifact_id}."
+            f"{info.format.extension}"
+        )
+        attempts = (
+            MAX_COLLISION_ATTEMPTS
+            if filename is not None and policy is ArtifactCollisionPolicy.SUFFIX
+            else 1
+        )
+        with self._root_fds() as (root_fd, own_fd):
+            dir_fd = self._publication_dir(root_fd, directory)
+            try:
+                basename = self._link_new_file(dir_fd, data, requested, attempts)
+                name = f"{directory}/{basename}" if directory else basename
+                marker = _Marker(
+                    id=artifact_id,
+                    name=name,
+                    created_at=int(self._clock()),
+                    sha256=info.sha256,
+                    owner=owner,
+                    sidecar_name=None,
+                    sidecar_sha256=None,
+                )
+                try:
+                    _fs.fsync_dir(dir_fd)
+                except OSError as exc:
+                    self._unpublish(dir_fd, basename)
+                    raise _artifact_error("could not sync the artifact directory") from exc
+                try:
+                    self._write_marker(own_fd, marker)
+                except BaseException:
+                    self._unpublish(dir_fd, basename)
+                    raise
+            finally:
+                os.close(dir_fd)
+        return PublishedArtifact(artifact_id, name, self._root / name, info)
+
+    @staticmethod
+    def _unpublish(dir_fd: int, basename: str) -> None:
+        """Remove a just-linked artifact whose publication could not be completed."""
+        _fs.remove_quietly(dir_fd, basename)
+        with contextlib.suppress(OSError):
+            _fs.fsync_dir(dir_fd)
+
+    def _publication_dir(self, root_fd: int, directory: str | None) -> int:
+        if directory is None:
+            return os.dup(root_fd)
+        fd = os.dup(root_fd)
+        try:
+            for component in directory.split("/"):
+                child = _fs.open_child_dir(fd, component, create=True)
+                os.close(fd)
+                fd = child
+        except Unsafe as exc:
+            os.close(fd)
+            raise _artifact_error(
+                "output directory component must not be a file or symlink"
+            ) from exc
+        except OSError as exc:
+            os.close(fd)
+            raise _artifact_error("could not create output directory component") from exc
+        return fd
+
+    def _link_new_file(self, dir_fd: int, data: bytes, requested: str, attempts: int) -> str:
+        try:
+            temp = _fs.write_temp(dir_fd, data, _ARTIFACT_MODE)
+        except OSError as exc:
+            raise _artifact_error("could not write artifact") from exc
+        try:
+            for attempt in range(1, attempts + 1):
+                candidate = requested if attempt == 1 else suffixed_filename(requested, attempt)
+                if _fs.link_noclobber(dir_fd, temp, candidate):
+                    return candidate
+        except OSError as exc:
+            raise _artifact_error("could not publish artifact without overwrite") from exc
+        finally:
+            _fs.remove_quietly(dir_fd, temp)
+        if attempts == 1:
+            raise _artifact_error("artifact file already exists", name=requested)
+        raise _artifact_error("artifact collision suffix limit was reached", name=requested)
+
+    def _write_marker(self, own_fd: int, marker: _Marker, *, replace: bool = False) -> None:
+        encoded = marker.encode()
+        if len(encoded) > MAX_MARKER_BYTES:
+            raise _artifact_error("artifact ownership record is too large")
+        try:
+            temp = _fs.write_temp(own_fd, encoded, _MARKER_MODE)
+        except OSError as exc:
+            raise _artifact_error("could not write artifact ownership record") from exc
+        target = f"{marker.id}.json"
+        try:
+            if replace:
+                _fs.replace_atomically(own_fd, temp, target)
+            elif not _fs.link_noclobber(own_fd, temp, target):
+                raise _artifact_error("artifact ownership record already exists")
+            _fs.fsync_dir(own_fd)
+        except OSError as exc:
+            raise _artifact_error("could not publish artifact ownership record") from exc
+        finally:
+            _fs.remove_quietly(own_fd, temp)
+
+    # -- reading and verification ----------------------------------------------------------
+
+    def _load_marker(self, own_fd: int, filename: str) -> _Marker | None:
+        try:
+            encoded = _fs.read_regular(own_fd, filename, MAX_MARKER_BYTES)
+        except (Unsafe, OSError):
+            return None
+        return _parse_marker(encoded, filename)
+
+    def _read_artifact(self, root_fd: int, marker: _Marker) -> tuple[bytes, ImageInfo] | None:
+        """The artifact's bytes if they are exactly what was published, else ``None``."""
+        try:
+            with _fs.open_parent(root_fd, marker.name) as (parent, basename):
+                data = _fs.read_regular(parent, basename, self._limits.max_encoded_bytes)
+        except (Unsafe, OSError):
+            return None
+        if hashlib.sha256(data).hexdigest() != marker.sha256:
+            return None
+        try:
+            info = inspect_image(data, self._limits)
+        except BridgeError:
+            return None
+        return data, info
+
+    def _sidecar_state(self, root_fd: int, marker: _Marker) -> PathState | None:
+        """``None`` when no sidecar is recorded; ``REGULAR`` means present and unchanged."""
+        if marker.sidecar_name is None:
+            return None
+        state = _fs.entry_state(root_fd, marker.sidecar_name)
+        if state.state is not PathState.REGULAR:
+            return state.state
+        try:
+            with _fs.open_parent(root_fd, marker.sidecar_name) as (parent, basename):
+                encoded = _fs.read_regular(parent, basename, MAX_SIDECAR_BYTES)
+        except (Unsafe, OSError):
+            return PathState.INVALID
+        if hashlib.sha256(encoded).hexdigest() != marker.sidecar_sha256 or not _json_object(
+            encoded
+        ):
+            return PathState.INVALID
+        return PathState.REGULAR
+
+    def _verified(self, root_fd: int, marker: _Marker) -> tuple[bytes, ImageInfo] | None:
+        loaded = self._read_artifact(root_fd, marker)
+        if loaded is None:
+            return None
+        if self._sidecar_state(root_fd, marker) not in (None, PathState.REGULAR):
+            return None
+        return loaded
+
+    def read(self, artifact_id: str, owner: str | None) -> ArtifactContent:
+        """Verified bytes of an artifact owned by ``owner``.
+
+        ``owner=None`` is for trusted local callers (CLI, engine internals) and skips the
+        scope check. Unknown, foreign, tampered and invalid artifacts all fail with the
+        same ``artifact`` error, "artifact was not found or is invalid".
+        """
+        canonical = canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+        if canonical is None:
+            raise _not_found()
+        with self._root_fds() as (root_fd, own_fd):
+            marker = self._load_marker(own_fd, f"{canonical}.json")
+            if marker is None or (owner is not None and marker.effective_owner != owner):
+                raise _not_found()
+            loaded = self._verified(root_fd, marker)
+        if loaded is None:
+            raise _not_found()
+        data, info = loaded
+        return ArtifactContent(marker.id, marker.name, data, info, marker.sidecar_name)
+
+    def read_sidecar(self, artifact_id: str, owner: str | None) -> dict[str, Any] | None:
+        """The verified metadata sidecar of an owned artifact, or ``None`` if it has none."""
+        content = self.read(artifact_id, owner)
+        if content.sidecar_name is None:
+            return None
+        with self._root_fds() as (root_fd, _own_fd):
+            try:
+                with _fs.open_parent(root_fd, content.sidecar_name) as (parent, basename):
+                    encoded = _fs.read_regular(parent, basename, MAX_SIDECAR_BYTES)
+            except (Unsafe, OSError) as exc:
+                raise _not_found() from exc
+        value = json.loads(encoded.decode("utf-8"))
+        if not isinstance(value, dict):
+            raise _not_found()
+        return value
+
+    def local_path(self, artifact_id: str, owner: str | None) -> Path:
+        """Canonical path of a verified artifact, for local callers (``--local-artifact-paths``)."""
+        content = self.read(artifact_id, owner)
+        return self._root / content.name
+
+    def thumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes:
+        """A PNG thumbnail of an owned artifact, fitting ``edge``×``edge`` (32..2048)."""
+        if (
+            isinstance(edge, bool)
+            or not isinstance(edge, int)
+            or not MIN_THUMBNAIL_EDGE <= edge <= MAX_THUMBNAIL_EDGE
+        ):
+            raise BridgeError(
+                ErrorCode.INVALID_REQUEST,
+                "thumbnail edge must be between 32 and 2048 pixels",
+                details={"field": "edge"},
+            )
+        content = self.read(artifact_id, owner)
+        try:
+            return make_thumbnail(content.data, edge, self._limits)
+        except BridgeError as error:
+            raise BridgeError(
+                ErrorCode.ARTIFACT, error.message, details=error.details or None
+            ) from error
+
+    # -- sidecar metadata ------------------------------------------------------------------
+
+    def attach_metadata(
+        self, artifact_id: str, name: str, record: Mapping[str, Any] | bytes
+    ) -> str:
+        """Write ``metadata-<id>.json`` beside the artifact and record it in the marker.
+
+        Returns the sidecar's portable name. A second attachment fails; so does any
+        mismatch between ``name`` and the marker.
+        """
+        canonical = canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+        if canonical is None or not isinstance(name, str) or not is_safe_relative(name):
+            raise _artifact_error("artifact identity is invalid")
+        encoded = self._encode_sidecar(record)
+        with self._root_fds() as (root_fd, own_fd):
+            marker = self._load_marker(own_fd, f"{canonical}.json")
+            if (
+                marker is None
+                or marker.name != name
+                or marker.sidecar_name is not None
+                or self._verified(root_fd, marker) is None
+            ):
+                raise _artifact_error("artifact metadata cannot be attached to this artifact")
+            sidecar_basename = f"metadata-{canonical}.json"
+            parent_name = name.rpartition("/")[0]
+            sidecar_name = f"{parent_name}/{sidecar_basename}" if parent_name else sidecar_basename
+            try:
+                with _fs.open_parent(root_fd, name) as (parent, _basename):
+                    self._publish_sidecar(
+                        parent, own_fd, marker, sidecar_basename, sidecar_name, encoded
+                    )
+            except (Unsafe, OSError) as exc:
+                raise _artifact_error("could not write metadata sidecar") from exc
+        return sidecar_name
+
+    def _publish_sidecar(
+        self,
+        parent: int,
+        own_fd: int,
+        marker: _Marker,
+        basename: str,
+        sidecar_name: str,
+        encoded: bytes,
+    ) -> None:
+        temp = _fs.write_temp(parent, encoded, _ARTIFACT_MODE)
+        try:
+            if not _fs.link_noclobber(parent, temp, basename):
+                raise _artifact_error("could not publish metadata sidecar without overwrite")
+        finally:
+            _fs.remove_quietly(parent, temp)
+        try:
+            _fs.fsync_dir(parent)
+            updated = marker.with_sidecar(sidecar_name, hashlib.sha256(encoded).hexdigest())
+            self._write_marker(own_fd, updated, replace=True)
+        except BaseException:
+            _fs.remove_quietly(parent, basename)
+            with contextlib.suppress(OSError):
+                _fs.fsync_dir(parent)
+            raise
+
+    @staticmethod
+    def _encode_sidecar(record: Mapping[str, Any] | bytes) -> bytes:
+        if isinstance(record, bytes | bytearray):
+            encoded = bytes(record)
+        else:
+            try:
+                text = json.dumps(dict(record), indent=2, ensure_ascii=False, allow_nan=False)
+                encoded = (text + "\n").encode("utf-8")
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise _artifact_error("artifact metadata must be a bounded JSON object") from exc
+        if not encoded or len(encoded) > MAX_SIDECAR_BYTES or not _json_object(encoded):
+            raise _artifact_error(
+                "artifact metadata must be a bounded JSON object", maximum_bytes=MAX_SIDECAR_BYTES
+            )
+        return encoded
+
+    # -- retention ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _scan(own_fd: int, limit: int) -> tuple[list[str], bool]:
+        """Up to ``limit`` ownership entry names, and whether more exist."""
+        names: list[str] = []
+        reached = False
+        with os.scandir(own_fd) as entries:
+            for entry in entries:
+                if len(names) >= limit:
+                    reached = True
+                    break
+                names.append(entry.name)
+        return names, reached
+
+    def cleanup(
+        self,
+        now: float | None = None,
+        *,
+        max_age_secs: int = 7 * 24 * 60 * 60,
+        max_artifacts: int | None = None,
+        max_scan_entries: int = 100_000,
+    ) -> CleanupReport:
+        """Delete verified owned artifacts older than ``max_age_secs`` or beyond the newest
+        ``max_artifacts``, looking at no more than ``max_scan_entries`` markers."""
+        if max_scan_entries <= 0:
+            raise _artifact_error("retention scan limit must be greater than zero")
+        if max_artifacts is not None and max_artifacts <= 0:
+            raise _artifact_error("retention max_artifacts must be greater than zero")
+        if max_age_secs < 0:
+            raise _artifact_error("retention max_age_secs must not be negative")
+        cutoff = int(self._clock() if now is None else now) - max_age_secs
+        report = CleanupReport()
+        with self._root_fds() as (root_fd, own_fd):
+            names, report.scan_limit_reached = self._scan(own_fd, max_scan_entries)
+            report.scanned = len(names)
+            valid: list[_Marker] = []
+            for filename in names:
+                marker = self._load_marker(own_fd, filename)
+                if marker is None or self._verified(root_fd, marker) is None:
+                    report.skipped += 1
+                else:
+                    valid.append(marker)
+            valid.sort(key=lambda m: (m.created_at, m.id), reverse=True)
+            for position, marker in enumerate(valid):
+                expired = marker.created_at <= cutoff
+                excess = max_artifacts is not None and position >= max_artifacts
+                if not (expired or excess):
+                    continue
+                if self._remove_verified(root_fd, own_fd, marker):
+                    report.deleted += 1
+                else:
+                    report.skipped += 1
+        return report
+
+    def _remove_verified(self, root_fd: int, own_fd: int, marker: _Marker) -> bool:
+        current = self._load_marker(own_fd, f"{marker.id}.json")
+        if current != marker or self._verified(root_fd, marker) is None:
+            return False
+        try:
+            if marker.sidecar_name is not None:
+                with _fs.open_parent(root_fd, marker.sidecar_name) as (parent, basename):
+                    os.unlink(basename, dir_fd=parent)
+            with _fs.open_parent(root_fd, marker.name) as (parent, basename):
+                os.unlink(basename, dir_fd=parent)
+                _fs.fsync_dir(parent)
+            os.unlink(f"{marker.id}.json", dir_fd=own_fd)
+            _fs.fsync_dir(own_fd)
+        except (Unsafe, OSError):
+            return False
+        return True
+
+    def repair_orphans(self, max_scan: int, *, apply: bool) -> RepairReport:
+        """Audit (``apply=False``) or repair provably safe ownership inconsistencies.
+
+        A marker whose artifact is gone is removed (with its unchanged sidecar); a
+        marker whose sidecar is gone has the reference cleared. Anything changed or
+        invalid is skipped and never modified.
+        """
+        if max_scan <= 0:
+            raise _artifact_error("artifact repair scan limit must be greater than zero")
+        report = RepairReport()
+        with self._root_fds() as (root_fd, own_fd):
+            names, report.scan_limit_reached = self._scan(own_fd, max_scan)
+            report.scanned = len(names)
+            for filename in names:
+                marker = self._load_marker(own_fd, filename)
+                if marker is None:
+                    report.skipped += 1
+                    continue
+                sidecar = self._sidecar_state(root_fd, marker)
+                if self._read_artifact(root_fd, marker) is not None:
+                    if sidecar in (None, PathState.REGULAR):
+                        report.healthy += 1
+                    elif sidecar is PathState.MISSING:
+                        report.missing_sidecars += 1
+                        if apply:
+                            ok = self._clear_sidecar(root_fd, own_fd, marker)
+                            report.repaired += ok
+                            report.skipped += not ok
+                    else:
+                        report.skipped += 1
+                elif _fs.entry_state(root_fd, marker.name).state is PathState.MISSING:
+                    report.orphaned_records += 1
+                    if sidecar is PathState.INVALID:
+                        report.skipped += 1
+                    elif apply:
+                        ok = self._remove_orphan(root_fd, own_fd, marker)
+                        report.repaired += ok
+                        report.skipped += not ok
+                else:
+                    report.skipped += 1
+        return report
+
+    def _clear_sidecar(self, root_fd: int, own_fd: int, marker: _Marker) -> bool:
+        current = self._load_marker(own_fd, f"{marker.id}.json")
+        if (
+            current != marker
+            or self._read_artifact(root_fd, marker) is None
+            or self._sidecar_state(root_fd, marker) is not PathState.MISSING
+        ):
+            return False
+        try:
+            self._write_marker(own_fd, marker.with_sidecar(None, None), replace=True)
+        except BridgeError:
+            return False
+        return True
+
+    def _remove_orphan(self, root_fd: int, own_fd: int, marker: _Marker) -> bool:
+        current = self._load_marker(own_fd, f"{marker.id}.json")
+        if current != marker or _fs.entry_state(root_fd, marker.name).state is not (
+            PathState.MISSING
+        ):
+            return False
+        sidecar = self._sidecar_state(root_fd, marker)
+        try:
+            if sidecar is PathState.INVALID:
+                return False
+            if sidecar is PathState.REGULAR and marker.sidecar_name is not None:
+                with _fs.open_parent(root_fd, marker.sidecar_name) as (parent, basename):
+                    os.unlink(basename, dir_fd=parent)
+                    _fs.fsync_dir(parent)
+            os.unlink(f"{marker.id}.json", dir_fd=own_fd)
+            _fs.fsync_dir(own_fd)
+        except (Unsafe, OSError):
+            return False
+        return True
+
+    # -- async wrappers ----------------------------------------------------------------------
+
+    async def apublish(
+        self,
+        data: bytes,
+        *,
+        expected_format: OutputFormat | str | None,
+        owner: str,
+        filename_prefix: str | None = None,
+        directory: str | None = None,
+        filename: str | None = None,
+        collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
+    ) -> PublishedArtifact:
+        """:meth:`publish` in a worker thread."""
+        return await asyncio.to_thread(
+            lambda: self.publish(
+                data,
+                expected_format=expected_format,
+                owner=owner,
+                filename_prefix=filename_prefix,
+                directory=directory,
+                filename=filename,
+                collision=collision,
+            )
+        )
+
+    async def aattach_metadata(
+        self, artifact_id: str, name: str, record: Mapping[str, Any] | bytes
+    ) -> str:
+        """:meth:`attach_metadata` in a worker thread."""
+        return await asyncio.to_thread(self.attach_metadata, artifact_id, name, record)
+
+    async def aread(self, artifact_id: str, owner: str | None) -> ArtifactContent:
+        """:meth:`read` in a worker thread."""
+        return await asyncio.to_thread(self.read, artifact_id, owner)
+
+    async def aread_sidecar(self, artifact_id: str, owner: str | None) -> dict[str, Any] | None:
+        """:meth:`read_sidecar` in a worker thread."""
+        return await asyncio.to_thread(self.read_sidecar, artifact_id, owner)
+
+    async def athumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes:
+        """:meth:`thumbnail` in a worker thread."""
+        return await asyncio.to_thread(self.thumbnail, artifact_id, owner, edge)
+
+    async def acleanup(
+        self,
+        now: float | None = None,
+        *,
+        max_age_secs: int = 7 * 24 * 60 * 60,
+        max_artifacts: int | None = None,
+        max_scan_entries: int = 100_000,
+    ) -> CleanupReport:
+        """:meth:`cleanup` in a worker thread."""
+        return await asyncio.to_thread(
+            lambda: self.cleanup(
+                now,
+                max_age_secs=max_age_secs,
+                max_artifacts=max_artifacts,
+                max_scan_entries=max_scan_entries,
+            )
+        )
+
+    async def arepair_orphans(self, max_scan: int, *, apply: bool) -> RepairReport:
+        """:meth:`repair_orphans` in a worker thread."""
+        return await asyncio.to_thread(lambda: self.repair_orphans(max_scan, apply=apply))
+
+
+class AsyncArtifactStore:
+    """The same store with awaitable methods of the same names (work runs in a thread).
+
+    This is what async layers hold: ``await store.publish(...)``, ``await store.read(...)``.
+    """
+
+    def __init__(self, store: ArtifactStore) -> None:
+        self.sync = store
+
+    @property
+    def root(self) -> Path:
+        return self.sync.root
+
+    async def publish(
+        self,
+        data: bytes,
+        *,
+        expected_format: OutputFormat | str | None,
+        owner: str,
+        filename_prefix: str | None = None,
+        directory: str | None = None,
+        filename: str | None = None,
+        collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
+    ) -> PublishedArtifact:
+        return await self.sync.apublish(
+            data,
+            expected_format=expected_format,
+            owner=owner,
+            filename_prefix=filename_prefix,
+            directory=directory,
+            filename=filename,
+            collision=collision,
+        )
+
+    async def attach_metadata(
+        self, artifact_id: str, name: str, record: Mapping[str, Any] | bytes
+    ) -> str:
+        return await self.sync.aattach_metadata(artifact_id, name, record)
+
+    async def read(self, artifact_id: str, owner: str | None) -> ArtifactContent:
+        return await self.sync.aread(artifact_id, owner)
+
+    async def read_sidecar(self, artifact_id: str, owner: str | None) -> dict[str, Any] | None:
+        return await self.sync.aread_sidecar(artifact_id, owner)
+
+    async def thumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes:
+        return await self.sync.athumbnail(artifact_id, owner, edge)
+
+    async def cleanup(
+        self,
+        now: float | None = None,
+        *,
+        max_age_secs: int = 7 * 24 * 60 * 60,
+        max_artifacts: int | None = None,
+        max_scan_entries: int = 100_000,
+    ) -> CleanupReport:
+        return await self.sync.acleanup(
+            now,
+            max_age_secs=max_age_secs,
+            max_artifacts=max_artifacts,
+            max_scan_entries=max_scan_entries,
+        )
+
+    async def repair_orphans(self, max_scan: int, *, apply: bool) -> RepairReport:
+        return await self.sync.arepair_orphans(max_scan, apply=apply)

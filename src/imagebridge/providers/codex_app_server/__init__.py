@@ -1,0 +1,53 @@
+"""The ``codex app-server`` transport: child process, JSON-RPC link, turns and images.
+
+Layers, bottom up: :mod:`.process` (spawn, drain stderr, restart, bounded stop),
+:mod:`.framing` + :mod:`.rpc` (JSONL JSON-RPC "lite" with size limits, server requests
+declined, bounded notification channels), :mod:`.client` (handshake, health, typed
+methods, turns), :mod:`.images` (image capture and failure mapping) and
+:mod:`.staging` (input images as files). The provider class builds on :class:`AppServerClient`.
+"""
+
+from imagebridge.providers.codex_app_server.client import (
+    AccountInfo,
+    ActiveTurn,
+    AppServerClient,
+    ClientInfo,
+    ModelProviderCapabilities,
+    ServerInfo,
+)
+from imagebridge.providers.codex_app_server.images import (
+    CapturedImage,
+    ImageLimits,
+    TurnImageCollector,
+    TurnImages,
+    collect_turn_images,
+    read_generated_image,
+)
+from imagebridge.providers.codex_app_server.notifications import Notification, NotificationChannel
+from imagebridge.providers.codex_app_server.options import AppServerOptions
+from imagebridge.providers.codex_app_server.process import AppServerProcess, ChildProcess
+from imagebridge.providers.codex_app_server.rpc import RpcConnection
+from imagebridge.providers.codex_app_server.staging import StagedBatch, StagingArea
+
+__all__ = [
+    "AccountInfo",
+    "ActiveTurn",
+    "AppServerClient",
+    "AppServerOptions",
+    "AppServerProcess",
+    "CapturedImage",
+    "ChildProcess",
+    "ClientInfo",
+    "ImageLimits",
+    "ModelProviderCapabilities",
+    "Notification",
+    "NotificationChannel",
+    "RpcConnection",
+    "ServerInfo",
+    "StagedBatch",
+    "StagingArea",
+    "TurnImageCollector",
+    "TurnImages",
+    "collect_turn_images",
+    "read_generated_image",
+]

@@ -2,7 +2,8 @@
 
 Python 3.11's :mod:`uuid` has no ``uuid7``. Artifact ids sort by creation time, and
 retention ties are broken by id, so ids minted in the same millisecond must still
-increase: the 12-bit ``rand_a`` field is used as a counter seeded at random.
+increase: the 12-bit ``rand_a`` field is used as a counter seeded at random
+(RFC 9562 §6.2, method 1).
 """
 
 from __future__ import annotations
@@ -11,36 +12,43 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
-__all__ = ["canonical_uuid", "uuid7"]
-
-_lock = threading.Lock()
-_last_ms = 0
-_counter = 0
+__all__ = ["UUID7Generator", "canonical_uuid", "uuid7"]
 
 
-def uuid7(*, now_ms: int | None = None) -> uuid.UUID:
-    """A new UUIDv7; monotonic within this process even inside one millisecond."""
-    global _last_ms, _counter
-    with _lock:
-        millis = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-        if millis > _last_ms:
-            _last_ms = millis
-            _counter = int.from_bytes(os.urandom(2), "big") & 0x7FF  # leave headroom
-        else:
-            _counter += 1
-            if _counter > 0xFFF:  # counter exhausted: borrow the next millisecond
-                _last_ms += 1
-                _counter = 0
-        millis = _last_ms
-        counter = _counter
-    rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
-    value = (millis & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= counter << 64
-    value |= 0b10 << 62
-    value |= rand_b
-    return uuid.UUID(int=value)
+class UUID7Generator:
+    """A monotonic UUIDv7 source; one per process is enough (see :func:`uuid7`)."""
+
+    def __init__(self, clock_ms: Callable[[], int] | None = None) -> None:
+        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._lock = threading.Lock()
+        self._last_ms = -1
+        self._counter = 0
+
+    def __call__(self) -> uuid.UUID:
+        with self._lock:
+            millis = self._clock_ms()
+            if millis > self._last_ms:
+                self._last_ms = millis
+                self._counter = int.from_bytes(os.urandom(2), "big") & 0x7FF  # headroom
+            else:
+                self._counter += 1
+                if self._counter > 0xFFF:  # counter exhausted: borrow the next millisecond
+                    self._last_ms += 1
+                    self._counter = 0
+            millis, counter = self._last_ms, self._counter
+        rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+        value = (millis & ((1 << 48) - 1)) << 80
+        value |= 0x7 << 76
+        value |= counter << 64
+        value |= 0b10 << 62
+        value |= rand_b
+        return uuid.UUID(int=value)
+
+
+uuid7 = UUID7Generator()
+"""A new UUIDv7; monotonic within this process even inside one millisecond."""
 
 
 def canonical_uuid(value: str) -> str | None:

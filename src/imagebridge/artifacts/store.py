@@ -450,11 +450,16 @@ class ArtifactStore:
                 _fs.replace_atomically(own_fd, temp, target)
             elif not _fs.link_noclobber(own_fd, temp, target):
                 raise _artifact_error("artifact ownership record already exists")
-            _fs.fsync_dir(own_fd)
         except OSError as exc:
             raise _artifact_error("could not publish artifact ownership record") from exc
         finally:
             _fs.remove_quietly(own_fd, temp)
+        try:
+            _fs.fsync_dir(own_fd)
+        except OSError as exc:
+            if not replace:  # a new marker that may not survive a crash is withdrawn
+                _fs.remove_quietly(own_fd, target)
+            raise _artifact_error("could not sync artifact ownership records") from exc
 
     # -- reading and verification ----------------------------------------------------------
 
@@ -617,11 +622,15 @@ class ArtifactStore:
                 raise _artifact_error("could not publish metadata sidecar without overwrite")
         finally:
             _fs.remove_quietly(parent, temp)
+        updated = marker.with_sidecar(sidecar_name, hashlib.sha256(encoded).hexdigest())
         try:
             _fs.fsync_dir(parent)
-            updated = marker.with_sidecar(sidecar_name, hashlib.sha256(encoded).hexdigest())
             self._write_marker(own_fd, updated, replace=True)
         except BaseException:
+            current = self._load_marker(own_fd, f"{marker.id}.json")
+            if current == updated:  # replaced but not durable: put the old record back
+                with contextlib.suppress(BridgeError):
+                    self._write_marker(own_fd, marker, replace=True)
             _fs.remove_quietly(parent, basename)
             with contextlib.suppress(OSError):
                 _fs.fsync_dir(parent)

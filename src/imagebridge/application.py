@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from imagebridge.artifacts.inspect import ImageLimits
 from imagebridge.artifacts.store import ArtifactStore
@@ -184,6 +185,9 @@ class StoreSink:
             collision=collision,
         )
         return PublishedArtifact(id=published.id, name=published.name)
+
+    async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:
+        return await asyncio.to_thread(self.store.attach_metadata, artifact_id, name, record)
 
 
 @dataclass(slots=True)

@@ -158,3 +158,120 @@ async def test_mixed_dimensions_are_reported_per_image() -> None:
     result = await Materializer().materialize(response(items), eff, None, owner="o")
     assert [(n.field, n.effective) for n in result.normalizations] == [("data[1].size", "1x1")]
     assert result.warnings == ["provider_output_dimensions_differed"]
+
+
+# -- metadata: embedded records and sidecars -----------------------------------------------
+
+
+def _store_runtime(tmp_path: Any, provider: Any) -> Any:
+    from imagebridge.application import StoreSink
+    from imagebridge.artifacts.store import ArtifactStore
+    from tests.support.runtime import make_runtime
+
+    store = ArtifactStore(tmp_path / "artifacts")
+    runtime = make_runtime(provider, materializer=Materializer(artifacts=StoreSink(store)))
+    return runtime, store
+
+
+ONE = {
+    "count": {"min": 1, "max": 1},
+    "batching": {"mode": "native", "native_count": {"min": 1, "max": 1}, "max_parallel_outputs": 1},
+    "negative_prompt": "native",
+}
+
+
+async def test_artifact_projection_honors_per_request_placement(tmp_path: Any) -> None:
+    import json
+
+    from tests.support.fakes import FakeProvider
+
+    runtime, store = _store_runtime(tmp_path, FakeProvider(caps=ONE))
+    response = await runtime.execute(
+        request(
+            prompt="a woman",
+            negative_prompt="blur",
+            output={
+                "response_format": "artifact",
+                "directory": "portraits",
+                "filename": "woman.png",
+                "metadata": "sidecar",
+            },
+        )
+    )
+    item = response.data[0]
+    assert item.name == "portraits/woman.png"
+    assert (store.root / "portraits" / "woman.png").is_file()
+    assert item.metadata_name == f"portraits/metadata-{item.id}.json"
+    sidecar = json.loads((store.root / item.metadata_name).read_text())
+    assert sidecar["original_prompt"] == "a woman"
+    assert sidecar["negative_prompt"] == "blur"
+    assert (sidecar["provider"], sidecar["model"]) == ("test-provider", "test-image")
+    assert sidecar["image"]["artifact_name"] == "portraits/woman.png"
+    assert sidecar["image"]["width"] == 1
+
+
+async def test_embedded_policy_updates_payload_checksum_and_carries_generation_contract() -> None:
+    from imagebridge.artifacts.metadata import extract_metadata_record
+
+    source = png_bytes(4, 4)
+    item = image_item(0, source, generation_ms=41)
+    resp = response([item])
+    resp.timings.provider_ms = 40
+    eff = request(output={"metadata": "embedded"})
+    result = await Materializer().materialize(resp, eff, None, owner="o", original=eff)
+    out = result.data[0]
+    data = base64.b64decode(out.b64_json or "")
+    record = extract_metadata_record(data)
+    assert record is not None
+    assert record["kind"] == "imagegen_bridge_generation"
+    assert record["original_prompt"] == "x"
+    assert (record["provider"], record["model"]) == ("p", "m")
+    assert record["timings"]["provider_ms"] == 40
+    assert record["timings"]["generation_ms"] == 41
+    import hashlib
+
+    assert out.sha256 != item.sha256
+    assert out.sha256 == hashlib.sha256(data).hexdigest()
+    assert Image.open(io.BytesIO(data)).tobytes() == Image.open(io.BytesIO(source)).tobytes()
+
+
+async def test_combined_policy_publishes_embedded_xmp_and_matching_sidecar(tmp_path: Any) -> None:
+    import hashlib
+
+    from imagebridge.artifacts.metadata import extract_metadata_record
+    from tests.support.fakes import FakeProvider
+
+    runtime, store = _store_runtime(tmp_path, FakeProvider(caps=ONE))
+    response = await runtime.execute(
+        request(
+            prompt="a lighthouse",
+            output={
+                "response_format": "artifact",
+                "filename": "lighthouse.png",
+                "metadata": "sidecar_and_embedded",
+            },
+        )
+    )
+    item = response.data[0]
+    stored = (store.root / "lighthouse.png").read_bytes()
+    assert hashlib.sha256(stored).hexdigest() == item.sha256
+    record = extract_metadata_record(stored)
+    assert record is not None and record["original_prompt"] == "a lighthouse"
+    assert item.metadata_name is not None and (store.root / item.metadata_name).is_file()
+
+
+async def test_embedded_record_reports_optional_fields_omitted_for_container_portability() -> None:
+    from imagebridge.artifacts.metadata import extract_metadata_record
+
+    resp = response([image_item(0, png_bytes(4, 4))])
+    resp.revised_prompt = "r" * 50 * 1024
+    eff = request(output={"metadata": "embedded"})
+    result = await Materializer().materialize(resp, eff, None, owner="o", original=eff)
+    data = base64.b64decode(result.data[0].b64_json or "")
+    record = extract_metadata_record(data)
+    assert record is not None
+    assert "revised_prompt" not in record
+    assert "revised_prompt" in record["omitted_fields"]
+    import json
+
+    assert len(json.dumps(record, separators=(",", ":"))) <= 40 * 1024

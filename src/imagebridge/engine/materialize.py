@@ -16,6 +16,11 @@ from typing import Any, Protocol
 
 from imagebridge.artifacts.chroma import inspect_transparent_alpha, remove_background
 from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, inspect_image
+from imagebridge.artifacts.metadata import (
+    build_generation_record,
+    embed_metadata,
+    fit_generation_record,
+)
 from imagebridge.contract.enums import (
     ArtifactCollisionPolicy,
     Background,
@@ -34,6 +39,7 @@ __all__ = [
     "Materializer",
     "PublishedArtifact",
     "VerifiedImage",
+    "operation_summary",
 ]
 
 MiB = 1024 * 1024
@@ -67,6 +73,10 @@ class ArtifactSink(Protocol):
         collision: ArtifactCollisionPolicy,
     ) -> PublishedArtifact: ...
 
+    async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:
+        """Write the sidecar beside the artifact; returns its portable name."""
+        ...
+
 
 @dataclass(slots=True)
 class VerifiedImage:
@@ -76,6 +86,16 @@ class VerifiedImage:
     data: bytes
     info: ImageInfo
     generation_ms: int | None
+
+
+def operation_summary(request: ImageRequest) -> dict[str, Any]:
+    """What the request did, without paths or bytes."""
+    return {
+        "kind": request.operation.value,
+        "input_images": len(request.edit_images),
+        "reference_images": len(request.reference_images),
+        "mask": request.mask is not None,
+    }
 
 
 def _protocol(message: str, **details: Any) -> BridgeError:
@@ -113,8 +133,12 @@ class Materializer:
         plan: ChromaPlan | None,
         *,
         owner: str,
+        original: ImageRequest | None = None,
     ) -> ImageResponse:
-        """Verify ``response`` against ``effective`` and project it for delivery."""
+        """Verify ``response`` against ``effective`` and project it for delivery.
+
+        ``original`` is the caller's request, needed only for embedded metadata records.
+        """
         self._check_output_set(response, effective)
         budget = self._initial_budget(response)
         verified = list(
@@ -135,6 +159,17 @@ class Materializer:
         if size_changes:
             normalizations.extend(size_changes)
             warnings.append("provider_output_dimensions_differed")
+        if effective.output.metadata.embeds:
+            record_response = response.model_copy(deep=True)
+            record_response.normalizations.extend(normalizations)
+            for warning in warnings:
+                record_response.add_warning(warning)
+            await asyncio.gather(
+                *(
+                    self._embed(image, record_response, original or effective, effective)
+                    for image in verified
+                )
+            )
         projected: list[GeneratedImage] = []
         if effective.output.response_format in (ResponseFormat.B64_JSON, ResponseFormat.METADATA):
             projected = list(
@@ -297,6 +332,120 @@ class Materializer:
             effective=summary.to_dict(),
             reason="validated_native_alpha",
         )
+
+    # -- metadata --------------------------------------------------------------------------
+
+    async def _embed(
+        self,
+        image: VerifiedImage,
+        response: ImageResponse,
+        original: ImageRequest,
+        effective: ImageRequest,
+    ) -> None:
+        """Embed the generation record as XMP (pixels untouched; bytes and sha256 change)."""
+        timings: dict[str, Any] = {
+            "queue_ms": response.timings.queue_ms,
+            "provider_ms": response.timings.provider_ms,
+        }
+        if image.generation_ms is not None:
+            timings["generation_ms"] = image.generation_ms
+        record = build_generation_record(
+            request_id=response.id,
+            created=response.created,
+            operation=operation_summary(original),
+            original_prompt=original.prompt,
+            effective_prompt=effective.prompt,
+            negative_prompt=original.negative_prompt,
+            policies=effective.policies.model_dump(mode="json"),
+            provider=response.provider,
+            model=response.model,
+            requested=response.requested.model_dump(mode="json"),
+            effective=response.effective.model_dump(mode="json"),
+            normalizations=[n.model_dump(mode="json") for n in response.normalizations],
+            revised_prompt=response.revised_prompt,
+            usage=response.usage.model_dump(mode="json") if response.usage else None,
+            session=response.session.model_dump(mode="json") if response.session else None,
+            timings=timings,
+            warnings=list(response.warnings),
+            image={
+                "index": image.index,
+                "format": image.info.format.value,
+                "width": image.info.width,
+                "height": image.info.height,
+            },
+        )
+
+        def embed() -> tuple[bytes, ImageInfo]:
+            _, encoded = fit_generation_record(record)
+            return embed_metadata(image.data, image.info.format, encoded, self.limits.image)
+
+        try:
+            image.data, image.info = await asyncio.to_thread(embed)
+        except BridgeError as error:
+            if error.code is ErrorCode.ARTIFACT:
+                raise
+            raise BridgeError(
+                ErrorCode.ARTIFACT, error.message, details=error.details or None
+            ) from error
+
+    async def attach_sidecars(
+        self,
+        response: ImageResponse,
+        original: ImageRequest,
+        effective: ImageRequest,
+    ) -> ImageResponse:
+        """Write ``metadata-<id>.json`` beside every artifact once timings are final."""
+        if not original.output.metadata.writes_sidecar:
+            return response
+        if self.artifacts is None:
+            raise BridgeError(ErrorCode.CONFIGURATION, "artifact storage is not configured")
+        common = {
+            "version": 1,
+            "request_id": response.id,
+            "created": response.created,
+            "operation": operation_summary(original),
+            "original_prompt": original.prompt,
+            "effective_prompt": effective.prompt,
+        }
+        if original.negative_prompt is not None:
+            common["negative_prompt"] = original.negative_prompt
+        common.update(
+            {
+                "policies": effective.policies.model_dump(mode="json"),
+                "provider": response.provider,
+                "model": response.model,
+                "requested": response.requested.model_dump(mode="json"),
+                "effective": response.effective.model_dump(mode="json"),
+                "normalizations": [n.model_dump(mode="json") for n in response.normalizations],
+            }
+        )
+        if response.attempts:
+            common["attempts"] = [a.model_dump(mode="json") for a in response.attempts]
+        for key in ("revised_prompt", "usage", "session"):
+            value = getattr(response, key)
+            if value is not None:
+                common[key] = value if isinstance(value, str) else value.model_dump(mode="json")
+        common["timings"] = response.timings.model_dump(mode="json")
+        common["warnings"] = list(response.warnings)
+        result = response.model_copy(deep=True)
+        for item in result.data:
+            if item.type != "artifact" or item.id is None or item.name is None:
+                raise _protocol("metadata sidecars require named artifact outputs")
+            image: dict[str, Any] = {
+                "index": item.index,
+                "artifact_name": item.name,
+                "format": item.format.value,
+                "width": item.width,
+                "height": item.height,
+                "bytes": item.bytes,
+                "sha256": item.sha256,
+            }
+            if item.generation_ms is not None:
+                image["generation_ms"] = item.generation_ms
+            item.metadata_name = await self.artifacts.attach_metadata(
+                item.id, item.name, {**common, "image": image}
+            )
+        return result
 
     # -- dimensions ---------------------------------------------------------------------------
 

@@ -134,6 +134,12 @@ class ExecutionContext:
 
 
 @dataclass(slots=True)
+class _RouteResult:
+    response: ImageResponse
+    effective: ImageRequest
+
+
+@dataclass(slots=True)
 class _Operation:
     request_id: str
     deadline: Deadline
@@ -331,7 +337,7 @@ class ImageRuntime:
             for index, (provider_name, model) in enumerate(routes):
                 attempt_started = time.monotonic()
                 try:
-                    response = await self._execute_route(provider_name, model, request, op)
+                    routed = await self._execute_route(provider_name, model, request, op)
                 except BridgeError as error:
                     attempts.append(
                         ProviderAttempt(
@@ -348,6 +354,7 @@ class ImageRuntime:
                     ):
                         continue
                     break
+                response = routed.response
                 attempts.append(
                     ProviderAttempt(
                         provider=response.provider,
@@ -371,7 +378,18 @@ class ImageRuntime:
                     response.attempts = attempts
                 response.timings.queue_ms += global_queue_ms
                 response.timings.total_ms = _ms(started)
-                return response
+                try:
+                    return await self._controlled(
+                        self.materializer.attach_sidecars(response, request, routed.effective),
+                        op,
+                        "request was cancelled while writing metadata sidecars",
+                        self._delivery_deadline(op),
+                    )
+                except BridgeError as error:  # the original dropped the attempts here (§9.6)
+                    error.details["attempts"] = [
+                        attempt.model_dump(mode="json") for attempt in attempts
+                    ]
+                    raise
             assert last_error is not None
             last_error.details["attempts"] = [
                 attempt.model_dump(mode="json") for attempt in attempts
@@ -399,7 +417,7 @@ class ImageRuntime:
 
     async def _execute_route(
         self, provider_name: str, model: str | None, request: ImageRequest, op: _Operation
-    ) -> ImageResponse:
+    ) -> _RouteResult:
         provider = self.registry.resolve(provider_name)
         breaker_permit = self.breakers[provider.name].acquire()
         gate_started = time.monotonic()
@@ -413,7 +431,7 @@ class ImageRuntime:
             raise
         queue_ms = _ms(gate_started)
         try:
-            response = await self._execute_admitted(provider, model, request, op)
+            result = await self._execute_admitted(provider, model, request, op, queue_ms)
         except BridgeError as error:
             breaker_permit.finish(error)
             raise error.with_provider(provider.name) from None
@@ -423,12 +441,16 @@ class ImageRuntime:
         finally:
             gate_permit.release()
         breaker_permit.finish(None)
-        response.timings.queue_ms = queue_ms
-        return response
+        return result
 
     async def _execute_admitted(
-        self, provider: Provider, model: str | None, request: ImageRequest, op: _Operation
-    ) -> ImageResponse:
+        self,
+        provider: Provider,
+        model: str | None,
+        request: ImageRequest,
+        op: _Operation,
+        queue_ms: int,
+    ) -> _RouteResult:
         caps: ProviderCapabilities = await self._controlled(
             provider.capabilities(model), op, "request was cancelled during capability discovery"
         )
@@ -471,18 +493,23 @@ class ImageRuntime:
         if request.policies.revised_prompt is RevisedPromptPolicy.OMIT:
             response.revised_prompt = None
         response.timings.provider_ms = provider_ms
+        response.timings.queue_ms = queue_ms
         artifact_started = time.monotonic()
-        # Paid-for images are delivered even when the provider finished inside the grace.
-        grace = self.settings.cancellation_grace_ms / 1000
-        delivery = Deadline(max(op.deadline.at, asyncio.get_running_loop().time() + grace))
         materialized = await self._controlled(
-            self.materializer.materialize(response, effective, prepared.plan, owner=op.owner),
+            self.materializer.materialize(
+                response, effective, prepared.plan, owner=op.owner, original=request
+            ),
             op,
             "request was cancelled during output materialization",
-            delivery,
+            self._delivery_deadline(op),
         )
         materialized.timings.artifact_ms = _ms(artifact_started)
-        return materialized
+        return _RouteResult(materialized, effective)
+
+    def _delivery_deadline(self, op: _Operation) -> Deadline:
+        """Paid-for images are delivered even when the provider finished inside the grace."""
+        grace = self.settings.cancellation_grace_ms / 1000
+        return Deadline(max(op.deadline.at, asyncio.get_running_loop().time() + grace))
 
     # -- deadline and cancellation ----------------------------------------------------------------
 

@@ -9,7 +9,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.support.codex_backend import make_jwt, write_codex_auth
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers import codex_auth
@@ -21,6 +20,7 @@ from imagebridge.providers.codex_auth import (
     load_codex_credentials,
     load_codex_credentials_async,
 )
+from tests.support.codex_backend import make_jwt, write_codex_auth
 
 SECRET = "sk-SECRET-ACCESS-TOKEN-7f3a9c"
 SECRET_ACCOUNT = "acct-SECRET-ACCOUNT-41d2"

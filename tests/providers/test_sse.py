@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.codex_backend import FIXTURE_SSE_PATH
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers.sse import (
@@ -17,6 +16,7 @@ from imagebridge.providers.sse import (
     aiter_sse_events,
     iter_sse_events,
 )
+from tests.support.codex_backend import FIXTURE_SSE_PATH
 
 
 def decode(

@@ -259,7 +259,7 @@ class CodexBackend:
         self._server = _Server(self)
         self._serve_thread = threading.Thread(
             target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
+            kwargs={"poll_interval": 0.01},
             name="codex-backend-mock",
             daemon=True,
         )

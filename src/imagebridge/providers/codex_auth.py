@@ -59,6 +59,10 @@ class CodexCredentials:
 
     __str__ = __repr__
 
+    def secret_values(self) -> tuple[str, ...]:
+        """Values that must never appear in errors or logs (for redaction checks)."""
+        return tuple(value for value in (self.access_token, self.account_id) if value)
+
 
 CredentialsLoader = Callable[[], Awaitable[CodexCredentials]]
 """What HTTP clients take: an async callable that reads the login fresh each time."""

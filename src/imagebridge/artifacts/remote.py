@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +84,17 @@ _MAPPED_V6 = ipaddress.IPv6Network("::ffff:0:0/96")
 _NAT64_V6 = ipaddress.IPv6Network("64:ff9b::/96")
 _SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
 _TEREDO = ipaddress.IPv6Network("2001::/32")
+
+
+_HOSTNAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _public_v4(address: ipaddress.IPv4Address) -> bool:
@@ -235,6 +247,8 @@ class RemoteImageFetcher:
         host = url.raw_host.decode("ascii").lower().rstrip(".")
         if not host:
             raise _remote_error("remote image URL has no hostname")
+        if not _HOSTNAME.fullmatch(host) and not _is_ip_literal(host):
+            raise _remote_error("remote image URL is invalid")
         names = {host, url.host.lower().rstrip(".")}
         if policy.allowed_hosts and not names & policy.allowed_hosts:
             raise _remote_error("remote image hostname is not allowed")
@@ -243,7 +257,9 @@ class RemoteImageFetcher:
             raise _remote_error("remote image port is not allowed", port=port)
         try:
             resolved = await self._resolver(host, port)
-        except (OSError, UnicodeError) as exc:
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a pluggable resolver: any failure means "unresolvable"
             raise _remote_error("remote image hostname could not be resolved") from exc
         addresses: list[IPAddress] = []
         for text in resolved:

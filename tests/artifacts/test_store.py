@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from imagebridge.artifacts.inspect import inspect_image
+from imagebridge.artifacts.metadata import embed_metadata, extract_metadata_record
 from imagebridge.artifacts.store import (
     OWNERSHIP_DIRECTORY,
     ArtifactStore,
@@ -486,3 +487,32 @@ def test_a_crash_during_sidecar_attachment_keeps_the_artifact_readable(
     assert visible_files(root) == [owned.name]
     assert store.read(owned.id, OWNER).sidecar_name is None
     assert store.attach_metadata(owned.id, owned.name, {"prompt": "p"})
+
+
+def test_per_request_placement_and_embedded_metadata_survive_publication(
+    store: ArtifactStore, root: Path
+) -> None:
+    record = {"kind": "imagegen_bridge_generation", "original_prompt": "a lighthouse"}
+    embedded, info = embed_metadata(png(4, 4), OutputFormat.PNG, record)
+    owned = publish(store, embedded, directory="portraits", filename="woman.png")
+    assert owned.name == "portraits/woman.png"
+    assert (root / "portraits" / "woman.png").read_bytes() == embedded
+    assert owned.info.sha256 == info.sha256
+    content = store.read(owned.id, OWNER)
+    assert extract_metadata_record(content.data) == record
+    sidecar = store.attach_metadata(owned.id, owned.name, {**record, "image": {"width": 4}})
+    assert (root / sidecar).is_file()
+    assert store.read_sidecar(owned.id, OWNER) == {**record, "image": {"width": 4}}
+
+
+def test_an_existing_unowned_file_is_never_overwritten(store: ArtifactStore, root: Path) -> None:
+    (root / "mine.png").write_bytes(b"user data")
+    artifact_error(lambda: publish(store, filename="mine.png"))
+    assert (root / "mine.png").read_bytes() == b"user data"
+    assert publish(store, filename="mine.png", collision="suffix").name == "mine-2.png"
+
+
+@pytest.mark.parametrize("owner", ["", "has space", "x" * 257, "tab\t"])
+def test_owner_scope_is_validated(store: ArtifactStore, root: Path, owner: str) -> None:
+    artifact_error(lambda: publish(store, owner=owner))
+    assert visible_files(root) == []

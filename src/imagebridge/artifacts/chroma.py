@@ -190,16 +190,19 @@ def _tables(options: ChromaOptions) -> _Tables:
         ],
         dtype=np.uint8,
     )
+    # Two-byte tables are indexed by ``high << 8 | low``.
     strength = np.arange(256, dtype=np.int32)
-    key_strength = np.repeat(strength, 256)
-    non_key = np.tile(strength, 256)
-    dominance = key_strength - non_key if any(spill) else np.zeros(65536, dtype=np.int32)
-    denominator = np.maximum(max(key) - non_key, 1)
+    high = np.repeat(strength, 256)
+    low = np.tile(strength, 256)
+    # (key strength, non-key strength) → dominance and its alpha
+    dominance = high - low if any(spill) else np.zeros(65536, dtype=np.int32)
+    denominator = np.maximum(max(key) - low, 1)
     remaining = denominator - np.minimum(dominance, denominator)
     dom_alpha = np.where(
         dominance <= 0, 255, (remaining * 255 + denominator // 2) // denominator
     ).astype(np.uint8)
-    alpha = (key_strength * non_key + 127) // 255  # (matte << 8 | source) → scaled alpha
+    # (matte, source alpha) → final alpha
+    alpha = (high * low + 127) // 255
     alpha[alpha <= _ALPHA_NOISE_FLOOR] = 0
     return _Tables(
         key=key,

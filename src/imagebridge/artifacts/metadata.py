@@ -97,17 +97,20 @@ def _parse_object(encoded: bytes, limit: int) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _compact_json(record: Mapping[str, Any], what: str) -> bytes:
+    try:
+        return json.dumps(
+            dict(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise _metadata_error(f"{what} must be a JSON object") from exc
+
+
 def encode_json_object(record: Mapping[str, Any] | bytes, *, limit: int, what: str) -> bytes:
     """Compact UTF-8 JSON for ``record`` after proving it is an object within ``limit``."""
-    if isinstance(record, bytes | bytearray):
-        encoded = bytes(record)
-    else:
-        try:
-            encoded = json.dumps(
-                dict(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False
-            ).encode("utf-8")
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise _metadata_error(f"{what} must be a JSON object") from exc
+    encoded = (
+        bytes(record) if isinstance(record, bytes | bytearray) else _compact_json(record, what)
+    )
     if _parse_object(encoded, limit) is None:
         raise _metadata_error(
             f"{what} must be a JSON object no larger than {limit // 1024} KiB",
@@ -370,7 +373,11 @@ def embed_metadata(
         source = inspect_image(data, limits)
     except BridgeError as error:
         raise _verification_error(error) from error
-    if source.format is not OutputFormat(expected_format):
+    try:
+        expected = OutputFormat(expected_format)
+    except ValueError as exc:
+        raise _metadata_error("embedded metadata target format is not supported") from exc
+    if source.format is not expected:
         raise _metadata_error("embedded metadata target format does not match the image")
     packet = xmp_packet(encoded)
     if source.format is OutputFormat.PNG:
@@ -503,7 +510,7 @@ def fit_generation_record(
     """
     fitted = dict(record)
     omitted: list[str] = []
-    encoded = encode_json_object(fitted, limit=1 << 62, what="generation record")
+    encoded = _compact_json(fitted, "generation record")
     for name in RECORD_TRIM_ORDER:
         if len(encoded) <= max_bytes:
             break
@@ -512,7 +519,7 @@ def fit_generation_record(
         del fitted[name]
         omitted.append(name)
         fitted["omitted_fields"] = list(omitted)
-        encoded = encode_json_object(fitted, limit=1 << 62, what="generation record")
+        encoded = _compact_json(fitted, "generation record")
     if len(encoded) > max_bytes:
         raise _metadata_error(
             "embedded artifact metadata exceeds the portable 40 KiB limit",

@@ -67,6 +67,7 @@ async def test_handshake_sends_initialize_then_initialized(
 ) -> None:
     client = fake_codex.client()
     await client.start()
+    await client.read_capabilities()  # a round trip: the fake has logged what came before
     (init,) = received(fake_codex, "initialize")
     assert init["id"] == 1
     jsonschema.validate(init["params"], schema("InitializeParams.json"))
@@ -401,3 +402,15 @@ async def test_no_child_outlives_the_client(fake_codex: FakeCodexFactory) -> Non
         assert pid is not None
         os.kill(pid, 0)  # alive while in use
     assert_reaped([pid])
+
+
+async def test_a_large_image_crosses_the_link_intact(
+    fake_codex: FakeCodexFactory, tmp_path: Path
+) -> None:
+    # ~8 MiB of incompressible PNG → an ~11 MiB notification line.
+    client = fake_codex.client({"default_turn": {"mode": "result", "size": [1448, 1448]}})
+    thread_id = await new_thread(client, tmp_path)
+    result = await generate(client, thread_id, timeout=30)
+    expected = (fake_codex.state_dir / "last_image.png").read_bytes()
+    assert len(expected) > 8 * 1024 * 1024
+    assert result.images[0].data == expected

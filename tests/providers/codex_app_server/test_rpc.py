@@ -344,3 +344,19 @@ async def test_close_fails_pending_requests_with_the_given_reason(
         await task
     assert caught.value.code is ErrorCode.CANCELLED
     assert peer.is_closing()
+
+
+async def test_large_lines_are_parsed_correctly(peer: Peer) -> None:
+    big = AppServerOptions(
+        rpc_max_message_bytes=4 * 1024 * 1024, rpc_max_notification_bytes=4 * 1024 * 1024
+    )
+    connection = RpcConnection(peer.to_client, peer, big)
+    connection.start()
+    try:
+        task = asyncio.create_task(connection.request("thread/start"))
+        request = await peer.next()
+        blob = "d" * (1024 * 1024)
+        peer.send({"id": request["id"], "result": {"blob": blob}})
+        assert (await task)["blob"] == blob
+    finally:
+        await connection.close()

@@ -48,21 +48,29 @@ from typing import Any
 
 
 def make_png(
-    width: int = 4, height: int = 4, rgba: tuple[int, int, int, int] = (30, 90, 200, 255)
+    width: int = 4,
+    height: int = 4,
+    rgba: tuple[int, int, int, int] = (30, 90, 200, 255),
+    *,
+    noise: bool = False,
 ) -> bytes:
+    """A valid RGBA PNG; with ``noise`` the pixels are random, so it does not compress."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
         return (
             struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
         )
 
-    row = b"\x00" + bytes(rgba) * width
-    raw = row * height
+    if noise:
+        raw = b"".join(b"\x00" + os.urandom(width * 4) for _ in range(height))
+    else:
+        raw = (b"\x00" + bytes(rgba) * width) * height
     header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
     return (
         b"\x89PNG\r\n\x1a\n"
         + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IDAT", zlib.compress(raw, 1))
         + chunk(b"IEND", b"")
     )
 
@@ -477,8 +485,12 @@ class FakeCodex:
         image_dir.mkdir(parents=True, exist_ok=True)
         saved = image_dir / f"{call_id}.png"
         if mode == "result":
-            saved.write_bytes(FINAL_PNG)
-            item.update(result=base64.b64encode(FINAL_PNG).decode(), savedPath=str(saved))
+            png = FINAL_PNG
+            if "size" in spec:  # a large, incompressible image, e.g. {"size": [1448, 1448]}
+                png = make_png(*spec["size"], noise=True)
+                (self.state / "last_image.png").write_bytes(png)
+            saved.write_bytes(png)
+            item.update(result=base64.b64encode(png).decode(), savedPath=str(saved))
         elif mode == "saved_path":
             saved.write_bytes(FINAL_PNG)
             item.update(result="", savedPath=str(saved))

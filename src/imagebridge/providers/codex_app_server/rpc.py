@@ -49,6 +49,7 @@ SIDE_EFFECTING_METHODS = frozenset({"turn/start", "turn/interrupt", "thread/arch
 TURN_EVENT_METHODS = frozenset({"item/completed", "turn/completed", "error"})
 """Notifications a turn consumer needs; deltas and status chatter are not routed."""
 
+_PARSE_IN_THREAD_BYTES = 256 * 1024
 _SAFETY_WORDS = ("safety", "content_policy", "moderation", "refusal")
 _SAFE_CODE = re.compile(r"[^A-Za-z0-9_./-]")
 
@@ -301,7 +302,11 @@ class RpcConnection:
 
     async def _dispatch(self, line: bytes) -> None:
         try:
-            message = json.loads(line)
+            # Image-carrying lines run to tens of MiB: parse those off the event loop.
+            if len(line) > _PARSE_IN_THREAD_BYTES:
+                message = await asyncio.to_thread(json.loads, line)
+            else:
+                message = json.loads(line)
         except ValueError:
             raise _Broken(
                 BridgeError(

@@ -1,0 +1,556 @@
+"""Run the REAL codex CLI (``@openai/codex@0.169.0``) offline against a loopback mock backend.
+
+How it fits together (see ``shared/spec/codex-peer.md`` §3b):
+
+* :class:`RealCodexHarness` prepares a throw-away ``CODEX_HOME`` with a fake ChatGPT
+  ``auth.json`` (unsigned JWTs, plan ``plus``) and a self-signed certificate for
+  ``127.0.0.1``, and writes a small wrapper script to use as the app-server
+  ``executable``.
+* The wrapper runs this file as a *launcher* (``real_codex.py launch …``) — inside
+  ``shared/tools/loopback-only`` (a network namespace with nothing but loopback) when
+  that works, so neither codex nor the mock can reach any other address. The launcher
+  starts :class:`MockCodexBackend` (HTTPS, in a thread), writes ``config.toml`` with the
+  mock's port (``chatgpt_base_url`` and the provider ``base_url`` point at it), then runs
+  ``codex app-server`` with stdin/stdout passed straight through and
+  ``CODEX_CA_CERTIFICATE`` trusting the mock. Without the namespace, dead HTTP(S) proxy
+  settings catch any request that is not for 127.0.0.1.
+* The mock's behaviour for ``/responses`` is read from ``<state>/mode`` at each request
+  (``auto``: the ``image_gen.imagegen`` function-call flow plus the images API;
+  ``policy``: ``response.failed`` with a content-policy error; ``http429``), so a test can
+  switch it between turns. Every request is logged (secrets redacted) to
+  ``<state>/requests.jsonl``.
+
+Imports only the standard library at module level (``cryptography`` is used for the
+certificate when installed, else the ``openssl`` CLI), so the launcher starts fast.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CODEX_CACHE = REPO_ROOT / ".cache" / "codex-cli"
+LOOPBACK_ONLY = REPO_ROOT.parent / "shared" / "tools" / "loopback-only"
+ACCOUNT_ID = "acct-imagebridge-test"
+USER_ID = "user-imagebridge-test"
+MOCK_PROMPT = "a small blue square (mock backend)"
+SECRET_HEADERS = {"authorization", "chatgpt-account-id", "cookie", "x-api-key"}
+
+if __name__ == "__main__" and str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from tests.support.fake_codex.fake_codex import make_png  # noqa: E402
+
+MOCK_PNG = make_png(8, 8, (20, 120, 220, 255))
+
+# -- locating codex --------------------------------------------------------------------------
+
+
+def find_codex_binary() -> Path | None:
+    """The native codex from ``scripts/install-test-deps`` (or ``$IMAGEBRIDGE_CODEX_BIN``)."""
+    configured = os.environ.get("IMAGEBRIDGE_CODEX_BIN")
+    if configured:
+        path = Path(configured)
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+    modules = CODEX_CACHE / "node_modules"
+    for candidate in sorted(modules.glob("@openai/codex-*/vendor/*/bin/codex")):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    launcher = modules / ".bin" / "codex"
+    return launcher if launcher.exists() else None
+
+
+def skip_reason() -> str | None:
+    """Why the real-codex tests cannot run here, or ``None`` when they can."""
+    if shutil.which("node") is None:
+        return "node is not installed (the real codex CLI tier needs node and npm)"
+    if find_codex_binary() is None:
+        return (
+            "the codex CLI is not installed in .cache/codex-cli "
+            "(run scripts/install-test-deps to install @openai/codex@0.169.0)"
+        )
+    return None
+
+
+def loopback_only_available() -> bool:
+    """True when ``shared/tools/loopback-only`` can create a network namespace here."""
+    if not LOOPBACK_ONLY.exists():
+        return False
+    try:
+        done = subprocess.run([str(LOOPBACK_ONLY), "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+# -- credentials and TLS ---------------------------------------------------------------------
+
+
+def _b64url(data: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+def fake_jwt(now: int | None = None) -> str:
+    """An unsigned (``alg: none``) ChatGPT token whose claims enable the image tool."""
+    issued = int(time.time()) if now is None else now
+    claims = {
+        "https://api.openai.com/auth": {
+            "chatgpt_plan_type": "plus",
+            "chatgpt_account_id": ACCOUNT_ID,
+            "chatgpt_user_id": USER_ID,
+            "user_id": USER_ID,
+        },
+        "https://api.openai.com/profile": {
+            "email": "tester@example.invalid",
+            "email_verified": True,
+        },
+        "email": "tester@example.invalid",
+        "exp": issued + 30 * 86400,
+        "iat": issued,
+        "sub": USER_ID,
+        "iss": "https://auth.openai.com",
+    }
+    return f"{_b64url({'alg': 'none', 'typ': 'JWT'})}.{_b64url(claims)}.c2ln"
+
+
+def write_auth(home: Path) -> None:
+    token = fake_jwt()
+    auth = {
+        "auth_mode": "chatgpt",
+        "OPENAI_API_KEY": None,
+        "tokens": {
+            "id_token": token,
+            "access_token": token,
+            "refresh_token": "rt_imagebridge_fake",
+            "account_id": ACCOUNT_ID,
+        },
+        "last_refresh": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    path = home / "auth.json"
+    path.write_text(json.dumps(auth, indent=1), encoding="utf-8")
+    path.chmod(0o600)
+
+
+def make_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for IP 127.0.0.1 (``cryptography``, else ``openssl``)."""
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    try:
+        _certificate_with_cryptography(cert, key)
+    except ImportError:
+        subprocess.run(
+            [
+                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                "-keyout", str(key), "-out", str(cert), "-days", "2",
+                "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                "-addext", "basicConstraints=critical,CA:FALSE",
+            ],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+    key.chmod(0o600)
+    return cert, key
+
+
+def _certificate_with_cryptography(cert_path: Path, key_path: Path) -> None:
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+
+
+def write_config(home: Path, origin: str) -> None:
+    """``config.toml``: a ChatGPT-auth provider on the mock, every other origin on it too."""
+    (home / "config.toml").write_text(
+        f"""model = "gpt-5.5"
+model_provider = "mock"
+approval_policy = "never"
+sandbox_mode = "read-only"
+cli_auth_credentials_store = "file"
+chatgpt_base_url = "{origin}/backend-api/"
+
+[model_providers.mock]
+name = "imagebridge mock Codex backend"
+base_url = "{origin}/backend-api/codex"
+wire_api = "responses"
+requires_openai_auth = true
+request_max_retries = 0
+stream_max_retries = 0
+stream_idle_timeout_ms = 15000
+
+[analytics]
+enabled = false
+
+[features]
+apps = false
+remote_plugin = false
+tool_suggest = false
+""",
+        encoding="utf-8",
+    )
+
+
+# -- the mock backend ------------------------------------------------------------------------
+
+
+def _sse(events: list[dict[str, Any]]) -> bytes:
+    return "".join(
+        f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events
+    ).encode()
+
+
+def _redact_headers(headers: Any) -> dict[str, str]:
+    return {
+        key.lower(): ("<redacted>" if key.lower() in SECRET_HEADERS else value)
+        for key, value in headers.items()
+    }
+
+
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    names: list[str] = []
+    for tool in body.get("tools") or []:
+        if tool.get("type") == "namespace":
+            names.extend(f"{tool.get('name')}.{inner.get('name')}" for inner in tool["tools"])
+        else:
+            names.append(str(tool.get("name") or tool.get("type")))
+    return names
+
+
+def _after_tool_output(body: dict[str, Any]) -> bool:
+    items = [item for item in body.get("input") or [] if isinstance(item, dict)]
+    last_user = max((n for n, item in enumerate(items) if item.get("role") == "user"), default=-1)
+    return any(item.get("type") == "function_call_output" for item in items[last_user + 1 :])
+
+
+class MockCodexBackend:
+    """A loopback HTTPS stand-in for ``chatgpt.com/backend-api`` as codex 0.169 uses it."""
+
+    def __init__(self, state: Path, cert: Path, key: Path) -> None:
+        self.state = state
+        self._counter = 0
+        self._lock = threading.Lock()
+        backend = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+            def do_GET(self) -> None:
+                backend.handle(self, None)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else {}
+                except ValueError:
+                    body = {}
+                backend.handle(self, body if isinstance(body, dict) else {})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(cert), str(key))
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.port = int(self.server.server_address[1])
+        self.origin = f"https://127.0.0.1:{self.port}"
+
+    def serve_in_background(self) -> None:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def mode(self) -> str:
+        try:
+            return (self.state / "mode").read_text(encoding="utf-8").strip() or "auto"
+        except OSError:
+            return "auto"
+
+    def _next(self, prefix: str) -> str:
+        with self._lock:
+            self._counter += 1
+            return f"{prefix}_{self._counter}"
+
+    def _record(self, handler: BaseHTTPRequestHandler, body: dict[str, Any] | None) -> None:
+        entry: dict[str, Any] = {
+            "method": handler.command,
+            "path": handler.path,
+            "headers": _redact_headers(handler.headers),
+            "mode": self.mode(),
+        }
+        if body is not None:
+            entry["tools"] = _tool_names(body)
+            entry["follow_up"] = _after_tool_output(body)
+            entry["keys"] = sorted(body)
+        with self._lock, (self.state / "requests.jsonl").open("a", encoding="utf-8") as log:
+            log.write(json.dumps(entry) + "\n")
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: bytes, kind: str) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", kind)
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+
+    def handle(self, handler: BaseHTTPRequestHandler, body: dict[str, Any] | None) -> None:
+        self._record(handler, body)
+        path = handler.path.split("?")[0]
+        if handler.command == "GET" and path.endswith("/wham/accounts/check"):
+            account = {
+                "id": ACCOUNT_ID,
+                "account_user_id": USER_ID,
+                "account_user_role": "standard-user",
+                "structure": "personal",
+                "plan_type": "plus",
+                "is_zdr": False,
+                "is_openai_internal": False,
+                "workspace_backend_origin": "NO_CONSTRAINT",
+                "account_routing_override": "NO_CONSTRAINT",
+            }
+            payload: dict[str, Any] = {
+                "accounts": [account],
+                "default_account_id": ACCOUNT_ID,
+                "account_ordering": [ACCOUNT_ID],
+            }
+            self._send(handler, 200, json.dumps(payload).encode(), "application/json")
+        elif handler.command == "GET" and path.endswith("/codex/models"):
+            self._send(handler, 200, b'{"models": []}', "application/json")
+        elif handler.command == "POST" and path.endswith("/codex/responses"):
+            self._responses(handler, body or {})
+        elif handler.command == "POST" and path.endswith(("/images/generations", "/images/edits")):
+            payload = {
+                "created": int(time.time()),
+                "data": [{"b64_json": base64.b64encode(MOCK_PNG).decode()}],
+            }
+            self._send(handler, 200, json.dumps(payload).encode(), "application/json")
+        else:
+            self._send(handler, 404, b'{"error": {"message": "not found"}}', "application/json")
+
+    def _responses(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        mode = self.mode()
+        if mode == "http429":
+            error = b'{"error": {"message": "slow down", "type": "rate_limit_exceeded"}}'
+            self._send(handler, 429, error, "application/json")
+            return
+        response_id = self._next("resp")
+        created: dict[str, Any] = {"type": "response.created", "response": {"id": response_id}}
+        events: list[dict[str, Any]]
+        if mode == "policy":
+            failure = {
+                "code": "content_policy_violation",
+                "message": "Your request was rejected as a result of our safety system.",
+            }
+            failed = {"id": response_id, "status": "failed", "error": failure}
+            events = [created, {"type": "response.failed", "response": failed}]
+        elif _after_tool_output(body) or "image_gen.imagegen" not in _tool_names(body):
+            events = [created, *self._message(response_id, "Image generated.")]
+        else:
+            call = {
+                "type": "function_call",
+                "id": self._next("fc"),
+                "call_id": self._next("call"),
+                "namespace": "image_gen",
+                "name": "imagegen",
+                "status": "completed",
+                "arguments": json.dumps({"prompt": MOCK_PROMPT}),
+            }
+            events = [
+                created,
+                {"type": "response.output_item.added", "output_index": 0,
+                 "item": {**call, "arguments": "", "status": "in_progress"}},
+                {"type": "response.output_item.done", "output_index": 0, "item": call},
+                self._completed(response_id, [call]),
+            ]  # fmt: skip
+        self._send(handler, 200, _sse(events), "text/event-stream")
+
+    def _message(self, response_id: str, text: str) -> list[dict[str, Any]]:
+        item = {
+            "type": "message",
+            "id": self._next("msg"),
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+        return [
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            self._completed(response_id, [item]),
+        ]
+
+    @staticmethod
+    def _completed(response_id: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+        usage = {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15,
+        }
+        return {
+            "type": "response.completed",
+            "response": {
+                "id": response_id,
+                "status": "completed",
+                "output": output,
+                "usage": usage,
+            },
+        }
+
+
+# -- the launcher (runs in place of `codex`, inside the namespace) -----------------------------
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    with_libc = ctypes.CDLL(None, use_errno=True)
+    with_libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def launch(home: Path, state: Path, codex: Path, args: list[str]) -> int:
+    """Start the mock, write the config for its port, run codex with our stdio."""
+    backend = MockCodexBackend(state, home / "tls.crt", home / "tls.key")
+    write_config(home, backend.origin)
+    (state / "origin").write_text(backend.origin, encoding="utf-8")
+    env = dict(os.environ)
+    env.update(
+        CODEX_HOME=str(home),
+        CODEX_CA_CERTIFICATE=str(home / "tls.crt"),
+        # Belt and braces: anything not for loopback goes to a proxy that does not exist.
+        HTTP_PROXY="http://127.0.0.1:9",
+        HTTPS_PROXY="http://127.0.0.1:9",
+        ALL_PROXY="http://127.0.0.1:9",
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    child = subprocess.Popen(
+        [str(codex), *args], env=env, preexec_fn=_die_with_parent
+    )  # stdin/stdout/stderr inherited: the bridge talks to codex directly
+    backend.serve_in_background()
+
+    def forward(signum: int, _frame: Any) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    code = child.wait()
+    backend.server.shutdown()
+    return code if code >= 0 else 128 - code
+
+
+# -- what tests use --------------------------------------------------------------------------
+
+
+@dataclass
+class RealCodexHarness:
+    """A throw-away CODEX_HOME, state folder and wrapper script for one test."""
+
+    root: Path
+    binary: Path
+    isolated_network: bool
+
+    def __post_init__(self) -> None:
+        self.home = self.root / "codex-home"
+        self.state = self.root / "mock-state"
+        self.workdir = self.root / "work"
+        for folder in (self.home, self.state, self.workdir):
+            folder.mkdir(parents=True, exist_ok=True)
+        write_auth(self.home)
+        make_certificate(self.home)
+        self.set_mode("auto")
+        self.wrapper = self.root / "codex-wrapper"
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "launch",
+            "--home", str(self.home),
+            "--state", str(self.state),
+            "--codex", str(self.binary),
+            "--",
+        ]  # fmt: skip
+        if self.isolated_network:
+            command.insert(0, str(LOOPBACK_ONLY))
+        quoted = " ".join(_shell_quote(part) for part in command)
+        self.wrapper.write_text(f'#!/bin/sh\nexec {quoted} "$@"\n', encoding="utf-8")
+        self.wrapper.chmod(0o755)
+
+    def set_mode(self, mode: str) -> None:
+        """``auto`` | ``policy`` | ``http429`` — read by the mock at each /responses call."""
+        (self.state / "mode").write_text(mode, encoding="utf-8")
+
+    def requests(self) -> list[dict[str, Any]]:
+        path = self.state / "requests.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    def origin(self) -> str | None:
+        path = self.state / "origin"
+        return path.read_text(encoding="utf-8") if path.exists() else None
+
+
+def _shell_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("launch", help="run codex behind the mock backend (stdio passthrough)")
+    run.add_argument("--home", type=Path, required=True)
+    run.add_argument("--state", type=Path, required=True)
+    run.add_argument("--codex", type=Path, required=True)
+    run.add_argument("args", nargs=argparse.REMAINDER)
+    parsed = parser.parse_args(argv)
+    args = parsed.args[1:] if parsed.args[:1] == ["--"] else parsed.args
+    return launch(parsed.home, parsed.state, parsed.codex, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import email.utils
 import io
@@ -436,6 +437,23 @@ def test_partial_index_must_fit_a_byte(index: object) -> None:
         "partial_image_index": index,
     }
     assert fold_error(partial, image_done(), completed()).code is ErrorCode.PROTOCOL
+
+
+async def test_large_events_are_parsed_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    offloaded: list[int] = []
+    real_to_thread = asyncio.to_thread
+
+    async def spy(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        offloaded.append(len(args[0].data))
+        return await real_to_thread(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", spy)
+    state = ResponsesStreamState()
+    big = image_done("A" * 2_000)
+    assert await state.ahandle(SseEvent(None, json.dumps(big)), offload_over=1_000) is None
+    assert await state.ahandle(SseEvent(None, json.dumps(completed()))) is None
+    assert offloaded == [len(json.dumps(big))]
+    assert state.finish().image_b64 == "A" * 2_000
 
 
 def test_event_name_is_ignored_and_json_type_decides() -> None:
@@ -888,6 +906,8 @@ _REQUEST = httpx.Request("POST", "https://chatgpt.com/backend-api/codex/response
         (httpx.ReadTimeout("SECRET", request=_REQUEST), ErrorCode.TIMEOUT, False, True),
         (httpx.RemoteProtocolError("SECRET", request=_REQUEST), ErrorCode.UPSTREAM, False, True),
         (httpx.ReadError("SECRET", request=_REQUEST), ErrorCode.UPSTREAM, False, True),
+        (httpx.WriteTimeout("SECRET", request=_REQUEST), ErrorCode.TIMEOUT, False, True),
+        (TimeoutError("SECRET"), ErrorCode.TIMEOUT, False, True),
     ],
 )
 def test_transport_errors(
@@ -1039,9 +1059,7 @@ def test_invalid_json_body_is_a_protocol_error() -> None:
 
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        timeout=httpx.Timeout(5.0, read=0.5), follow_redirects=False
-    ) as client:
+    async with httpx.AsyncClient(timeout=5.0, follow_redirects=False) as client:
         yield client
 
 
@@ -1055,7 +1073,11 @@ class Outcome:
 
 
 async def run_responses_call(
-    http: httpx.AsyncClient, backend: CodexBackend, body: dict[str, Any] | None = None
+    http: httpx.AsyncClient,
+    backend: CodexBackend,
+    body: dict[str, Any] | None = None,
+    *,
+    read_timeout: float = 5.0,
 ) -> Outcome:
     """What a provider does: POST, classify a non-2xx, decode SSE, fold events."""
     outcome = Outcome()
@@ -1067,6 +1089,7 @@ async def run_responses_call(
             backend.responses_url,
             headers=build_responses_headers(CREDENTIALS),
             content=encode_json_body(request_body),
+            timeout=httpx.Timeout(5.0, read=read_timeout),
         ) as response:
             if not response.is_success:
                 body_bytes = await response.aread()
@@ -1077,7 +1100,7 @@ async def run_responses_call(
                     secrets=CREDENTIALS.secret_values(),
                 )
             async for event in aiter_sse_events(response.aiter_bytes()):
-                partial = state.handle(event)
+                partial = await state.ahandle(event)
                 if partial is not None:
                     outcome.partials.append(partial)
         outcome.result = state.finish()
@@ -1197,7 +1220,8 @@ async def test_mock_faults_classify(
 ) -> None:
     native, retryable, details = FAULTS[kind]
     codex_backend.script(kind)
-    outcome = await run_responses_call(http, codex_backend)
+    read_timeout = 0.3 if kind.startswith("stall") else 5.0
+    outcome = await run_responses_call(http, codex_backend, read_timeout=read_timeout)
     codex_backend.release()
     assert outcome.result is None
     error = outcome.error
@@ -1230,7 +1254,10 @@ async def test_mock_disconnect_mid_stream_forwarded_the_partial_first(
 
 
 async def call_images(
-    http: httpx.AsyncClient, backend: CodexBackend, images: list[tuple[str, bytes]] | None = None
+    http: httpx.AsyncClient,
+    backend: CodexBackend,
+    images: list[tuple[str, bytes]] | None = None,
+    read_timeout: float = 5.0,
 ) -> Any:
     request = build_images_request(
         CREDENTIALS,
@@ -1240,7 +1267,12 @@ async def call_images(
         size="80x40",
     )
     try:
-        response = await http.post(request.url, headers=request.headers, content=request.content())
+        response = await http.post(
+            request.url,
+            headers=request.headers,
+            content=request.content(),
+            timeout=httpx.Timeout(5.0, read=read_timeout),
+        )
     except httpx.HTTPError as exc:
         return transport_error(exc)
     if not response.is_success:
@@ -1288,7 +1320,7 @@ async def test_mock_images_faults_classify(
     retryable: bool,
 ) -> None:
     codex_backend.script(kind, route="images_generations")
-    error = await call_images(http, codex_backend)
+    error = await call_images(http, codex_backend, read_timeout=0.3 if kind == "stall" else 5.0)
     codex_backend.release()
     assert isinstance(error, BridgeError)
     assert (error.code, error.retryable) == (native, retryable)

@@ -14,6 +14,7 @@ CPU work proportional to its size: call those from a worker thread for large pay
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import email.utils
@@ -45,6 +46,7 @@ __all__ = [
     "MAX_ERROR_BODY_BYTES",
     "MAX_IMAGES_API_INPUTS",
     "MAX_REVISED_PROMPT_BYTES",
+    "OFFLOAD_EVENT_CHARS",
     "ORIGINATOR",
     "SUPPORTED_IMAGE_MODELS",
     "CodexBackendUrls",
@@ -93,6 +95,7 @@ MAX_ERROR_BODY_BYTES: Final = 64 * 1024
 MAX_BASE64_CHARS: Final = 128 * 1024 * 1024
 MAX_REVISED_PROMPT_BYTES: Final = 128 * 1024
 MAX_IMAGES_API_INPUTS: Final = 5
+OFFLOAD_EVENT_CHARS: Final = 256 * 1024
 _MAX_RETRY_AFTER_MS: Final = 31 * 24 * 3600 * 1000
 _UPSTREAM_FAILURE: Final = "upstream_failure"
 _USAGE_LIMIT_REACHED: Final = "usage_limit_reached"
@@ -651,6 +654,18 @@ class ResponsesStreamState:
             )
         return self.handle_payload(payload)
 
+    async def ahandle(
+        self, event: SseEvent, *, offload_over: int = OFFLOAD_EVENT_CHARS
+    ) -> PartialImage | None:
+        """:meth:`handle`, parsing events larger than ``offload_over`` in a worker thread.
+
+        Final and partial images arrive as multi-megabyte JSON events; parsing one on the
+        event loop would stall every other request for tens of milliseconds.
+        """
+        if len(event.data) > offload_over:
+            return await asyncio.to_thread(self.handle, event)
+        return self.handle(event)
+
     def handle_payload(self, payload: Mapping[str, Any]) -> PartialImage | None:
         kind = payload.get("type")
         if kind == "response.image_generation_call.partial_image":
@@ -1006,7 +1021,10 @@ def transport_error(exc: BaseException, *, timed_out: bool | None = None) -> Bri
     """
     if isinstance(exc, BridgeError):
         return exc
-    is_timeout = timed_out if timed_out is not None else isinstance(exc, httpx.TimeoutException)
+    if timed_out is None:
+        is_timeout = isinstance(exc, httpx.TimeoutException | TimeoutError)
+    else:
+        is_timeout = timed_out
     kind = type(exc).__name__[:64]
     if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
         code = ErrorCode.TIMEOUT if is_timeout else ErrorCode.UPSTREAM

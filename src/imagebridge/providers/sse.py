@@ -19,7 +19,6 @@ UTF-8, is a ``protocol`` :class:`BridgeError`, and the decoder stays failed afte
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -37,7 +36,6 @@ __all__ = [
 
 MiB: Final = 1024 * 1024
 DONE_SENTINEL: Final = "[DONE]"
-_LINE_END: Final = re.compile(rb"[\r\n]")
 _BOM: Final = b"\xef\xbb\xbf"
 _CR: Final = 0x0D
 _LF: Final = 0x0A
@@ -170,8 +168,13 @@ class SseDecoder:
                 self._pos += 1
             self._skip_lf = False
             self._scan = max(self._scan, self._pos)
-        match = _LINE_END.search(buffer, max(self._scan, self._pos))
-        if match is None:
+        start = max(self._scan, self._pos)
+        # memchr-speed searches; the CR search never looks past the next LF, so many
+        # short lines in a large buffer stay linear.
+        newline = buffer.find(b"\n", start)
+        carriage = buffer.find(b"\r", start, len(buffer) if newline < 0 else newline)
+        end = carriage if carriage >= 0 else newline
+        if end < 0:
             self._scan = len(buffer)
             if len(buffer) - self._pos > self._limits.max_line_bytes:
                 raise self._fail(self._line_message())
@@ -180,8 +183,10 @@ class SseDecoder:
                 self._scan -= self._pos
                 self._pos = 0
             return None
-        end = match.start()
-        line = bytes(buffer[self._pos : end])
+        if end - self._pos > self._limits.max_line_bytes:
+            raise self._fail(self._line_message())
+        with memoryview(buffer) as view:
+            line = view[self._pos : end].tobytes()  # one copy, however long the line
         if buffer[end] == _CR:
             if end + 1 < len(buffer):
                 self._pos = end + 2 if buffer[end + 1] == _LF else end + 1
@@ -191,30 +196,30 @@ class SseDecoder:
         else:
             self._pos = end + 1
         self._scan = self._pos
-        if len(line) > self._limits.max_line_bytes:
-            raise self._fail(self._line_message())
         return line
 
     def _line_message(self) -> str:
         return f"SSE line exceeds {self._limits.max_line_bytes} bytes"
 
     def _process_line(self, line: bytes) -> SseEvent | None:
+        start = 0
         if self._first_line:
             self._first_line = False
             if line.startswith(_BOM):
-                line = line[len(_BOM) :]
-        if not line:
+                start = len(_BOM)
+        if len(line) == start:
             return self._dispatch()
-        if line[0] == _COLON:
-            self._decode(line)  # comments must be UTF-8 too
+        if line[start] == _COLON:
+            self._decode(memoryview(line)[start:])  # comments must be UTF-8 too
             return None
-        colon = line.find(b":")
+        colon = line.find(b":", start)
         if colon < 0:
-            name, value = line, b""
+            name, value_start = line[start:], len(line)
         else:
-            name, value = line[:colon], line[colon + 1 :]
-            if value.startswith(b" "):
-                value = value[1:]
+            name, value_start = line[start:colon], colon + 1
+            if line[value_start : value_start + 1] == b" ":
+                value_start += 1
+        value = memoryview(line)[value_start:]  # no copy of a multi-megabyte payload
         if name == b"data":
             added = len(value) + (1 if self._data_lines else 0)
             if self._data_bytes + added > self._limits.max_event_bytes:
@@ -224,7 +229,7 @@ class SseDecoder:
         elif name == b"event":
             self._event_name = self._decode(value)
         else:
-            self._decode(line)  # id, retry and unknown fields are ignored, but validated
+            self._decode(memoryview(line)[start:])  # id, retry, unknown: ignored but validated
         return None
 
     def _dispatch(self) -> SseEvent | None:
@@ -245,9 +250,9 @@ class SseDecoder:
         self._events += 1
         return SseEvent(event=name, data=data)
 
-    def _decode(self, raw: bytes) -> str:
+    def _decode(self, raw: bytes | memoryview) -> str:
         try:
-            return raw.decode("utf-8")
+            return str(raw, "utf-8")
         except UnicodeDecodeError:
             raise self._fail("SSE stream is not valid UTF-8") from None
 

@@ -6,10 +6,10 @@ for the materializer, which samples the real border colour and removes it from t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from imagebridge.artifacts.chroma import choose_key_for_prompt
 from imagebridge.contract.capabilities import ProviderCapabilities
 from imagebridge.contract.enums import (
     Background,
@@ -31,12 +31,6 @@ __all__ = [
     "prepare_transparency",
 ]
 
-_KEY_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("#00ff00", ("green", "verde", "lime", "emerald", "smeraldo", "forest")),
-    ("#ff00ff", ("magenta", "pink", "rosa", "purple", "viola", "fuchsia")),
-    ("#0000ff", ("blue", "blu", "azzurro", "cyan", "cobalt", "navy")),
-)
-
 
 @dataclass(frozen=True, slots=True)
 class ChromaPlan:
@@ -56,18 +50,8 @@ class TransparencyPreparation:
 
 
 def choose_key_color(prompt: str) -> str:
-    """The key colour the prompt mentions least (green, magenta, blue on ties).
-
-    Words match whole words only, so "blu" does not count inside "blue" and "rosa" not
-    inside "rosary" (the original counted substrings).
-    """
-    lowered = prompt.lower()
-    best_color, best_count = _KEY_WORDS[0][0], -1
-    for color, words in _KEY_WORDS:
-        count = sum(len(re.findall(rf"\b{re.escape(word)}\b", lowered)) for word in words)
-        if best_count < 0 or count < best_count:
-            best_color, best_count = color, count
-    return best_color
+    """The key colour the prompt mentions least, as ``#rrggbb`` (whole-word matching)."""
+    return choose_key_for_prompt(prompt).hex
 
 
 def chroma_prompt_suffix(key_color: str) -> str:

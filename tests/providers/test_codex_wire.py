@@ -853,6 +853,8 @@ def test_only_the_first_64_kib_of_an_error_body_are_read() -> None:
     error = classify_http_error(429, {}, body, now=NOW)
     assert "upstream_code" not in error.details
     assert "quota_exhausted" not in error.details
+    larger = classify_http_error(429, {}, body, now=NOW, max_body_bytes=len(body))
+    assert larger.details["quota_exhausted"] is True
 
 
 def test_error_body_text_and_credentials_never_reach_the_error() -> None:

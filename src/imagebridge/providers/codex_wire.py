@@ -65,6 +65,7 @@ __all__ = [
     "build_responses_body",
     "build_responses_headers",
     "check_backend_url",
+    "check_image_model",
     "classify_http_error",
     "classify_upstream_code",
     "decode_image_base64",
@@ -942,6 +943,7 @@ def classify_http_error(
     now: float | None = None,
     *,
     secrets: Sequence[str] = (),
+    max_body_bytes: int = MAX_ERROR_BODY_BYTES,
 ) -> BridgeError:
     """A non-2xx answer → :class:`BridgeError` (A6, plus usage-limit handling).
 
@@ -950,13 +952,13 @@ def classify_http_error(
     body's error code, else ``upstream``. A usage-limit answer (``usage_limit_reached``) is
     ``rate_limited`` with ``details.quota_exhausted = true``. ``retry_after_ms`` comes from
     the body's ``resets_at`` (epoch seconds), ``resets_in_seconds``, or ``Retry-After``.
-    Only the first :data:`MAX_ERROR_BODY_BYTES` of ``body`` are looked at, and nothing
+    Only the first ``max_body_bytes`` (64 KiB) of ``body`` are looked at, and nothing
     from it but a sanitised code reaches the error; a code that echoes one of ``secrets``
     (pass :meth:`CodexCredentials.secret_values`) becomes ``redacted``.
     """
     clock = time.time() if now is None else now
     lowered = {str(key).lower(): str(value) for key, value in headers.items()}
-    error_obj, raw_code = _error_body(body[:MAX_ERROR_BODY_BYTES])
+    error_obj, raw_code = _error_body(body[:max_body_bytes])
     upstream_code = _safe_code(raw_code, secrets)
     details: dict[str, Any] = {"http_status": status}
     if upstream_code is not None:

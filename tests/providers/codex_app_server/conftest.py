@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from imagebridge.providers.codex_app_server import AppServerClient, AppServerOptions  # noqa: E402
-from tests.support.fake_codex import FAKE_CODEX, scenario_env  # noqa: E402
+from tests.support.fake_codex import FAKE_CODEX, read_log, scenario_env  # noqa: E402
 
 SCHEMAS = Path(__file__).with_name("schemas")
 """Schemas from ``codex app-server generate-json-schema`` (codex 0.169.0) that the tests
@@ -30,6 +31,14 @@ def assert_reaped(pids: list[int]) -> None:
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def _is_running_fake(pid: int) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"fake_codex.py" in command
 
 
 class FakeCodexFactory:
@@ -64,6 +73,13 @@ class FakeCodexFactory:
     async def close(self) -> None:
         for client in self.clients:
             await client.shutdown()
+        # Whatever a test did, no fake may outlive it: kill leftovers, then fail.
+        leftovers = sorted(
+            pid for pid in {e["pid"] for e in read_log(self.state_dir)} if _is_running_fake(pid)
+        )
+        for pid in leftovers:
+            os.kill(pid, signal.SIGKILL)
+        assert not leftovers, f"fake codex processes outlived the test: {leftovers}"
         for client in self.clients:
             assert_reaped(client.spawned_pids)
 

@@ -165,3 +165,17 @@ async def test_a_dead_child_is_replaced_without_waiting_when_backoff_has_passed(
     finally:
         await supervisor.shutdown()
     assert_reaped(supervisor.spawned_pids)
+
+
+async def test_a_cancelled_shutdown_still_reaps_the_child(fake_codex: FakeCodexFactory) -> None:
+    supervisor = AppServerProcess(
+        fake_codex.options({"ignore_stdin_close": True}, shutdown_timeout_ms=600)
+    )
+    child = await supervisor.start()
+    stopping = asyncio.create_task(supervisor.shutdown())
+    await asyncio.sleep(0.05)
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    await asyncio.wait_for(child.wait(), 5)  # SIGTERM still came, from the shielded stop
+    assert_reaped([child.pid])

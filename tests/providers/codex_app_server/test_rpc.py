@@ -360,3 +360,35 @@ async def test_large_lines_are_parsed_correctly(peer: Peer) -> None:
         assert (await task)["blob"] == blob
     finally:
         await connection.close()
+
+
+class DeafPeer(Peer):
+    """A peer whose stdin is gone: every write fails like a broken pipe."""
+
+    async def drain(self) -> None:
+        raise BrokenPipeError("child stdin closed")
+
+
+@pytest.mark.parametrize(
+    ("method", "retryable", "outcome"),
+    [("account/read", True, None), ("turn/start", False, "unknown")],
+)
+async def test_a_failed_write_closes_the_link_and_reports_the_outcome(
+    method: str, retryable: bool, outcome: str | None
+) -> None:
+    peer = DeafPeer()
+    connection = RpcConnection(peer.to_client, peer, OPTIONS)
+    connection.start()
+    try:
+        with pytest.raises(BridgeError) as caught:
+            await connection.request(method, {})
+        error = caught.value
+        assert error.code is ErrorCode.UPSTREAM
+        assert error.retryable is retryable
+        assert error.details.get("outcome") == outcome
+        assert connection.closed
+        with pytest.raises(BridgeError) as next_call:
+            await connection.notify("initialized")
+        assert next_call.value.code is ErrorCode.UPSTREAM
+    finally:
+        await connection.close()

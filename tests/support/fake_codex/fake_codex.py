@@ -180,6 +180,7 @@ class FakeCodex:
     # -- main loop -------------------------------------------------------------------------
 
     def serve(self) -> None:
+        self.log({"event": "started"})
         if "exit_on_start" in self.scenario:
             sys.exit(int(self.scenario["exit_on_start"]))
         if self.scenario.get("ignore_sigterm"):

@@ -305,7 +305,8 @@ class AppServerProcess:
 
     async def _stop_child(self, child: ChildProcess, *, reason: str) -> None:
         unexpected = reason == "restart" and not child.alive
-        code = await child.stop(self._options.shutdown_timeout)
+        # Shielded: a caller cancelled meanwhile must not leave the child half-stopped.
+        code = await asyncio.shield(child.stop(self._options.shutdown_timeout))
         if unexpected:
             logger.warning(
                 "codex app-server (pid %s) exited with code %s; stderr tail: %s",

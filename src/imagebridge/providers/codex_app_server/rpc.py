@@ -74,6 +74,12 @@ class _Pending:
     sent: bool = False
 
 
+class _WriteFailed(Exception):
+    def __init__(self, *, attempted: bool) -> None:
+        super().__init__("write failed")
+        self.attempted = attempted
+
+
 class _Broken(Exception):
     def __init__(self, error: BridgeError) -> None:
         super().__init__(error.message)
@@ -167,8 +173,14 @@ class RpcConnection:
         self._pending[rpc_id] = pending
         try:
             async with asyncio.timeout(limit):
+                try:
+                    await self._send(payload)
+                except _WriteFailed as failed:
+                    pending.sent = failed.attempted
+                    raise self._closed_error_for(
+                        method, side_effecting=side_effecting, sent=failed.attempted, rpc_id=rpc_id
+                    ) from None
                 pending.sent = True
-                await self._send(payload)
                 return await future
         except TimeoutError:
             error = BridgeError(
@@ -184,6 +196,8 @@ class RpcConnection:
             self._pending.pop(rpc_id, None)
             if not future.done():
                 future.cancel()
+            elif not future.cancelled():
+                future.exception()  # retrieved: it was reported another way
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification (no answer expected)."""
@@ -192,7 +206,10 @@ class RpcConnection:
         message: dict[str, Any] = {"method": method}
         if params is not None:
             message["params"] = dict(params)
-        await self._send(self._encode(message))
+        try:
+            await self._send(self._encode(message))
+        except _WriteFailed:
+            raise self._closed_error_for(method, side_effecting=False, sent=False) from None
 
     def subscribe(
         self,
@@ -246,20 +263,22 @@ class RpcConnection:
         return payload
 
     async def _send(self, payload: bytes) -> None:
+        """Write one line; :class:`_WriteFailed` says whether bytes may have left."""
         async with self._write_lock:
             if self._close_error is not None:
-                raise self._close_error.copy()
+                raise _WriteFailed(attempted=False)
             try:
                 self._writer.write(payload)
                 await self._writer.drain()
             except (ConnectionError, RuntimeError, OSError):
-                error = BridgeError(
-                    ErrorCode.UPSTREAM,
-                    "codex app-server stopped reading its input",
-                    retryable=True,
+                self._mark_closed(
+                    BridgeError(
+                        ErrorCode.UPSTREAM,
+                        "codex app-server stopped reading its input",
+                        retryable=True,
+                    )
                 )
-                self._mark_closed(error)
-                raise error.copy() from None
+                raise _WriteFailed(attempted=True) from None
 
     # -- incoming --------------------------------------------------------------------
 
@@ -390,7 +409,7 @@ class RpcConnection:
 
     async def _send_reply(self, message: dict[str, Any]) -> None:
         # A reply is best-effort: if the link is gone, there is nobody left to answer.
-        with contextlib.suppress(BridgeError):
+        with contextlib.suppress(BridgeError, _WriteFailed):
             await self._send(self._encode(message))
 
     async def _route(self, notification: Notification) -> None:

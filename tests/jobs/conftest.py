@@ -126,6 +126,7 @@ async def make_bridge(tmp_path: Path) -> AsyncIterator[BridgeFactory]:
         clock: FakeClock | None = None,
         store_class: type[SqliteJobStore] = SqliteJobStore,
         providers: list[Provider] | None = None,
+        queued_page: int = 500,
         **store_options: Any,
     ) -> Bridge:
         env = {"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)}
@@ -134,7 +135,12 @@ async def make_bridge(tmp_path: Path) -> AsyncIterator[BridgeFactory]:
         opened = store or await store_class.open(tmp_path / "jobs.sqlite3", **store_options)
         clock = clock or FakeClock()
         manager = JobManager(
-            app.runtime, opened, settings or JobManagerSettings(), clock=clock, settle_timeout_s=5
+            app.runtime,
+            opened,
+            settings or JobManagerSettings(),
+            clock=clock,
+            settle_timeout_s=5,
+            queued_page=queued_page,
         )
         bridge = Bridge(tmp_path, app, opened, manager, clock)
         built.append(bridge)

@@ -238,13 +238,15 @@ async def test_restart_schedules_every_queued_job_oldest_first(
 ) -> None:
     first = await make_bridge(start=False, settings=JobManagerSettings(max_pending=10))
     ids = []
-    for index in range(3):
+    for index in range(5):
         job, _ = await first.manager.submit(SCOPE, image_request(f"fox {index}"))
         ids.append(job.id)
         first.clock.advance(1)
-    # The limit was lowered since: all three must still run (runtime.md §9.15).
+    # The limit was lowered since, and they span three pages: all must run (runtime.md §9.15).
     second = await make_bridge(
-        settings=JobManagerSettings(max_pending=1, max_running=1), store_class=RecordingStore
+        settings=JobManagerSettings(max_pending=1, max_running=1),
+        store_class=RecordingStore,
+        queued_page=2,
     )
     for job_id in ids:
         assert (await second.settled(job_id)).status is ImageJobStatus.SUCCEEDED
@@ -273,6 +275,18 @@ async def test_idempotent_replay_returns_the_same_job_even_with_a_full_queue(
     with pytest.raises(BridgeError) as full:
         await bridge.manager.submit(SCOPE, request, idempotency_key="key-2")
     assert full.value.code is ErrorCode.OVERLOADED
+    assert (await bridge.manager.statistics())["total"] == 1
+
+
+async def test_concurrent_identical_submissions_converge_on_one_job(
+    make_bridge: BridgeFactory,
+) -> None:
+    bridge = await make_bridge(start=False)
+    results = await asyncio.gather(
+        *(bridge.manager.submit(SCOPE, image_request(), idempotency_key="same") for _ in range(4))
+    )
+    assert len({job.id for job, _ in results}) == 1
+    assert sorted(created for _, created in results) == [False, False, False, True]
     assert (await bridge.manager.statistics())["total"] == 1
 
 
@@ -386,6 +400,24 @@ async def test_unhealthy_retention_refuses_submissions_until_it_recovers(
     assert await bridge.manager.run_retention() == 0
     _, created = await bridge.manager.submit(SCOPE, image_request())
     assert created and await bridge.manager.healthy()
+
+
+async def test_the_retention_loop_runs_on_its_own_and_reports_failures(
+    make_bridge: BridgeFactory,
+) -> None:
+    # retention 2 s → the loop runs every second (the shortest period allowed).
+    bridge = await make_bridge(
+        settings=JobManagerSettings(retention_secs=2), store_class=BrokenPruneStore
+    )
+    assert isinstance(bridge.store, BrokenPruneStore)
+    bridge.store.broken = True
+
+    async def unhealthy() -> bool:
+        return not await bridge.manager.healthy()
+
+    await wait_until(unhealthy, timeout=5)
+    bridge.store.broken = False
+    await wait_until(bridge.manager.healthy, timeout=5)
 
 
 # -- scopes ----------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from imagebridge.jobs.views import job_view, page_view
 from imagebridge.providers.base import ProviderEventT
 from imagebridge.storage.base import JobIdentity, JobRecord, JobStore, JobVisibility
 
-__all__ = ["EVENT_BUFFER", "JobManager", "progress_stage"]
+__all__ = ["EVENT_BUFFER", "QUEUED_PAGE", "JobManager", "progress_stage"]
 
 logger = logging.getLogger("imagebridge.jobs")
 
@@ -55,7 +55,8 @@ JobKey = tuple[str, str]
 EVENT_BUFFER = 16
 """Provider events buffered per job before the provider waits for progress to be recorded."""
 
-_QUEUED_PAGE = 500
+QUEUED_PAGE = 500
+"""Queued rows read per query while scheduling at start."""
 _SHUTDOWN_REASON = "shutdown"
 _CANCEL_REASON = "cancelled"
 _RECOVERY = "inspect_history_before_retrying"
@@ -173,12 +174,14 @@ class JobManager:
         *,
         clock: Callable[[], float] = time.time,
         settle_timeout_s: float = 30.0,
+        queued_page: int = QUEUED_PAGE,
     ) -> None:
         self._runtime = runtime
         self._store = store
         self._settings = settings or JobManagerSettings()
         self._clock = clock
         self._settle_timeout_s = settle_timeout_s
+        self._queued_page = queued_page
         self._previews = PreviewCache(self._settings.partial_preview_max_bytes)
         self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
         self._scheduled: set[JobKey] = set()
@@ -246,10 +249,10 @@ class JobManager:
         """Page through every queued row (fix of runtime.md §9.15: not only max_pending)."""
         after: JobIdentity | None = None
         while True:
-            batch = await self._store.queued_identities(_QUEUED_PAGE, after=after)
+            batch = await self._store.queued_identities(self._queued_page, after=after)
             for identity in batch:
                 self._schedule((identity.auth_scope, identity.id))
-            if len(batch) < _QUEUED_PAGE:
+            if len(batch) < self._queued_page:
                 return
             after = batch[-1]
 
@@ -327,8 +330,13 @@ class JobManager:
         period = self._settings.retention_period_s
         while True:
             await asyncio.sleep(period)
-            with contextlib.suppress(BridgeError):
+            try:
                 await self.run_retention()
+            except BridgeError:
+                pass  # already logged and recorded as unhealthy
+            except Exception:  # a store bug must not end the loop silently
+                logger.exception("durable job retention failed unexpectedly")
+                self._retention_healthy = False
 
     def _request_prune(self) -> None:
         """Prune soon; prunes requested while one runs collapse into one more run."""

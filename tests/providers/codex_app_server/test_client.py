@@ -20,8 +20,9 @@ from imagebridge.providers.codex_app_server import (
 )
 from imagebridge.providers.codex_app_server.client import ActiveTurn
 from imagebridge.providers.codex_app_server.threads import turn_prompt_text, turn_start_params
-from tests.providers.codex_app_server.conftest import FakeCodexFactory, assert_reaped
 from tests.support.fake_codex import FINAL_PNG, read_log
+
+from .support import FakeCodexFactory, assert_reaped
 
 Schema = Callable[[str], dict[str, Any]]
 

@@ -14,8 +14,9 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers.codex_app_server.options import AppServerOptions
 from imagebridge.providers.codex_app_server.process import AppServerProcess, ChildProcess
 from imagebridge.providers.codex_app_server.rpc import RpcConnection
-from tests.providers.codex_app_server.conftest import FakeCodexFactory, assert_reaped
 from tests.support.fake_codex import read_log
+
+from .support import FakeCodexFactory, assert_reaped
 
 MiB = 1024 * 1024
 

@@ -22,7 +22,6 @@ from imagebridge.providers.codex_app_server import (
     collect_turn_images,
 )
 from imagebridge.providers.codex_app_server.threads import turn_prompt_text, turn_start_params
-from tests.providers.codex_app_server.conftest import assert_reaped
 from tests.support.real_codex import (
     MOCK_PNG,
     MOCK_PROMPT,
@@ -31,6 +30,8 @@ from tests.support.real_codex import (
     loopback_only_available,
     skip_reason,
 )
+
+from .support import assert_reaped
 
 _SKIP = skip_reason()
 pytestmark = [

@@ -26,6 +26,7 @@ from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.validation import RequestLimits
 from imagebridge.providers.base import Provider
 from imagebridge.providers.mock import MockProvider, MockSettings
+from imagebridge.providers.openai_factory import build_openai_provider, is_openai_provider
 
 __all__ = [
     "PROVIDER_FACTORIES",
@@ -99,7 +100,26 @@ def _mock(config: BridgeConfig) -> Provider:
     )
 
 
-PROVIDER_FACTORIES: dict[str, ProviderFactory] = {"mock": _mock}
+def _openai_family(name: str) -> ProviderFactory:
+    """``openai`` or one ``[providers.openai_compatible.<name>]`` instance."""
+
+    def factory(config: BridgeConfig) -> Provider:
+        built = build_openai_provider(config, name)
+        return _with_fanout(
+            built.provider,
+            built.native_count,
+            built.max_outputs,
+            built.max_parallel_outputs,
+            config,
+        )
+
+    return factory
+
+
+PROVIDER_FACTORIES: dict[str, ProviderFactory] = {
+    "mock": _mock,
+    "openai": _openai_family("openai"),
+}
 """Registered provider name → factory. Transports add themselves here."""
 
 
@@ -108,6 +128,8 @@ def build_providers(config: BridgeConfig) -> list[Provider]:
     providers: list[Provider] = []
     for name in config.enabled_providers():
         factory = PROVIDER_FACTORIES.get(name)
+        if factory is None and is_openai_provider(config, name):
+            factory = _openai_family(name)
         if factory is None:
             raise BridgeError(
                 ErrorCode.CONFIGURATION,

@@ -9,8 +9,9 @@ fields, URLs) live in :mod:`imagebridge.config.validation`, so a loaded document
 be inspected and reported on even when it is not usable.
 
 Keys added to the original's tree (all documented on their fields):
-``[providers.mock]``, ``[providers.codex_images]`` and
-``providers.codex_responses.{usage_endpoint, quota_cache_ms}``.
+``[providers.mock]``, ``[providers.codex_images]``,
+``providers.codex_responses.{usage_endpoint, quota_cache_ms}`` and
+``[providers.openai_compatible.<name>]`` (extra OpenAI-compatible upstreams).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ __all__ = [
     "JobSettings",
     "MetricsSettings",
     "MockProviderSettings",
+    "OpenAICapabilityOverrides",
+    "OpenAICompatibleSettings",
     "OpenAISettings",
     "ProviderSettings",
     "RemoteFetchSettings",
@@ -318,7 +321,15 @@ def derive_usage_endpoint(endpoint: str) -> str:
 
 
 class OpenAISettings(_Section):
-    """Reserved: the official API-key provider (not registered by the original either)."""
+    """The official OpenAI Images API with an API key (``openai``; off by default).
+
+    The original reserved this table without registering a provider; here enabling it
+    registers ``openai``. The served models are the documented OpenAI image models
+    (``gpt-image-1``, ``gpt-image-1-mini``, ``gpt-image-1.5``, ``gpt-image-2``,
+    ``dall-e-3``, ``dall-e-2`` …); ``model`` picks the default (unset: ``gpt-image-1.5``).
+    Each model's native ``n`` is used per call and larger counts fan out, up to
+    ``runtime.request.max_outputs``. Further upstreams go in ``[providers.openai_compatible]``.
+    """
 
     enabled: Bool = False
     base_url: Str = "https://api.openai.com/v1"
@@ -327,6 +338,94 @@ class OpenAISettings(_Section):
     model: Str | None = None
     organization_env: Str | None = "OPENAI_ORG_ID"
     project_env: Str | None = "OPENAI_PROJECT_ID"
+
+
+class OpenAICapabilityOverrides(_Section):
+    """Added table: what an OpenAI-compatible server really accepts.
+
+    Every key is optional; a set key replaces the value the model's profile would
+    advertise, so a server that serves only a subset (LocalAI, an SD front-end) is
+    described exactly and negotiation can refuse or normalise before any call.
+    """
+
+    generation: Bool | None = None
+    """Whether ``/images/generations`` is served."""
+    edits: Bool | None = None
+    """Whether ``/images/edits`` is served."""
+    sizes: list[Str] | None = None
+    """Accepted sizes: ``"auto"`` and/or explicit ``"WxH"`` values (no other size passes)."""
+    qualities: list[Str] | None = None
+    """Subset of ``auto``, ``low``, ``medium``, ``high``."""
+    output_formats: list[Str] | None = None
+    """Subset of ``png``, ``jpeg``, ``webp``: the formats the server really returns."""
+    backgrounds: list[Str] | None = None
+    """Subset of ``auto``, ``opaque``, ``transparent``."""
+    transparent_background: Str | None = None
+    """``native``, ``emulated`` (the bridge keys out a flat background) or ``unsupported``.
+    ``native`` requires ``transparent`` among the backgrounds; the others remove it."""
+    moderation: list[Str] | None = None
+    """Subset of ``auto``, ``low``."""
+    input_fidelities: list[Str] | None = None
+    """Subset of ``low``, ``high`` (empty: the parameter is not accepted)."""
+    masks: Bool | None = None
+    """Whether an edit may carry an inpainting mask (one PNG)."""
+    max_edit_images: U16 | None = None
+    """Most source images per edit (0: edits are refused)."""
+    max_reference_images: U16 | None = None
+    """Most reference images per request (0: none)."""
+    partial_images: U8 | None = None
+    """Most streamed partial images per output (0: the server does not stream)."""
+    user: Bool | None = None
+    """Whether the ``user`` attribution field is accepted."""
+
+
+class OpenAICompatibleSettings(_Section):
+    """Added table ``[providers.openai_compatible.<name>]``: one more OpenAI-style upstream.
+
+    The table key is the provider's registered name (the provider-name rule:
+    ``[a-z][a-z0-9-]{0,63}``, not a built-in name), so each instance has its own
+    breaker and admission limits (``runtime.providers.<name>``,
+    ``runtime.circuit_breakers.<name>``). Models with an OpenAI name use that model's
+    documented profile; any other name gets a plain profile (PNG, ``auto`` or any size
+    in multiples of 8 up to 4096, one image per call, one source image, a mask, no
+    streaming) that ``capabilities`` can adjust.
+    """
+
+    enabled: Bool = True
+    base_url: Str
+    """The API root that ``/images/generations`` is appended to (e.g.
+    ``http://127.0.0.1:8080/v1``): https, or http to a loopback host unless
+    ``allow_insecure_http``; no credentials or fragment."""
+    allow_insecure_http: Bool = False
+    """Allow plain http to a non-loopback host (a LAN box); the key travels unencrypted."""
+    api_key_env: Str | None = None
+    """Name of the variable holding the bearer key; unset sends no ``Authorization``."""
+    organization_env: Str | None = None
+    project_env: Str | None = None
+    model: Str | None = None
+    """Default model; unset uses the first of ``models``."""
+    models: list[Str] = Field(default_factory=list)
+    """Models this upstream serves (``model`` is added when missing)."""
+    native_max_outputs: U8 | None = None
+    """Images one call may ask for (``n``); unset uses the model profile (1 for unknown
+    models). Known OpenAI models never go above their documented limit."""
+    max_outputs: U8 = 255
+    """Most images per request; counts above the native one fan out."""
+    max_parallel_outputs: Parallelism = "auto"
+    timeout_ms: U64 | None = None
+    """Upper bound for one upstream call; unset leaves only the request deadline."""
+    capabilities: OpenAICapabilityOverrides = Field(default_factory=OpenAICapabilityOverrides)
+
+    @property
+    def max_parallel_outputs_value(self) -> int:
+        """The effective parallelism: ``"auto"`` resolves to ``max_outputs``."""
+        value = parallelism_value(self.max_parallel_outputs)
+        return self.max_outputs if value is None else value
+
+    def served_models(self) -> list[str]:
+        """``model`` first (when set), then ``models`` without duplicates."""
+        names = [self.model] if self.model is not None else []
+        return list(dict.fromkeys([*names, *self.models]))
 
 
 class MockProviderSettings(_Section):
@@ -384,12 +483,14 @@ class ProviderSettings(_Section):
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     mock: MockProviderSettings = Field(default_factory=MockProviderSettings)
     codex_images: CodexImagesSettings = Field(default_factory=CodexImagesSettings)
+    openai_compatible: dict[str, OpenAICompatibleSettings] = Field(default_factory=dict)
+    """Added: extra OpenAI-compatible upstreams keyed by their registered provider name."""
 
     def enabled_names(self) -> list[str]:
-        """Registered names of the enabled providers, sorted."""
-        return sorted(
-            name for key, name in PROVIDER_KEYS.items() if getattr(self, key).enabled is True
-        )
+        """Registered names of the enabled providers (built-in and instances), sorted."""
+        builtin = [name for key, name in PROVIDER_KEYS.items() if getattr(self, key).enabled]
+        instances = [name for name, item in self.openai_compatible.items() if item.enabled]
+        return sorted([*builtin, *instances])
 
 
 # -- server ----------------------------------------------------------------------------

@@ -28,9 +28,20 @@ from imagebridge.config.model import (
     BridgeConfig,
     CircuitBreakerSettings,
     ConcurrencySettings,
+    OpenAICapabilityOverrides,
+    OpenAICompatibleSettings,
     RemoteFetchSettings,
 )
+from imagebridge.contract.enums import (
+    Background,
+    InputFidelity,
+    Moderation,
+    OutputFormat,
+    Quality,
+    SupportLevel,
+)
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.request import parse_size
 
 __all__ = [
     "ConfigIssue",
@@ -131,13 +142,14 @@ def _check_runtime(config: BridgeConfig, report: Report) -> None:
 
     _check_gate("runtime.global", runtime.global_, report)
     _check_gate("runtime.provider_default", runtime.provider_default, report)
+    known = set(PROVIDER_KEYS.values()) | set(config.providers.openai_compatible)
     for name, gate in runtime.providers.items():
-        prefix = _map_entry("runtime.providers", name, report)
+        prefix = _map_entry("runtime.providers", name, report, known)
         _check_gate(prefix, gate, report)
 
     _check_breaker("runtime.circuit_breaker", runtime.circuit_breaker, report)
     for name, breaker in runtime.circuit_breakers.items():
-        prefix = _map_entry("runtime.circuit_breakers", name, report)
+        prefix = _map_entry("runtime.circuit_breakers", name, report, known)
         _check_breaker(prefix, breaker, report)
 
     for field, value in request.model_dump().items():
@@ -156,9 +168,8 @@ def _check_runtime(config: BridgeConfig, report: Report) -> None:
             )
 
 
-def _map_entry(map_field: str, name: str, report: Report) -> str:
+def _map_entry(map_field: str, name: str, report: Report, known: set[str]) -> str:
     """Check a per-provider map key; return the prefix to report its fields under."""
-    known = set(PROVIDER_KEYS.values())
     if not is_provider_name(name):
         report(
             map_field,
@@ -170,7 +181,7 @@ def _map_entry(map_field: str, name: str, report: Report) -> str:
         report(
             f"{map_field}.{name}",
             "unknown_provider",
-            "no built-in provider has this name (" + ", ".join(sorted(known)) + ")",
+            "no built-in or configured provider has this name (" + ", ".join(sorted(known)) + ")",
         )
     return f"{map_field}.{name}"
 
@@ -378,6 +389,11 @@ def _check_providers(config: BridgeConfig, report: Report) -> None:
             name = getattr(openai, field)
             if name is not None and not is_env_name(name):
                 report(f"{prefix}.{field}", "invalid", _ENV_NAME_RULE)
+        if openai.model is not None and not openai.model.strip():
+            report(f"{prefix}.model", "required", "model name must not be empty")
+
+    for name, instance in providers.openai_compatible.items():
+        _check_openai_compatible(name, instance, request_max, report)
 
     mock = providers.mock
     if mock.enabled:
@@ -412,6 +428,115 @@ def _check_providers(config: BridgeConfig, report: Report) -> None:
         if not images.model.strip():
             report(f"{prefix}.model", "required", "model name must not be empty")
         _check_outputs(prefix, images.max_outputs, images.max_parallel_outputs, request_max, report)
+
+
+def _check_openai_compatible(
+    name: str, instance: OpenAICompatibleSettings, request_max: int, report: Report
+) -> None:
+    table = "providers.openai_compatible"
+    if not is_provider_name(name):
+        report(
+            table,
+            "invalid_key",
+            "instance names must be provider names (lowercase letters, digits and '-', "
+            "starting with a letter)",
+        )
+        return
+    prefix = f"{table}.{name}"
+    if name in PROVIDER_KEYS.values():
+        report(prefix, "reserved_name", "the name of a built-in provider cannot be reused")
+    if not instance.enabled:
+        return
+    if not valid_upstream_url(instance.base_url) and not (
+        instance.allow_insecure_http and _valid_insecure_url(instance.base_url)
+    ):
+        report(
+            f"{prefix}.base_url",
+            "invalid_url",
+            _UPSTREAM_URL_RULE + " (allow_insecure_http permits http to other hosts)",
+        )
+    for field in ("api_key_env", "organization_env", "project_env"):
+        value = getattr(instance, field)
+        if value is not None and not is_env_name(value):
+            report(f"{prefix}.{field}", "invalid", _ENV_NAME_RULE)
+    models = instance.served_models()
+    if not models:
+        report(f"{prefix}.models", "required", "name the served model in model or models")
+    elif any(not model.strip() for model in models) or len(set(instance.models)) != len(
+        instance.models
+    ):
+        report(f"{prefix}.models", "invalid", "model names must be non-empty and unique")
+    _check_outputs(prefix, instance.max_outputs, instance.max_parallel_outputs, request_max, report)
+    native = instance.native_max_outputs
+    if native is not None and not 1 <= native <= max(instance.max_outputs, 1):
+        report(
+            f"{prefix}.native_max_outputs",
+            "out_of_range",
+            "native count must be between 1 and max_outputs",
+        )
+    if instance.timeout_ms == 0:
+        report(f"{prefix}.timeout_ms", "out_of_range", "timeout must be greater than zero")
+    _check_capability_overrides(f"{prefix}.capabilities", instance.capabilities, report)
+
+
+_OVERRIDE_SETS: dict[str, frozenset[str]] = {
+    "qualities": frozenset(Quality),
+    "output_formats": frozenset(OutputFormat),
+    "backgrounds": frozenset(Background),
+    "moderation": frozenset(Moderation),
+    "input_fidelities": frozenset(InputFidelity),
+}
+
+
+def _check_capability_overrides(
+    prefix: str, overrides: OpenAICapabilityOverrides, report: Report
+) -> None:
+    if overrides.sizes is not None:
+        if not overrides.sizes:
+            report(f"{prefix}.sizes", "required", "list at least one size")
+        for size in overrides.sizes:
+            try:
+                parse_size(size)
+            except ValueError:
+                report(f"{prefix}.sizes", "invalid", 'sizes must be "auto" or WxH values')
+                break
+    for field, allowed in _OVERRIDE_SETS.items():
+        values = getattr(overrides, field)
+        if values is None:
+            continue
+        if any(value not in allowed for value in values):
+            report(
+                f"{prefix}.{field}",
+                "invalid",
+                "values must be among " + ", ".join(sorted(allowed)),
+            )
+        elif field != "input_fidelities" and not values:
+            report(f"{prefix}.{field}", "required", "list at least one value")
+    transparency = overrides.transparent_background
+    if transparency is not None and transparency not in set(SupportLevel):
+        report(
+            f"{prefix}.transparent_background",
+            "invalid",
+            "must be native, emulated or unsupported",
+        )
+    elif (
+        transparency is not None
+        and overrides.backgrounds is not None
+        and (transparency == SupportLevel.NATIVE)
+        != (Background.TRANSPARENT in overrides.backgrounds)
+    ):
+        report(
+            f"{prefix}.transparent_background",
+            "inconsistent",
+            "native transparency and a transparent background must be listed together",
+        )
+
+
+def _valid_insecure_url(value: str) -> bool:
+    """Plain http to any host, still without credentials or a fragment."""
+    return valid_upstream_url(value.replace("http://", "https://", 1)) and value.startswith(
+        "http://"
+    )
 
 
 def _check_server(config: BridgeConfig, report: Report) -> None:

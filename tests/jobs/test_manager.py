@@ -464,7 +464,7 @@ async def _has_preview(bridge: Any, job_id: str) -> bool:
 async def test_partial_previews_exist_only_while_the_job_runs(make_bridge: BridgeFactory) -> None:
     bridge = await make_bridge()
     job, _ = await bridge.manager.submit(
-        SCOPE, image_request("[mock:latency=900] preview fox", size="64x64", partial_images=2)
+        SCOPE, image_request("[mock:latency=1200] preview fox", size="64x64", partial_images=2)
     )
     await wait_until(lambda: _has_preview(bridge, job.id))
     preview = bridge.manager.partial(SCOPE, job.id)

@@ -193,6 +193,7 @@ class JobManager:
         self._pruner: asyncio.Task[None] | None = None
         self._prune_wanted = False
         self._retention_healthy = True
+        self._start_lock = asyncio.Lock()
         self._started = False
         self._stopping = False
         self._stopped: asyncio.Future[None] | None = None
@@ -227,23 +228,28 @@ class JobManager:
 
     async def start(self) -> None:
         """Recover, prune, schedule every queued job oldest first, start the loops."""
-        if self._started:
-            return
-        if self._stopping:
-            raise BridgeError(ErrorCode.INTERNAL, "durable job manager was shut down")
-        recovered = await self._store.recover_interrupted(now=self._now())
-        if recovered:
-            logger.warning(
-                "durable jobs interrupted by a previous stop", extra={"count": recovered}
+        async with self._start_lock:
+            if self._started:
+                return
+            if self._stopping:
+                raise BridgeError(ErrorCode.INTERNAL, "durable job manager was shut down")
+            recovered = await self._store.recover_interrupted(now=self._now())
+            if recovered:
+                logger.warning(
+                    "durable jobs interrupted by a previous stop", extra={"count": recovered}
+                )
+            with contextlib.suppress(BridgeError):  # recorded as unhealthy retention
+                await self.run_retention()
+            self._started = True  # submissions from here on schedule themselves
+            try:
+                await self._schedule_queued()
+            except BaseException:
+                self._started = False
+                raise
+            self._dispatcher = asyncio.create_task(self._dispatch(), name="imagebridge-jobs")
+            self._retention = asyncio.create_task(
+                self._retention_loop(), name="imagebridge-jobs-retention"
             )
-        with contextlib.suppress(BridgeError):  # recorded as unhealthy retention
-            await self.run_retention()
-        self._started = True
-        await self._schedule_queued()
-        self._dispatcher = asyncio.create_task(self._dispatch(), name="imagebridge-jobs")
-        self._retention = asyncio.create_task(
-            self._retention_loop(), name="imagebridge-jobs-retention"
-        )
 
     async def _schedule_queued(self) -> None:
         """Page through every queued row (fix of runtime.md §9.15: not only max_pending)."""

@@ -79,6 +79,8 @@ def skip_reason() -> str | None:
     if shutil.which("node") is None:
         return "node is not installed (the real codex CLI tier needs node and npm)"
     if find_codex_binary() is None:
+        if os.environ.get("IMAGEBRIDGE_CODEX_BIN"):
+            return "IMAGEBRIDGE_CODEX_BIN does not name an executable codex binary"
         return (
             "the codex CLI is not installed in .cache/codex-cli "
             "(run scripts/install-test-deps to install @openai/codex@0.169.0)"

@@ -415,3 +415,27 @@ async def test_a_large_image_crosses_the_link_intact(
     expected = (fake_codex.state_dir / "last_image.png").read_bytes()
     assert len(expected) > 8 * 1024 * 1024
     assert result.images[0].data == expected
+
+
+async def test_an_unconfirmed_interrupt_returns_none_in_time(
+    fake_codex: FakeCodexFactory, tmp_path: Path
+) -> None:
+    client = fake_codex.client({"default_turn": {"mode": "hang"}, "no_answer": ["turn/interrupt"]})
+    thread_id = await new_thread(client, tmp_path)
+    async with await start_turn(client, thread_id) as turn:
+        async with asyncio.timeout(3):
+            assert await turn.interrupt(timeout=0.3) is None
+        assert not turn.completed
+
+
+async def test_cancelling_an_interrupt_propagates(
+    fake_codex: FakeCodexFactory, tmp_path: Path
+) -> None:
+    client = fake_codex.client({"default_turn": {"mode": "hang"}, "no_answer": ["turn/interrupt"]})
+    thread_id = await new_thread(client, tmp_path)
+    async with await start_turn(client, thread_id) as turn:
+        waiting = asyncio.create_task(turn.interrupt(timeout=5))
+        await asyncio.sleep(0.1)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting

@@ -11,7 +11,6 @@ is missed, iterated until ``turn/completed``, interruptible while still draining
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -183,8 +182,9 @@ class ActiveTurn:
         finally:
             if not request.done():
                 request.cancel()
-            with contextlib.suppress(BaseException):
-                await request
+            await asyncio.wait({request})  # never raises the request's own failure
+            if not request.cancelled():
+                request.exception()  # its outcome is the terminal status, not this error
         return self.terminal_status
 
     def close(self) -> None:

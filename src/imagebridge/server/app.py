@@ -1,0 +1,147 @@
+"""The application factory: configuration in, a ready FastAPI app out.
+
+``create_app`` builds (or accepts) the engine, decides which routers exist — metrics only
+when enabled; jobs, presets, artifacts and the dashboard once their managers are wired —
+installs the one ASGI middleware and the envelope error handlers, and ties background
+readiness probing and runtime shutdown to the app's lifespan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+
+from imagebridge._version import __version__
+from imagebridge.application import Application, build_application
+from imagebridge.config.loader import ConfigOrigin
+from imagebridge.config.model import BridgeConfig
+from imagebridge.contract.errors import BridgeError
+from imagebridge.server.auth import AccessPolicy, read_bearer_token
+from imagebridge.server.errors import install_error_handlers
+from imagebridge.server.events import OperatorEvents
+from imagebridge.server.metrics import BridgeMetrics
+from imagebridge.server.middleware import BridgeMiddleware, MiddlewareSettings
+from imagebridge.server.openapi import TITLE, build_openapi
+from imagebridge.server.readiness import ReadinessMonitor
+from imagebridge.server.routes import (
+    compat,
+    diagnostics,
+    health,
+    images,
+    metrics,
+    openapi,
+    providers,
+    sessions,
+    stream,
+)
+from imagebridge.server.state import BridgeState, ServerOptions
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger("imagebridge.server")
+
+
+def _routers(state: BridgeState) -> list[APIRouter]:
+    """The mounted routers; an unmounted route answers like any unknown path (404)."""
+    mounted = [
+        health.router,
+        openapi.router,
+        providers.router,
+        sessions.router,
+        images.router,
+        stream.router,
+        compat.router,
+        diagnostics.router,
+    ]
+    if state.metrics is not None:
+        mounted.append(metrics.router)
+    return mounted
+
+
+def _middleware_settings(config: BridgeConfig) -> MiddlewareSettings:
+    server = config.server
+    return MiddlewareSettings(
+        max_header_bytes=server.max_header_bytes,
+        max_body_bytes=server.max_body_bytes,
+        max_connections=server.max_connections_value,
+        read_timeout_ms=server.read_timeout_ms,
+        write_timeout_ms=server.write_timeout_ms,
+    )
+
+
+def create_app(
+    config: BridgeConfig,
+    *,
+    application: Application | None = None,
+    origins: list[ConfigOrigin] | None = None,
+    options: ServerOptions | None = None,
+) -> FastAPI:
+    """Build the HTTP app for ``config``.
+
+    ``application`` replaces the engine built from ``config`` (tests register their own
+    providers this way); either way the app's lifespan shuts the runtime down.
+    ``origins`` is the configuration provenance shown by ``/v1/diagnostics``. Raises
+    ``configuration`` when ``server.bearer_token_env`` names a missing or empty variable.
+    """
+    options = options or ServerOptions()
+    token = read_bearer_token(config, options.env if options.env is not None else os.environ)
+    access = AccessPolicy.with_token(token) if token else AccessPolicy.open()
+    engine = application if application is not None else build_application(config)
+    runtime = engine.runtime
+
+    async def probe(timeout: float) -> Any:
+        return await runtime.registry.readiness(timeout)
+
+    state = BridgeState(
+        config=config,
+        application=engine,
+        options=options,
+        access=access,
+        readiness=ReadinessMonitor(
+            probe,
+            interval=options.readiness_interval,
+            timeout=options.readiness_timeout,
+            stale_after=options.readiness_stale_after,
+        ),
+        events=OperatorEvents(options.event_capacity),
+        metrics=(
+            BridgeMetrics(runtime, runtime.registry.providers)
+            if config.server.metrics.enabled
+            else None
+        ),
+        origins=list(origins or []),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        state.readiness.start()
+        try:
+            yield
+        finally:
+            await state.readiness.stop()
+            try:
+                await engine.aclose()
+            except BridgeError as error:
+                logger.warning("runtime shutdown was not clean", extra={"code": error.code.value})
+
+    app = FastAPI(
+        title=TITLE,
+        version=__version__,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+        separate_input_output_schemas=False,
+    )
+    app.state.bridge = state
+    install_error_handlers(app)
+    for router in _routers(state):
+        app.include_router(router)
+    app.add_middleware(BridgeMiddleware, settings=_middleware_settings(config), events=state.events)
+    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,57 @@
+"""Per-request facts the middleware collects and the routes fill in.
+
+The middleware creates one :class:`RequestContext` per HTTP request and stores it in the
+ASGI scope; routes add what only they know (the caller's ownership scope, the provider
+and outcome of an image operation), and the middleware reads it back for the response
+headers, the operator event and the single completion log line.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from starlette.requests import Request
+from starlette.types import Scope
+
+from imagebridge.server.ids import TraceContext
+
+__all__ = ["CONTEXT_KEY", "OperationOutcome", "RequestContext", "context_of", "request_context"]
+
+CONTEXT_KEY = "imagebridge.context"
+
+
+@dataclass(slots=True)
+class OperationOutcome:
+    """What an image operation reports for logs and metrics (never prompts or bytes)."""
+
+    provider: str
+    code: str | None = None
+    total_ms: int | None = None
+    provider_ms: int | None = None
+    queue_ms: int | None = None
+
+
+@dataclass(slots=True)
+class RequestContext:
+    request_id: str
+    trace: TraceContext
+    method: str
+    path: str
+    started: float = field(default_factory=time.monotonic)
+    owner: str = "anonymous-local"
+    outcome: OperationOutcome | None = None
+
+    def elapsed_ms(self) -> int:
+        return max(0, int((time.monotonic() - self.started) * 1000))
+
+
+def context_of(scope: Scope) -> RequestContext:
+    context = scope.get(CONTEXT_KEY)
+    if not isinstance(context, RequestContext):  # only when the middleware is missing
+        raise RuntimeError("request context middleware is not installed")
+    return context
+
+
+def request_context(request: Request) -> RequestContext:
+    return context_of(request.scope)

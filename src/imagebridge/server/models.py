@@ -1,0 +1,111 @@
+"""Wire models owned by the server: health, readiness and operator diagnostics.
+
+They document the routes in ``/v1/openapi.json`` and build the bodies, so the document
+and the answers cannot drift apart. Contract models (requests, responses, capabilities)
+live in :mod:`imagebridge.contract`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from imagebridge.contract._base import ContractModel, StrictBool, StrictStr, omit_empty, omit_none
+from imagebridge.contract.response import BridgeErrorBody
+
+__all__ = [
+    "CircuitBreakerDiagnostics",
+    "ConfigurationDiagnostics",
+    "ConfigurationOrigin",
+    "LiveStatus",
+    "OperatorDiagnostics",
+    "OperatorEvent",
+    "OperatorEventHistory",
+    "ProviderReadinessStatus",
+    "ReadinessStatus",
+    "RuntimeDiagnostics",
+]
+
+ListenerScope = Literal["loopback", "remote", "embedded", "unknown"]
+
+
+class LiveStatus(ContractModel):
+    status: Literal["live"] = "live"
+
+
+class ReadinessStatus(ContractModel):
+    status: Literal["ready", "not_ready"]
+
+
+class ConfigurationOrigin(ContractModel):
+    """Where one effective configuration leaf came from: never its value."""
+
+    field: StrictStr
+    source: Literal["default", "file", "environment", "override"]
+    key: StrictStr
+
+
+class ConfigurationDiagnostics(ContractModel):
+    version: int | None = Field(default=None, ge=1, exclude_if=omit_none)
+    default_provider: StrictStr | None = Field(default=None, exclude_if=omit_none)
+    listener_scope: ListenerScope
+    listener_port: int | None = Field(default=None, ge=0, le=65_535, exclude_if=omit_none)
+    authentication_required: StrictBool
+    metrics_enabled: StrictBool
+    jobs_enabled: StrictBool
+    max_connections: int | None = Field(ge=1)
+    max_body_bytes: int = Field(ge=0)
+    read_timeout_ms: int = Field(ge=0)
+    write_timeout_ms: int = Field(ge=0)
+    provenance: list[ConfigurationOrigin]
+
+
+class CircuitBreakerDiagnostics(ContractModel):
+    state: Literal["closed", "open", "half_open"]
+    consecutive_failures: int = Field(ge=0)
+    retry_after_ms: int = Field(ge=0)
+    rejected_calls: int = Field(ge=0)
+    transitions: int = Field(ge=0)
+
+
+class RuntimeDiagnostics(ContractModel):
+    global_queued: int = Field(ge=0)
+    providers_queued: dict[str, int]
+    circuit_breakers: dict[str, CircuitBreakerDiagnostics]
+
+
+class ProviderReadinessStatus(ContractModel):
+    provider: StrictStr
+    status: Literal["ready", "not_ready"]
+    error: BridgeErrorBody | None = Field(default=None, exclude_if=omit_none)
+
+
+class OperatorEvent(ContractModel):
+    sequence: int = Field(ge=1)
+    timestamp_ms: int = Field(ge=0)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "OTHER"]
+    route: StrictStr
+    status: int = Field(ge=100, le=599)
+    duration_ms: int = Field(ge=0)
+
+
+class OperatorEventHistory(ContractModel):
+    capacity: int = Field(ge=1)
+    dropped: int = Field(ge=0)
+    items: list[OperatorEvent]
+
+
+class OperatorDiagnostics(ContractModel):
+    """Redacted operator state: no credentials, prompts, identifiers or paths."""
+
+    bridge_version: StrictStr
+    configuration: ConfigurationDiagnostics
+    artifact_storage_enabled: StrictBool
+    runtime: RuntimeDiagnostics
+    jobs: dict[str, Any] | None = Field(default=None, exclude_if=omit_none)
+    providers: list[ProviderReadinessStatus]
+    events: OperatorEventHistory
+    providers_detail: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude_if=omit_empty)
+    """Optional per-provider extras (e.g. quota windows) from a provider's
+    ``diagnostics()`` hook, keyed by provider name."""

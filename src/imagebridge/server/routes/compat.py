@@ -1,0 +1,81 @@
+"""OpenAI-compatible ``/v1/images/generations`` (JSON) and ``/v1/images/edits`` (multipart).
+
+Both map onto the native request, run it like ``/v1/images`` and answer with the OpenAI
+Images response shape plus the ``imagegen_bridge`` extension (api.md §7). Idempotency comes
+from the ``Idempotency-Key`` header only.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from imagebridge.contract._base import decode_model
+from imagebridge.contract.compat import (
+    CompatibleGenerationRequest,
+    CompatImagesResponse,
+    compat_response,
+)
+from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.request import ImageRequest
+from imagebridge.server.execution import apply_idempotency_header, execute_image, idempotency_header
+from imagebridge.server.multipart import build_edit_request, parse_edit_form
+from imagebridge.server.openapi import (
+    ERROR_RESPONSES,
+    edit_request_body,
+    idempotency_parameter,
+    json_request_body,
+)
+from imagebridge.server.routes import json_response, protected_router
+from imagebridge.server.state import BridgeState, bridge_state
+
+router = protected_router(tags=["openai-compatible"])
+
+_GENERATION_DECODE = "request body must be valid image generation JSON"
+_COMPAT_RESPONSES = {
+    200: {"model": CompatImagesResponse, "description": "OpenAI-compatible images"},
+    **ERROR_RESPONSES,
+}
+
+
+async def _run(state: BridgeState, request: Request, image_request: ImageRequest) -> Response:
+    response = await execute_image(
+        state,
+        request,
+        lambda: apply_idempotency_header(image_request, idempotency_header(request)),
+    )
+    return json_response(compat_response(response))
+
+
+@router.post(
+    "/v1/images/generations",
+    operation_id="generateImageCompatible",
+    responses=_COMPAT_RESPONSES,
+    openapi_extra={
+        "parameters": [idempotency_parameter],
+        "requestBody": json_request_body("CompatibleGenerationRequest"),
+    },
+)
+async def generate_compatible(request: Request) -> Response:
+    body = decode_model(CompatibleGenerationRequest, await request.body(), _GENERATION_DECODE)
+    try:
+        image_request = body.to_request()
+    except ValidationError:
+        raise BridgeError.invalid_request(_GENERATION_DECODE) from None
+    return await _run(bridge_state(request), request, image_request)
+
+
+@router.post(
+    "/v1/images/edits",
+    operation_id="editImageCompatible",
+    responses=_COMPAT_RESPONSES,
+    openapi_extra={"parameters": [idempotency_parameter], "requestBody": edit_request_body},
+)
+async def edit_compatible(request: Request) -> Response:
+    state = bridge_state(request)
+    form = await parse_edit_form(
+        request, max_image_bytes=state.config.artifacts.image.max_encoded_bytes
+    )
+    image_request = await build_edit_request(form)
+    return await _run(state, request, image_request)

@@ -1,0 +1,84 @@
+"""``POST /v1/images/stream``: the native request as a server-sent event lifecycle.
+
+Body decode, authentication and origin failures answer with a plain JSON error. Anything
+later — validation, the ``Idempotency-Key`` header, negotiation, the provider — arrives
+inside the 200 stream as an ``error`` event after ``started`` (api.md §6, ERRATA §10).
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from imagebridge.contract.response import ImageResponse
+from imagebridge.engine.cancellation import CancelToken
+from imagebridge.providers.base import EventSink
+from imagebridge.server.context import request_context
+from imagebridge.server.execution import apply_idempotency_header, execute_image, idempotency_header
+from imagebridge.server.openapi import ERROR_RESPONSES, idempotency_parameter, json_request_body
+from imagebridge.server.routes import protected_router
+from imagebridge.server.routes.images import decode_image_request
+from imagebridge.server.state import bridge_state
+from imagebridge.server.streaming import EventStreamResponse
+
+router = protected_router(tags=["images"])
+
+_EXAMPLE = (
+    'event: started\ndata: {"type":"started"}\n\n'
+    'event: completed\ndata: {"type":"completed","response":{}}\n\n'
+)
+
+
+class _StreamResponse(Response):
+    """Adapts :class:`EventStreamResponse` to what FastAPI expects an endpoint to return."""
+
+    def __init__(self, stream: EventStreamResponse) -> None:
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = []
+        self._stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._stream(scope, receive, send)
+        if self.background is not None:
+            await self.background()
+
+
+@router.post(
+    "/v1/images/stream",
+    operation_id="streamImage",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Bounded image progress stream",
+            "content": {"text/event-stream": {"schema": {"type": "string"}, "example": _EXAMPLE}},
+        },
+        **ERROR_RESPONSES,
+    },
+    openapi_extra={
+        "parameters": [idempotency_parameter],
+        "requestBody": json_request_body("ImageRequest"),
+    },
+)
+async def stream_image(request: Request) -> Response:
+    image_request = await decode_image_request(request)
+    state = bridge_state(request)
+
+    async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
+        return await execute_image(
+            state,
+            request,
+            lambda: apply_idempotency_header(image_request, idempotency_header(request)),
+            events=sink,
+            token=token,
+            watch_client=False,
+        )
+
+    stream = EventStreamResponse(
+        operation,
+        request_id=request_context(request).request_id,
+        heartbeat_interval=state.options.heartbeat_interval,
+        queue_size=state.options.stream_queue_size,
+    )
+    return _StreamResponse(stream)

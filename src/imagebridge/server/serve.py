@@ -1,0 +1,192 @@
+"""Serving the app with uvicorn: bind checks, graceful shutdown, activation lock.
+
+``run_server`` refuses unsafe starts before binding anything (a non-loopback bind needs a
+bearer token whose variable exists and is non-empty), then serves until SIGINT or SIGTERM:
+the listener stops accepting, in-flight requests get ``runtime.shutdown_grace_ms`` to
+finish, and the app's lifespan shuts the runtime and its providers down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+import uvicorn
+
+from imagebridge.config._net import parse_socket_address
+from imagebridge.config.loader import LoadedConfig
+from imagebridge.config.model import BridgeConfig
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.server.app import create_app
+from imagebridge.server.auth import read_bearer_token
+from imagebridge.server.state import ServerOptions
+from imagebridge.server.tracing import configure_logging
+
+__all__ = ["ListenAddress", "check_bind", "run_server", "uvicorn_config"]
+
+ListenAddress = tuple[str, int]
+
+
+def check_bind(config: BridgeConfig, bind: str, env: Mapping[str, str]) -> ListenAddress:
+    """Parse ``bind`` and refuse a non-loopback listener that has no bearer token."""
+    try:
+        address, port = parse_socket_address(bind)
+    except ValueError:
+        raise BridgeError(
+            ErrorCode.CONFIGURATION,
+            "bind address must be a numeric IP:PORT socket address",
+            details={"field": "server.bind"},
+        ) from None
+    if not address.is_loopback:
+        if config.server.bearer_token_env is None:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "a non-loopback bind requires server.bearer_token_env",
+                details={"field": "server.bearer_token_env", "issue": "required_for_remote_bind"},
+            )
+        read_bearer_token(config, env)  # raises when the variable is missing or empty
+    return str(address), port
+
+
+def uvicorn_config(app: Any, config: BridgeConfig) -> uvicorn.Config:
+    """Uvicorn settings derived from ``[server]`` and ``[runtime]``."""
+    server = config.server
+    return uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=max(1, config.runtime.shutdown_grace_ms // 1000),
+        # The header budget is enforced (431) by the app; h11 must not refuse first.
+        h11_max_incomplete_event_size=server.max_header_bytes * 4 + 16_384,
+    )
+
+
+class _Server(uvicorn.Server):
+    """Uvicorn that reports when it is serving and whose signals only request a stop.
+
+    Uvicorn's own handler re-raises the signal after shutdown; here a signal means
+    "drain and return", so ``run_server`` can return an exit code.
+    """
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and not self.should_exit:
+            self._on_ready()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self._request_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _request_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        self.should_exit = True
+
+
+@contextlib.contextmanager
+def _activation_lock(path: Path | None) -> Iterator[None]:
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    handle = open(path, "a+b")  # noqa: SIM115 - held for the whole serve
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BridgeError(
+                ErrorCode.OVERLOADED,
+                "another OAuth-active bridge slot holds the activation lock",
+                retryable=True,
+                details={"retry_after_ms": 1000},
+            ) from None
+        yield
+    finally:
+        handle.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise BridgeError(
+            ErrorCode.CONFIGURATION,
+            "could not bind the listener address",
+            details={"field": "server.bind", "errno": exc.errno},
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _default_announce(stream: IO[str]) -> Callable[[str], None]:
+    def announce(url: str) -> None:
+        print(f"listening on {url}", file=stream, flush=True)
+
+    return announce
+
+
+def run_server(
+    loaded: LoadedConfig,
+    *,
+    bind: str | None = None,
+    env: Mapping[str, str] | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> int:
+    """Serve until SIGINT/SIGTERM; return 0 after a graceful stop.
+
+    Refusals before serving (invalid configuration, unsafe bind, missing token, taken
+    activation lock, address in use) raise :class:`BridgeError` so the caller can render
+    them in its own output mode. ``announce`` receives the listening URL once the app
+    has started (default: ``listening on URL`` on stderr).
+    """
+    config = loaded.require_valid()
+    environ = os.environ if env is None else env
+    host, port = check_bind(config, bind or config.server.bind, environ)
+    with _activation_lock(config.server.activation_lock):
+        configure_logging(config.server.tracing.enabled)
+        sock = _listen(host, port)
+        actual_port = int(sock.getsockname()[1])
+        try:
+            app = create_app(
+                config,
+                origins=loaded.origins,
+                options=ServerOptions(listener=(host, actual_port), env=environ),
+            )
+            say = announce or _default_announce(sys.stderr)
+            server = _Server(uvicorn_config(app, config), lambda: say(_url(host, actual_port)))
+            server.run(sockets=[sock])
+        finally:
+            sock.close()
+    return 0

@@ -1,0 +1,93 @@
+"""What the routes share: the engine, the access policy, readiness, events and metrics.
+
+One :class:`BridgeState` per app, stored on ``app.state.bridge``. Tests reach the
+providers through :meth:`BridgeState.find_provider` (it looks through decorators such as
+fan-out), which is how a test proves that a client disconnect cancelled upstream work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from starlette.requests import Request
+
+from imagebridge.application import Application
+from imagebridge.config.loader import ConfigOrigin
+from imagebridge.config.model import BridgeConfig
+from imagebridge.engine.orchestrator import ImageRuntime
+from imagebridge.providers.base import Provider
+from imagebridge.server.auth import AccessPolicy
+from imagebridge.server.events import DEFAULT_EVENT_CAPACITY, OperatorEvents
+from imagebridge.server.metrics import BridgeMetrics
+from imagebridge.server.readiness import ReadinessMonitor
+
+__all__ = ["BridgeState", "ServerOptions", "bridge_state", "unwrap_provider"]
+
+P = TypeVar("P", bound=Provider)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    """Knobs that are not configuration keys: intervals (shortened by tests) and wiring."""
+
+    heartbeat_interval: float = 15.0
+    """Seconds of SSE idleness before a ``: heartbeat`` comment."""
+    stream_queue_size: int = 4
+    """SSE events buffered per stream before the provider is made to wait."""
+    readiness_interval: float = 30.0
+    readiness_timeout: float = 10.0
+    readiness_stale_after: float = 90.0
+    event_capacity: int = DEFAULT_EVENT_CAPACITY
+    diagnostics_timeout: float = 5.0
+    """Bound on each provider's optional ``diagnostics()`` hook."""
+    listener: tuple[str, int] | None = None
+    """The bound address, for diagnostics; ``None`` reports an embedded app."""
+    env: Mapping[str, str] | None = None
+    """Where the bearer token variable is read (default: the process environment)."""
+
+
+@dataclass(slots=True)
+class BridgeState:
+    config: BridgeConfig
+    application: Application
+    options: ServerOptions
+    access: AccessPolicy
+    readiness: ReadinessMonitor
+    events: OperatorEvents
+    metrics: BridgeMetrics | None
+    origins: list[ConfigOrigin] = field(default_factory=list)
+    jobs_enabled: bool = False
+
+    @property
+    def runtime(self) -> ImageRuntime:
+        return self.application.runtime
+
+    def providers(self) -> list[Provider]:
+        return self.runtime.registry.providers()
+
+    def find_provider(self, kind: type[P]) -> P | None:
+        """The first registered provider of ``kind``, looking through decorators."""
+        for provider in self.providers():
+            found = unwrap_provider(provider, kind)
+            if found is not None:
+                return found
+        return None
+
+
+def unwrap_provider(provider: object, kind: type[P]) -> P | None:
+    seen = 0
+    current: object | None = provider
+    while current is not None and seen < 8:
+        if isinstance(current, kind):
+            return current
+        current = getattr(current, "inner", None)
+        seen += 1
+    return None
+
+
+def bridge_state(request: Request) -> BridgeState:
+    state = request.app.state.bridge
+    assert isinstance(state, BridgeState)
+    return state

@@ -1,0 +1,161 @@
+"""Real uvicorn servers on 127.0.0.1 for black-box tests.
+
+``serve(*sets, providers=..., env=..., options=...)`` starts the app built from the mock-only
+configuration plus ``sets`` in a background thread, on a random loopback port, and stops
+it (gracefully, bounded) when the test ends. ``server.state`` is the app's
+:class:`BridgeState` — the test hook through which a test can look at provider doubles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from imagebridge.application import build_application
+from imagebridge.config import BridgeConfig, load_config
+from imagebridge.providers.base import Provider
+from imagebridge.server import ServerOptions, create_app
+from imagebridge.server.serve import uvicorn_config
+from imagebridge.server.state import BridgeState
+
+MOCK_ONLY = (
+    'default_provider="mock"',
+    "providers.codex_responses.enabled=false",
+    "providers.codex_app_server.enabled=false",
+)
+STARTUP_TIMEOUT_S = 10.0
+
+
+@dataclass
+class LiveServer:
+    url: str
+    port: int
+    state: BridgeState
+    server: uvicorn.Server
+    thread: threading.Thread
+    data_dir: Path
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        kwargs.setdefault("timeout", 30.0)
+        return httpx.Client(base_url=self.url, **kwargs)
+
+    def async_client(self, **kwargs: Any) -> httpx.AsyncClient:
+        kwargs.setdefault("timeout", 30.0)
+        return httpx.AsyncClient(base_url=self.url, **kwargs)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+        assert not self.thread.is_alive(), "server did not stop"
+
+
+ServeFactory = Callable[..., LiveServer]
+ProviderSpec = Sequence[Provider] | Callable[[BridgeConfig], Sequence[Provider]]
+"""Providers to register instead of the configured set, or a function building them."""
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, interval: float = 0.01) -> bool:
+    """Poll ``predicate`` until true or ``timeout`` (bounded; returns the last answer)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def start_server(
+    data_dir: Path,
+    sets: Sequence[str] = (),
+    *,
+    providers: ProviderSpec | None = None,
+    env: Mapping[str, str] | None = None,
+    options: ServerOptions | None = None,
+) -> LiveServer:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    environ = {"IMAGEGEN_BRIDGE_DATA_DIR": str(data_dir), **(env or {})}
+    loaded = load_config(env=environ, sets=[*MOCK_ONLY, *sets], cwd=data_dir)
+    config = loaded.config
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    options = dataclasses.replace(
+        options or ServerOptions(), listener=("127.0.0.1", port), env=environ
+    )
+    built = providers(config) if callable(providers) else providers
+    application = build_application(config, providers=built) if built else None
+    app = create_app(config, application=application, origins=loaded.origins, options=options)
+    server = uvicorn.Server(uvicorn_config(app, config))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    if not wait_for(lambda: server.started or not thread.is_alive(), STARTUP_TIMEOUT_S):
+        raise RuntimeError("server did not start")
+    if not server.started:
+        raise RuntimeError("server failed to start")
+    return LiveServer(
+        url=f"http://127.0.0.1:{port}",
+        port=port,
+        state=app.state.bridge,
+        server=server,
+        thread=thread,
+        data_dir=data_dir,
+    )
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[ServeFactory]:
+    started: list[LiveServer] = []
+
+    def factory(
+        *sets: str,
+        providers: ProviderSpec | None = None,
+        env: Mapping[str, str] | None = None,
+        options: ServerOptions | None = None,
+    ) -> LiveServer:
+        live = start_server(
+            tmp_path / f"server-{len(started)}",
+            sets,
+            providers=providers,
+            env=env,
+            options=options,
+        )
+        started.append(live)
+        return live
+
+    yield factory
+    for live in started:
+        live.stop()
+
+
+@pytest.fixture(scope="module")
+def serve_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeFactory]:
+    """Like ``serve``, but the servers live for the whole test module."""
+    root = tmp_path_factory.mktemp("servers")
+    started: list[LiveServer] = []
+
+    def factory(
+        *sets: str,
+        providers: ProviderSpec | None = None,
+        env: Mapping[str, str] | None = None,
+        options: ServerOptions | None = None,
+    ) -> LiveServer:
+        live = start_server(
+            root / f"server-{len(started)}", sets, providers=providers, env=env, options=options
+        )
+        started.append(live)
+        return live
+
+    yield factory
+    for live in started:
+        live.stop()

@@ -1,0 +1,68 @@
+"""Provider doubles for server tests (built on the engine's scriptable FakeProvider)."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+
+from PIL import Image
+
+from imagebridge.application import PROVIDER_FACTORIES
+from imagebridge.config import BridgeConfig
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.providers.base import Provider
+from tests.support.fakes import FakeProvider
+
+__all__ = [
+    "UnreadyProvider",
+    "codex_fake",
+    "mock_provider",
+    "png",
+    "png_b64",
+    "ready_provider",
+    "with_mock",
+]
+
+
+def png(width: int = 4, height: int = 4, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def png_b64(width: int = 4, height: int = 4) -> str:
+    return base64.b64encode(png(width, height)).decode()
+
+
+def ready_provider() -> FakeProvider:
+    """Like the original's test provider "ready": count 1–2, auto size, png, 1×1 output."""
+    return FakeProvider("ready")
+
+
+def codex_fake() -> FakeProvider:
+    """A ``codex-*`` named provider without mask support."""
+    return FakeProvider("codex-fake")
+
+
+class UnreadyProvider(FakeProvider):
+    async def check_ready(self) -> None:
+        raise BridgeError(
+            ErrorCode.AUTHENTICATION,
+            "credentials are missing",
+            details={"path": "/secret/home/.codex/auth.json", "retry_after_ms": 5},
+        )
+
+
+def mock_provider(config: BridgeConfig) -> Provider:
+    """The configured mock provider exactly as the application builds it (with fan-out)."""
+    return PROVIDER_FACTORIES["mock"](config)
+
+
+def with_mock(*others: Provider) -> object:
+    """A provider spec: the configured mock plus ``others``."""
+
+    def build(config: BridgeConfig) -> Sequence[Provider]:
+        return [mock_provider(config), *others]
+
+    return build

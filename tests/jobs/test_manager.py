@@ -11,14 +11,14 @@ import pytest
 from PIL import Image
 
 from imagebridge.contract import BridgeError, ErrorCode
-from imagebridge.contract.enums import ImageJobStatus
+from imagebridge.contract.enums import ImageJobStatus, OutputFormat
 from imagebridge.contract.events import CompletedEvent, PartialImageEvent, ProgressEvent
 from imagebridge.contract.jobs import ImageJobUpdate
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.jobs import TRIMMED_WARNING, JobManagerSettings, progress_stage
 from imagebridge.providers.base import ProviderContext
-from imagebridge.providers.mock import MockProvider
+from imagebridge.providers.mock import MockProvider, render_image
 from imagebridge.storage import SqliteJobStore
 from tests.jobs.conftest import (
     OTHER_SCOPE,
@@ -80,6 +80,16 @@ class BadPreviewMock(MockProvider):
     async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
         junk = base64.b64encode(b"definitely not an image").decode()
         await context.emit(PartialImageEvent(index=0, partial_index=0, b64_json=junk))
+        return await super().execute(request, context)
+
+
+class BurstPreviewMock(MockProvider):
+    """Emits three previews back to back, faster than progress can be written."""
+
+    async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+        preview = base64.b64encode(render_image("fox", 0, 8, 8, OutputFormat.PNG)).decode()
+        for index in range(3):
+            await context.emit(PartialImageEvent(index=0, partial_index=index, b64_json=preview))
         return await super().execute(request, context)
 
 
@@ -498,12 +508,26 @@ async def test_progress_follows_provider_events_in_order(make_bridge: BridgeFact
     )
     done = await bridge.settled(job.id)
     assert isinstance(bridge.store, RecordingStore)
-    assert bridge.store.stages == [
-        ("provider", 0),
-        ("provider_progress", 0),
-        ("partial_image", 1),
-    ]
+    # Events that arrive together are written once, with the latest stage.
+    written = bridge.store.stages
+    expected = [("provider", 0), ("provider_progress", 0), ("partial_image", 1)]
+    assert written[-1] == ("partial_image", 1)
+    assert written == [stage for stage in expected if stage in written]
+    assert ("provider_progress", 0) in written
     assert done.progress is not None and done.progress.stage == "completed"
+
+
+async def test_a_burst_of_previews_is_recorded_once_with_the_full_count(
+    make_bridge: BridgeFactory,
+) -> None:
+    bridge = await make_bridge(store_class=RecordingStore, providers=[BurstPreviewMock()])
+    job, _ = await bridge.manager.submit(SCOPE, image_request())
+    done = await bridge.settled(job.id)
+    assert done.progress is not None and done.progress.partial_images == 3
+    assert isinstance(bridge.store, RecordingStore)
+    # The mock's own started/progress events follow the burst: 5 events, fewer writes.
+    assert bridge.store.stages[-1] == ("provider_progress", 3)
+    assert len(bridge.store.stages) < 5
 
 
 def test_event_stage_mapping() -> None:

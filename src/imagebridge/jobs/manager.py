@@ -101,7 +101,9 @@ class _ProgressRelay:
     """Turns one job's provider events into progress rows and previews, off the provider.
 
     Events pass through a small buffer to a single consumer task, so a provider only waits
-    when progress falls :data:`EVENT_BUFFER` events behind. Failures are logged, never raised.
+    when progress falls :data:`EVENT_BUFFER` events behind. Events that arrive together are
+    recorded together: one progress write with the latest stage and count, and only the
+    newest preview decoded. Failures are logged, never raised.
     """
 
     def __init__(self, manager: JobManager, key: JobKey) -> None:
@@ -130,25 +132,29 @@ class _ProgressRelay:
 
     async def _consume(self) -> None:
         while True:
-            event = await self._queue.get()
-            if event is None:
+            batch = [await self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            events = [event for event in batch if event is not None]
+            if events:
+                try:
+                    await self._record(events)
+                except Exception:  # progress is best effort; the job itself goes on
+                    logger.exception("durable job progress handling failed")
+            if len(events) < len(batch):
                 return
-            try:
-                await self._handle(event)
-            except Exception:  # progress is best effort; the job itself goes on
-                logger.exception("durable job progress handling failed")
 
-    async def _handle(self, event: ProviderEventT) -> None:
+    async def _record(self, events: list[ProviderEventT]) -> None:
         manager, (scope, job_id) = self._manager, self._key
-        stage = progress_stage(event)
-        if isinstance(event, PartialImageEvent):
-            self.partial_images = min(self.partial_images + 1, 4_294_967_295)
-            await manager._previews.offer(self._key, event)
+        partials = [event for event in events if isinstance(event, PartialImageEvent)]
+        if partials:
+            self.partial_images = min(self.partial_images + len(partials), 4_294_967_295)
+            await manager._previews.offer(self._key, partials[-1])
         try:
             await manager._store.progress(
                 scope,
                 job_id,
-                stage=stage,
+                stage=progress_stage(events[-1]),
                 partial_images=self.partial_images,
                 now=manager._now(),
             )

@@ -11,6 +11,7 @@ from imagebridge.jobs.manager import JobManager, progress_stage
 from imagebridge.jobs.presets import PresetService, template_request, validate_template
 from imagebridge.jobs.previews import PartialPreview
 from imagebridge.jobs.query import JobQuery, job_query
+from imagebridge.jobs.services import JobServices
 from imagebridge.jobs.settings import JobManagerSettings
 from imagebridge.jobs.trimming import TRIMMED_WARNING
 
@@ -19,6 +20,7 @@ __all__ = [
     "JobManager",
     "JobManagerSettings",
     "JobQuery",
+    "JobServices",
     "PartialPreview",
     "PresetService",
     "job_query",

@@ -403,3 +403,22 @@ async def test_strict_unsupported_quality_has_one_attempt() -> None:
     assert caught.value.code is ErrorCode.UNSUPPORTED_CAPABILITY
     assert caught.value.field == "parameters.quality"
     assert len(caught.value.details["attempts"]) == 1
+
+
+async def test_events_reach_the_sink_and_completed_precedes_materialization() -> None:
+    from imagebridge.contract.events import CompletedEvent, PartialImageEvent
+
+    seen: list[str] = []
+
+    async def sink(event: Any) -> None:
+        seen.append(event.type)
+
+    runtime = make_runtime(
+        FakeProvider(caps={**ONE, "partial_images": {"min": 0, "max": 2}}, partials=1)
+    )
+    response = await runtime.execute(request(parameters={"partial_images": 1}), ctx(events=sink))
+    assert seen == [
+        PartialImageEvent.model_fields["type"].default,
+        CompletedEvent.model_fields["type"].default,
+    ]
+    assert len(response.data) == 1

@@ -26,6 +26,7 @@ from imagebridge.contract.enums import (
     RevisedPromptPolicy,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.events import CompletedEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse, Normalization, ProviderAttempt
 from imagebridge.engine.admission import AdmissionGate
@@ -494,6 +495,7 @@ class ImageRuntime:
             response.revised_prompt = None
         response.timings.provider_ms = provider_ms
         response.timings.queue_ms = queue_ms
+        await context.emit(CompletedEvent(response=response))  # provider done; materializing
         artifact_started = time.monotonic()
         materialized = await self._controlled(
             self.materializer.materialize(

@@ -1,17 +1,33 @@
 """Durable storage: jobs, presets and session bindings.
 
-The interfaces (``JobStore``, ``PresetStore``, ``SessionStore``) and their plain records live
-in :mod:`imagebridge.storage.base`; SQLite implements them here. Stores take and return
-JSON-ready data, so they never depend on the contract models.
+The interfaces (``JobStore``, ``PresetStore``, ``SessionStore``, ``SharedJobStore``) and their
+plain records live in :mod:`imagebridge.storage.base`; SQLite and PostgreSQL implement them.
+Stores take and return JSON-ready data, so they never depend on the contract models.
+
+Open stores with the factories (``open_job_store`` …): the location picks the backend, a path
+or ``sqlite:///path`` for SQLite, ``postgresql://…`` for PostgreSQL. The PostgreSQL classes
+are imported on first use, so SQLite works without the ``postgres`` extra (psycopg).
 """
 
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from imagebridge.contract.errors import ErrorCode
 from imagebridge.storage.base import (
     ACTIVE_ROW_RESERVE_BYTES,
+    DEFAULT_BUSY_TIMEOUT_MS,
     LEGACY_SCOPE,
     MAX_ERROR_JSON_BYTES,
+    MAX_PRESET_TEMPLATE_BYTES,
     MAX_RESULT_JSON_BYTES,
     ROW_OVERHEAD_BYTES,
     CreateResult,
+    JobEvent,
+    JobEventKind,
     JobIdentity,
     JobPage,
     JobRecord,
@@ -19,11 +35,13 @@ from imagebridge.storage.base import (
     JobStore,
     JobSummary,
     JobVisibility,
+    LeaseRenewal,
     PresetPage,
     PresetRecord,
     PresetStore,
     SchemaStatus,
     SessionStore,
+    SharedJobStore,
 )
 from imagebridge.storage.cursors import (
     decode_job_cursor,
@@ -32,8 +50,26 @@ from imagebridge.storage.cursors import (
     encode_preset_cursor,
 )
 from imagebridge.storage.jobs import SqliteJobStore, inspect_job_schema
+from imagebridge.storage.postgres_queue import SqliteSharedJobStore
+from imagebridge.storage.postgres_url import (
+    PostgresOptions,
+    is_postgres_url,
+    redact_url,
+    resolve_store_location,
+)
 from imagebridge.storage.presets import SqlitePresetStore, inspect_preset_schema
 from imagebridge.storage.sessions import SqliteSessionStore, inspect_session_schema
+
+if TYPE_CHECKING:
+    from imagebridge.storage.postgres_jobs import PostgresJobStore, inspect_postgres_job_schema
+    from imagebridge.storage.postgres_presets import (
+        PostgresPresetStore,
+        inspect_postgres_preset_schema,
+    )
+    from imagebridge.storage.postgres_sessions import (
+        PostgresSessionStore,
+        inspect_postgres_session_schema,
+    )
 
 __all__ = [
     "ACTIVE_ROW_RESERVE_BYTES",
@@ -42,6 +78,8 @@ __all__ = [
     "MAX_RESULT_JSON_BYTES",
     "ROW_OVERHEAD_BYTES",
     "CreateResult",
+    "JobEvent",
+    "JobEventKind",
     "JobIdentity",
     "JobPage",
     "JobRecord",
@@ -49,19 +87,179 @@ __all__ = [
     "JobStore",
     "JobSummary",
     "JobVisibility",
+    "LeaseRenewal",
+    "PostgresJobStore",
+    "PostgresOptions",
+    "PostgresPresetStore",
+    "PostgresSessionStore",
     "PresetPage",
     "PresetRecord",
     "PresetStore",
     "SchemaStatus",
     "SessionStore",
+    "SharedJobStore",
     "SqliteJobStore",
     "SqlitePresetStore",
     "SqliteSessionStore",
+    "SqliteSharedJobStore",
     "decode_job_cursor",
     "decode_preset_cursor",
     "encode_job_cursor",
     "encode_preset_cursor",
     "inspect_job_schema",
+    "inspect_postgres_job_schema",
+    "inspect_postgres_preset_schema",
+    "inspect_postgres_session_schema",
     "inspect_preset_schema",
     "inspect_session_schema",
+    "inspect_store_schema",
+    "is_postgres_url",
+    "open_job_store",
+    "open_preset_store",
+    "open_session_store",
+    "redact_url",
 ]
+
+_LAZY = {
+    "PostgresJobStore": "imagebridge.storage.postgres_jobs",
+    "inspect_postgres_job_schema": "imagebridge.storage.postgres_jobs",
+    "PostgresPresetStore": "imagebridge.storage.postgres_presets",
+    "inspect_postgres_preset_schema": "imagebridge.storage.postgres_presets",
+    "PostgresSessionStore": "imagebridge.storage.postgres_sessions",
+    "inspect_postgres_session_schema": "imagebridge.storage.postgres_sessions",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The PostgreSQL classes, imported (with psycopg) only when first asked for."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+# -- factories: the location picks the backend ---------------------------------------------
+
+_JOBS_LABEL = "durable job database"
+_PRESETS_LABEL = "preset database"
+_SESSIONS_LABEL = "session database"
+
+
+async def open_job_store(
+    location: str | os.PathLike[str],
+    *,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    max_result_bytes: int = MAX_RESULT_JSON_BYTES,
+    max_error_bytes: int = MAX_ERROR_JSON_BYTES,
+    postgres: PostgresOptions | None = None,
+) -> SharedJobStore:
+    """Open the job store at ``location``: a SQLite path / ``sqlite:///`` URL, or a
+    ``postgresql://`` URL. Either way the store is a :class:`SharedJobStore`."""
+    target = resolve_store_location(location, ErrorCode.INTERNAL, _JOBS_LABEL)
+    if isinstance(target, Path):
+        return await SqliteSharedJobStore.open(
+            target,
+            busy_timeout_ms=busy_timeout_ms,
+            max_result_bytes=max_result_bytes,
+            max_error_bytes=max_error_bytes,
+        )
+    from imagebridge.storage.postgres_jobs import PostgresJobStore
+
+    options = postgres or PostgresOptions()
+    return await PostgresJobStore.open(
+        target,
+        schema=options.schema,
+        busy_timeout_ms=busy_timeout_ms,
+        connect_timeout_s=options.connect_timeout_s,
+        pool_min_size=options.pool_min_size,
+        pool_max_size=options.pool_max_size,
+        max_result_bytes=max_result_bytes,
+        max_error_bytes=max_error_bytes,
+    )
+
+
+async def open_preset_store(
+    location: str | os.PathLike[str],
+    *,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    max_template_bytes: int = MAX_PRESET_TEMPLATE_BYTES,
+    postgres: PostgresOptions | None = None,
+) -> PresetStore:
+    """Open the preset store at ``location`` (SQLite path or URL, or PostgreSQL URL)."""
+    target = resolve_store_location(location, ErrorCode.INTERNAL, _PRESETS_LABEL)
+    if isinstance(target, Path):
+        return await SqlitePresetStore.open(
+            target, busy_timeout_ms=busy_timeout_ms, max_template_bytes=max_template_bytes
+        )
+    from imagebridge.storage.postgres_presets import PostgresPresetStore
+
+    options = postgres or PostgresOptions()
+    return await PostgresPresetStore.open(
+        target,
+        schema=options.schema,
+        busy_timeout_ms=busy_timeout_ms,
+        connect_timeout_s=options.connect_timeout_s,
+        pool_min_size=options.pool_min_size,
+        pool_max_size=options.pool_max_size,
+        max_template_bytes=max_template_bytes,
+    )
+
+
+async def open_session_store(
+    location: str | os.PathLike[str],
+    *,
+    provider: str,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    postgres: PostgresOptions | None = None,
+) -> SessionStore:
+    """Open ``provider``'s session bindings at ``location``; every failure is ``session``."""
+    target = resolve_store_location(location, ErrorCode.SESSION, _SESSIONS_LABEL)
+    if isinstance(target, Path):
+        return await SqliteSessionStore.open(
+            target, provider=provider, busy_timeout_ms=busy_timeout_ms
+        )
+    from imagebridge.storage.postgres_sessions import PostgresSessionStore
+
+    options = postgres or PostgresOptions()
+    return await PostgresSessionStore.open(
+        target,
+        provider=provider,
+        schema=options.schema,
+        busy_timeout_ms=busy_timeout_ms,
+        connect_timeout_s=options.connect_timeout_s,
+        pool_min_size=options.pool_min_size,
+        pool_max_size=options.pool_max_size,
+    )
+
+
+async def inspect_store_schema(
+    location: str | os.PathLike[str],
+    store: Literal["jobs", "presets", "sessions"],
+    *,
+    postgres: PostgresOptions | None = None,
+) -> SchemaStatus:
+    """Read-only: the schema version of one store at ``location`` (nothing is created)."""
+    code = ErrorCode.SESSION if store == "sessions" else ErrorCode.INTERNAL
+    label = {"jobs": _JOBS_LABEL, "presets": _PRESETS_LABEL, "sessions": _SESSIONS_LABEL}[store]
+    target = resolve_store_location(location, code, label)
+    if isinstance(target, Path):
+        inspect = {
+            "jobs": inspect_job_schema,
+            "presets": inspect_preset_schema,
+            "sessions": inspect_session_schema,
+        }[store]
+        return await inspect(target)
+    options = postgres or PostgresOptions()
+    if store == "jobs":
+        from imagebridge.storage.postgres_jobs import inspect_postgres_job_schema as pg_inspect
+    elif store == "presets":
+        from imagebridge.storage.postgres_presets import (
+            inspect_postgres_preset_schema as pg_inspect,
+        )
+    else:
+        from imagebridge.storage.postgres_sessions import (
+            inspect_postgres_session_schema as pg_inspect,
+        )
+    return await pg_inspect(
+        target, schema=options.schema, connect_timeout_s=options.connect_timeout_s
+    )

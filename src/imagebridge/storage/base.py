@@ -8,8 +8,9 @@ embedded implementation; a PostgreSQL backend implements the same protocols.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -27,6 +28,8 @@ __all__ = [
     "MAX_RESULT_JSON_BYTES",
     "ROW_OVERHEAD_BYTES",
     "CreateResult",
+    "JobEvent",
+    "JobEventKind",
     "JobIdentity",
     "JobPage",
     "JobRecord",
@@ -35,11 +38,13 @@ __all__ = [
     "JobSummary",
     "JobVisibility",
     "JsonInput",
+    "LeaseRenewal",
     "PresetPage",
     "PresetRecord",
     "PresetStore",
     "SchemaStatus",
     "SessionStore",
+    "SharedJobStore",
 ]
 
 ACTIVE_ROW_RESERVE_BYTES = 262_144
@@ -299,6 +304,85 @@ class JobStore(Protocol):
     async def healthy(self) -> bool: ...
 
     async def close(self) -> None: ...
+
+
+# -- the shared queue (several bridge instances on one store) ---------------------------------
+
+
+class JobEventKind(StrEnum):
+    """What a job notification announces to the other instances sharing a store."""
+
+    QUEUED = "queued"
+    """New work exists: idle instances should call ``claim_next``."""
+    CANCEL_REQUESTED = "cancel_requested"
+    """The instance running the job should cancel it (the flag itself is durable)."""
+    PROGRESS = "progress"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One notification: a hint to look at the durable row, never a source of truth."""
+
+    kind: JobEventKind
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRenewal:
+    """What a heartbeat found: leases it extended, and which of those jobs should stop.
+
+    A job the caller asked about that is not in ``renewed`` is no longer this instance's
+    (finished, or its lease expired and it was marked interrupted): stop working on it.
+    """
+
+    renewed: frozenset[str]
+    cancel_requested: frozenset[str]
+
+
+@runtime_checkable
+class SharedJobStore(JobStore, Protocol):
+    """A job store several bridge instances can share as one queue.
+
+    Each job records the provider its request routes to (``create(provider=...)``); an
+    instance claims the oldest queued job for one of its providers with :meth:`claim_next`
+    and holds it under a lease it renews with :meth:`heartbeat`. A running job whose lease
+    ran out is marked ``interrupted`` by :meth:`expire_leases`, never run again, exactly like
+    ``recover_interrupted`` does at a single instance's restart. Notifications
+    (:meth:`notify_job_event`, :meth:`subscribe`) only wake instances early; the durable rows
+    (``cancel_requested``, statuses, leases) stay the source of truth.
+    """
+
+    async def create(
+        self,
+        scope: str,
+        job_id: str,
+        request_json: JsonInput,
+        prompt: str,
+        *,
+        submission_key: str | None = None,
+        fingerprint: str | None = None,
+        now: int,
+        max_pending: int,
+        max_database_bytes: int,
+        provider: str | None = None,
+    ) -> CreateResult: ...
+
+    async def claim_next(
+        self, instance_id: str, providers: Sequence[str], *, now: int, lease_secs: int
+    ) -> JobRecord | None: ...
+
+    async def heartbeat(
+        self, instance_id: str, job_ids: Sequence[str], *, now: int, lease_secs: int
+    ) -> LeaseRenewal: ...
+
+    async def expire_leases(self, *, now: int) -> int: ...
+
+    async def instance_counts(self) -> dict[str, int]: ...
+
+    async def notify_job_event(self, kind: JobEventKind | str, job_id: str) -> None: ...
+
+    def subscribe(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[JobEvent]]: ...
 
 
 # -- presets ---------------------------------------------------------------------------------

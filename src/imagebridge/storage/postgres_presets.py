@@ -1,0 +1,257 @@
+"""Named request templates in PostgreSQL (runtime.md §4b, api.md §9).
+
+Same rules, errors and paging as :class:`~imagebridge.storage.presets.SqlitePresetStore`:
+presets are global, names order bytewise (``COLLATE "C"``) whatever the database collation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from typing import Any, Self
+
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.storage.base import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    DEFAULT_PAGE_LIMIT,
+    MAX_PRESET_TEMPLATE_BYTES,
+    JsonInput,
+    PresetPage,
+    PresetRecord,
+    SchemaStatus,
+)
+from imagebridge.storage.cursors import decode_preset_cursor, encode_preset_cursor
+from imagebridge.storage.postgres import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_POOL_MAX_SIZE,
+    DEFAULT_POOL_MIN_SIZE,
+    DEFAULT_SCHEMA,
+    Connection,
+    PgMigration,
+    PgSchema,
+    PostgresDatabase,
+    inspect_postgres_schema,
+    missing_objects,
+)
+from imagebridge.storage.rules import (
+    check_count,
+    check_description,
+    check_limit,
+    check_preset_name,
+    check_timestamp,
+    prepare_template,
+    preset_not_found,
+)
+
+__all__ = ["PRESET_PG_SCHEMA", "PostgresPresetStore", "inspect_postgres_preset_schema"]
+
+_LABEL = "preset database"
+_CODE = ErrorCode.INTERNAL
+_COLUMNS = "name, description, template_json, created_at, updated_at"
+
+
+async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
+    missing = await missing_objects(
+        conn, schema.strip('"'), ("image_presets", "image_presets_updated_idx")
+    )
+    if "image_presets" in missing:
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {schema}.image_presets ("
+            'name text COLLATE "C" PRIMARY KEY, '
+            "description text, "
+            "template_json text NOT NULL, "
+            "created_at bigint NOT NULL, "
+            "updated_at bigint NOT NULL)"
+        )
+    if "image_presets_updated_idx" in missing:
+        await conn.execute(
+            "CREATE INDEX IF NOT EXISTS image_presets_updated_idx "
+            f"ON {schema}.image_presets (updated_at DESC, name)"
+        )
+
+
+PRESET_PG_SCHEMA = PgSchema(component="presets", migrations=(PgMigration(1, _migrate_v1),))
+
+
+def _record(row: tuple[Any, ...]) -> PresetRecord:
+    name, description, template_json, created_at, updated_at = row
+    return PresetRecord(
+        name=name,
+        description=description,
+        template_json=template_json,
+        created_at=int(created_at),
+        updated_at=int(updated_at),
+    )
+
+
+class PostgresPresetStore:
+    """:class:`~imagebridge.storage.base.PresetStore` over one PostgreSQL schema."""
+
+    def __init__(self, database: PostgresDatabase, *, max_template_bytes: int) -> None:
+        self._db = database
+        self._max_template_bytes = max_template_bytes
+        self._t = database.table("image_presets")
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
+        pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
+        max_template_bytes: int = MAX_PRESET_TEMPLATE_BYTES,
+    ) -> Self:
+        check_count(max_template_bytes, "max_template_bytes")
+        database = await PostgresDatabase.open(
+            url,
+            schema=schema,
+            pg_schema=PRESET_PG_SCHEMA,
+            code=_CODE,
+            label=_LABEL,
+            busy_timeout_ms=busy_timeout_ms,
+            connect_timeout_s=connect_timeout_s,
+            pool_min_size=pool_min_size,
+            pool_max_size=pool_max_size,
+        )
+        return cls(database, max_template_bytes=max_template_bytes)
+
+    @property
+    def schema(self) -> str:
+        return self._db.schema
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def _fetch(self, conn: Connection, name: str, *, lock: bool) -> PresetRecord | None:
+        cursor = await conn.execute(
+            f"SELECT {_COLUMNS} FROM {self._t} WHERE name = %s"  # noqa: S608
+            + (" FOR UPDATE" if lock else ""),
+            (name,),
+        )
+        row = await cursor.fetchone()
+        return None if row is None else _record(row)
+
+    async def create(
+        self, name: str, *, description: str | None, template_json: JsonInput, now: int
+    ) -> PresetRecord:
+        """Store a new preset (``created == updated``); an existing name is a conflict."""
+        check_preset_name(name)
+        check_description(description)
+        check_timestamp(now)
+        template = await asyncio.to_thread(
+            prepare_template, template_json, self._max_template_bytes
+        )
+
+        async def operation(conn: Connection) -> PresetRecord:
+            cursor = await conn.execute(
+                f"INSERT INTO {self._t} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
+                "ON CONFLICT (name) DO NOTHING",
+                (name, description, template, now, now),
+            )
+            if cursor.rowcount != 1:
+                raise BridgeError(
+                    ErrorCode.IDEMPOTENCY_CONFLICT,
+                    "a preset with this name already exists",
+                    details={"field": "name", "resource": "preset"},
+                )
+            return PresetRecord(name, description, template, now, now)
+
+        return await self._db.run(operation)
+
+    async def get(self, name: str) -> PresetRecord:
+        check_preset_name(name)
+
+        async def operation(conn: Connection) -> PresetRecord:
+            record = await self._fetch(conn, name, lock=False)
+            if record is None:
+                raise preset_not_found()
+            return record
+
+        return await self._db.run(operation)
+
+    async def replace(
+        self, name: str, *, description: str | None, template_json: JsonInput, now: int
+    ) -> PresetRecord:
+        """Full replace: keeps ``created``, sets ``updated``; ``None`` clears the description."""
+        check_preset_name(name)
+        check_description(description)
+        check_timestamp(now)
+        template = await asyncio.to_thread(
+            prepare_template, template_json, self._max_template_bytes
+        )
+
+        async def operation(conn: Connection) -> PresetRecord:
+            existing = await self._fetch(conn, name, lock=True)
+            if existing is None:
+                raise preset_not_found()
+            stamp = max(now, existing.updated_at)
+            await conn.execute(
+                f"UPDATE {self._t} SET description = %s, template_json = %s, "  # noqa: S608
+                "updated_at = %s WHERE name = %s",
+                (description, template, stamp, name),
+            )
+            return PresetRecord(name, description, template, existing.created_at, stamp)
+
+        return await self._db.run(operation)
+
+    async def delete(self, name: str) -> None:
+        check_preset_name(name)
+
+        async def operation(conn: Connection) -> None:
+            cursor = await conn.execute(
+                f"DELETE FROM {self._t} WHERE name = %s",  # noqa: S608
+                (name,),
+            )
+            if cursor.rowcount == 0:
+                raise preset_not_found()
+
+        await self._db.run(operation)
+
+    async def list(
+        self, *, cursor: str | None = None, limit: int = DEFAULT_PAGE_LIMIT
+    ) -> PresetPage:
+        """Presets by name after the exclusive ``cursor``; ``next_cursor`` only if more follow."""
+        after = None if cursor is None else decode_preset_cursor(cursor)
+        check_limit(limit)
+
+        async def operation(conn: Connection) -> PresetPage:
+            if after is None:
+                result = await conn.execute(
+                    f"SELECT {_COLUMNS} FROM {self._t} ORDER BY name LIMIT %s",  # noqa: S608
+                    (limit + 1,),
+                )
+            else:
+                result = await conn.execute(
+                    f"SELECT {_COLUMNS} FROM {self._t} WHERE name > %s "  # noqa: S608
+                    "ORDER BY name LIMIT %s",
+                    (after, limit + 1),
+                )
+            rows = await result.fetchall()
+            items: builtins.list[PresetRecord] = [_record(row) for row in rows[:limit]]
+            next_cursor = encode_preset_cursor(items[-1].name) if len(rows) > limit else None
+            return PresetPage(items=items, next_cursor=next_cursor)
+
+        return await self._db.run(operation)
+
+
+async def inspect_postgres_preset_schema(
+    url: str, *, schema: str = DEFAULT_SCHEMA, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+) -> SchemaStatus:
+    """Read-only: the preset schema version in ``schema`` (nothing is created)."""
+    return await inspect_postgres_schema(
+        url,
+        PRESET_PG_SCHEMA,
+        schema=schema,
+        code=_CODE,
+        label=_LABEL,
+        connect_timeout_s=connect_timeout_s,
+    )

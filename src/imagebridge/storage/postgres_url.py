@@ -1,0 +1,132 @@
+"""Where a store lives: a SQLite path or a PostgreSQL URL, told apart without psycopg.
+
+The store factories (:func:`imagebridge.storage.open_job_store` …) read a location with
+:func:`resolve_store_location`, so a bridge installed without the ``postgres`` extra still
+opens SQLite stores. A URL may carry a password: show it only through :func:`redact_url`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from imagebridge.contract.errors import BridgeError, ErrorCode
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_POOL_MAX_SIZE",
+    "DEFAULT_POOL_MIN_SIZE",
+    "DEFAULT_SCHEMA",
+    "PostgresOptions",
+    "check_schema_name",
+    "is_postgres_url",
+    "redact_url",
+    "resolve_store_location",
+]
+
+DEFAULT_SCHEMA = "imagebridge"
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+DEFAULT_POOL_MIN_SIZE = 1
+DEFAULT_POOL_MAX_SIZE = 5
+
+_POSTGRES_SCHEMES = ("postgresql", "postgres")
+_URL_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,47}")
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresOptions:
+    """How to use a PostgreSQL store; ignored when the location is a SQLite path.
+
+    ``schema`` holds every table (one schema may serve jobs, presets and sessions; several
+    deployments may share a database under different schemas). The pool keeps between
+    ``pool_min_size`` and ``pool_max_size`` connections per store; connecting and waiting
+    for a pooled connection each give up after ``connect_timeout_s``.
+    """
+
+    schema: str = DEFAULT_SCHEMA
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    pool_min_size: int = DEFAULT_POOL_MIN_SIZE
+    pool_max_size: int = DEFAULT_POOL_MAX_SIZE
+
+
+def is_postgres_url(value: object) -> bool:
+    """Whether ``value`` is a ``postgresql://`` (or ``postgres://``) connection URL."""
+    if not isinstance(value, str):
+        return False
+    match = _URL_PREFIX.match(value)
+    return match is not None and match.group(1).lower() in _POSTGRES_SCHEMES
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password (in the user part or a ``password=`` query) as ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://***"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hosts = netloc.rpartition("@")
+        user, sep, _ = userinfo.partition(":")
+        netloc = f"{user}{':***' if sep else ''}@{hosts}"
+    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def check_schema_name(schema: object, code: ErrorCode = ErrorCode.CONFIGURATION) -> str:
+    """A plain lower-case identifier of at most 48 characters, not starting with ``pg_``."""
+    if (
+        not isinstance(schema, str)
+        or _SCHEMA_NAME.fullmatch(schema) is None
+        or schema.startswith("pg_")
+    ):
+        raise BridgeError(
+            code,
+            "PostgreSQL schema names are 1-48 lower-case letters, digits or '_', start with a "
+            "letter or '_' and do not start with 'pg_'",
+            details={"field": "schema"},
+        )
+    return schema
+
+
+def resolve_store_location(
+    location: str | os.PathLike[str], code: ErrorCode, label: str
+) -> str | Path:
+    """A PostgreSQL URL (returned as is) or the SQLite file a location names.
+
+    Accepted: a filesystem path; ``sqlite:///relative/path`` or ``sqlite:////absolute/path``
+    (SQLAlchemy's spelling: three slashes, then the path); ``postgresql://…`` or
+    ``postgres://…``. Any other URL scheme, an empty location, a SQLite URL with a host or a
+    query, and SQLite's in-memory database (not durable) are refused with ``code``.
+    """
+    if isinstance(location, os.PathLike):
+        path = os.fspath(location)
+        if not isinstance(path, str) or not path:
+            raise BridgeError(code, f"{label} location must be a path or a URL")
+        return Path(path)
+    if not isinstance(location, str) or not location.strip():
+        raise BridgeError(code, f"{label} location must be a path or a URL")
+    match = _URL_PREFIX.match(location)
+    if match is None:
+        return Path(location)
+    scheme = match.group(1).lower()
+    if scheme in _POSTGRES_SCHEMES:
+        return location
+    if scheme != "sqlite":
+        raise BridgeError(
+            code,
+            f"{label} URL scheme must be sqlite or postgresql",
+            details={"scheme": scheme[:32]},
+        )
+    rest = location[match.end() :]
+    if not rest.startswith("/") or "?" in rest or "#" in rest:
+        raise BridgeError(
+            code, f"{label} SQLite URL must be sqlite:///<path> without a host or query"
+        )
+    path = rest[1:]
+    if not path or path == ":memory:":
+        raise BridgeError(code, f"{label} SQLite URL must name a database file")
+    return Path(path)

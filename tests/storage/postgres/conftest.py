@@ -1,0 +1,129 @@
+"""Fixtures for running store tests on PostgreSQL, and on both backends side by side.
+
+* ``pg_job_store`` / ``pg_preset_store``: open stores on the session's test server, each test
+  in its own schema.
+* ``postgres_at_paths``: makes the existing SQLite test modules run on PostgreSQL unchanged.
+  Their tests open stores by path (``SqliteJobStore.open(db_path)``); within one test this
+  fixture swaps those names for openers that map each path to its own schema, so a reopened
+  path is the same database, as with SQLite. Nothing is duplicated: the PostgreSQL suites
+  import the very same test functions.
+* ``shared_backend`` / ``open_shared``: the new shared-queue tests, once per backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from imagebridge.storage import (
+    PostgresJobStore,
+    PostgresPresetStore,
+    PostgresSessionStore,
+    SharedJobStore,
+    SqliteSharedJobStore,
+)
+from tests.support.postgres import postgres_schema, postgres_server, postgres_url
+
+__all__ = ["postgres_schema", "postgres_server", "postgres_url"]
+
+OpenShared = Callable[[], Awaitable[SharedJobStore]]
+
+
+@pytest.fixture
+async def pg_job_store(postgres_url: str, postgres_schema: str) -> AsyncIterator[PostgresJobStore]:
+    store = await PostgresJobStore.open(postgres_url, schema=postgres_schema)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@dataclass
+class _OpenAtPath:
+    """Stands in for a SQLite store class: ``open(path, **options)`` opens PostgreSQL."""
+
+    store_class: Any
+    url: str
+    prefix: str
+
+    def schema_for(self, path: str | os.PathLike[str]) -> str:
+        # Deterministic, so threads reopening one path agree without a lock.
+        digest = hashlib.sha256(os.fspath(path).encode()).hexdigest()[:16]
+        return f"{self.prefix}_{digest}"
+
+    async def open(self, path: str | os.PathLike[str], **options: Any) -> Any:
+        return await self.store_class.open(self.url, schema=self.schema_for(path), **options)
+
+
+@pytest.fixture
+def postgres_at_paths(
+    monkeypatch: pytest.MonkeyPatch, postgres_url: str, postgres_schema: str
+) -> Callable[[ModuleType], None]:
+    """``patch(module)`` makes that test module's SQLite store names open PostgreSQL."""
+    openers = {
+        "SqliteJobStore": _OpenAtPath(PostgresJobStore, postgres_url, postgres_schema),
+        "SqlitePresetStore": _OpenAtPath(PostgresPresetStore, postgres_url, postgres_schema),
+        "SqliteSessionStore": _OpenAtPath(PostgresSessionStore, postgres_url, postgres_schema),
+    }
+
+    def patch(module: ModuleType) -> None:
+        for name, opener in openers.items():
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, opener)
+
+    return patch
+
+
+# -- both backends ---------------------------------------------------------------------------
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def shared_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def open_shared(
+    shared_backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[OpenShared]:
+    """Each call opens one more store (one more "instance") on the same database."""
+    opened: list[SharedJobStore] = []
+    if shared_backend == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        schema = request.getfixturevalue("postgres_schema")
+
+        async def open_store() -> SharedJobStore:
+            store = await PostgresJobStore.open(url, schema=schema)
+            opened.append(store)
+            return store
+
+    else:
+        path = tmp_path / "jobs.sqlite3"
+
+        async def open_store() -> SharedJobStore:
+            store = await SqliteSharedJobStore.open(path, event_poll_interval_s=0.01)
+            opened.append(store)
+            return store
+
+    try:
+        yield open_store
+    finally:
+        for store in opened:
+            await store.close()
+
+
+@pytest.fixture
+async def shared_store(open_shared: OpenShared) -> SharedJobStore:
+    return await open_shared()

@@ -25,6 +25,11 @@ from imagebridge.engine.orchestrator import GateLimits, ImageRuntime, RuntimeSet
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.validation import RequestLimits
 from imagebridge.providers.base import Provider
+from imagebridge.providers.codex_factory import (
+    CodexBuild,
+    build_codex_images,
+    build_codex_responses,
+)
 from imagebridge.providers.mock import MockProvider, MockSettings
 from imagebridge.providers.openai_factory import build_openai_provider, is_openai_provider
 
@@ -116,9 +121,27 @@ def _openai_family(name: str) -> ProviderFactory:
     return factory
 
 
+def _codex(build: Callable[[BridgeConfig], CodexBuild]) -> ProviderFactory:
+    """``codex-responses`` or ``codex-images`` (native count 1, so fan-out wrapped)."""
+
+    def factory(config: BridgeConfig) -> Provider:
+        built = build(config)
+        return _with_fanout(
+            built.provider,
+            built.native_count,
+            built.max_outputs,
+            built.max_parallel_outputs,
+            config,
+        )
+
+    return factory
+
+
 PROVIDER_FACTORIES: dict[str, ProviderFactory] = {
     "mock": _mock,
     "openai": _openai_family("openai"),
+    "codex-responses": _codex(build_codex_responses),
+    "codex-images": _codex(build_codex_images),
 }
 """Registered provider name → factory. Transports add themselves here."""
 

@@ -14,12 +14,13 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
 import httpx
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers.codex_auth import CredentialsLoader, load_codex_credentials_async
+from imagebridge.providers.codex_http import read_limited
 from imagebridge.providers.codex_wire import (
     MAX_ERROR_BODY_BYTES,
     ORIGINATOR,
@@ -47,6 +48,9 @@ DEFAULT_QUOTA_CACHE_MS: Final = 30_000
 DEFAULT_ERROR_CACHE_MS: Final = 5_000
 DEFAULT_USAGE_TIMEOUT_S: Final = 10.0
 MAX_USAGE_BODY_BYTES: Final = 1024 * 1024
+
+HttpClientSource: TypeAlias = httpx.AsyncClient | Callable[[], httpx.AsyncClient]
+"""A client, or a function returning the client to use now (one per event loop)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +80,7 @@ class CodexQuotaClient:
 
     def __init__(
         self,
-        http_client: httpx.AsyncClient,
+        http_client: HttpClientSource,
         usage_url: str,
         cache_ms: int = DEFAULT_QUOTA_CACHE_MS,
         credentials_loader: CredentialsLoader = load_codex_credentials_async,
@@ -105,7 +109,7 @@ class CodexQuotaClient:
     @classmethod
     def for_endpoint(
         cls,
-        http_client: httpx.AsyncClient,
+        http_client: HttpClientSource,
         responses_endpoint: str,
         *,
         usage_url: str | None = None,
@@ -191,15 +195,16 @@ class CodexQuotaClient:
         headers["Accept"] = "application/json"
         try:
             async with asyncio.timeout(self._timeout_s):
-                request = self._http.build_request("GET", self._url, headers=headers)
-                response = await self._http.send(request, stream=True, follow_redirects=False)
+                http = self._http() if callable(self._http) else self._http
+                request = http.build_request("GET", self._url, headers=headers)
+                response = await http.send(request, stream=True, follow_redirects=False)
                 try:
                     limit = (
                         self._max_body_bytes
                         if response.is_success
                         else min(self._max_body_bytes, MAX_ERROR_BODY_BYTES)
                     )
-                    body, overflow = await _read_limited(response, limit)
+                    body, overflow = await read_limited(response, limit)
                 finally:
                     await response.aclose()
         except TimeoutError:
@@ -230,18 +235,6 @@ class CodexQuotaClient:
         if from_headers is not None and from_headers.plan_type and not snapshot.plan_type:
             snapshot = replace(snapshot, plan_type=from_headers.plan_type)
         return snapshot
-
-
-async def _read_limited(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """At most ``limit`` bytes of the body, and whether more were there."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            return b"".join(chunks)[:limit], True
-    return b"".join(chunks), False
 
 
 def _usage_error(code: ErrorCode, message: str, *, retryable: bool = False) -> BridgeError:

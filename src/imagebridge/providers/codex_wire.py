@@ -79,6 +79,7 @@ __all__ = [
     "sanitize_upstream_code",
     "stream_failure_error",
     "transport_error",
+    "upstream_request_id",
     "wrap_prompt",
 ]
 
@@ -1182,6 +1183,12 @@ def _incomplete_reason(response: Mapping[str, Any]) -> str | None:
     if isinstance(details, Mapping) and isinstance(details.get("reason"), str):
         return str(details["reason"])
     return None
+
+
+def upstream_request_id(headers: Mapping[str, str]) -> str | None:
+    """The backend's request id from an answer's headers, if it has a safe shape."""
+    lowered = {str(key).lower(): str(value) for key, value in headers.items()}
+    return _request_id(lowered)
 
 
 def _request_id(headers: Mapping[str, str]) -> str | None:

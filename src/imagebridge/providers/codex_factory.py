@@ -1,0 +1,115 @@
+"""Configuration → the two Codex HTTP providers (used only by :mod:`imagebridge.application`).
+
+``[providers.codex_responses]`` builds ``codex-responses``; ``[providers.codex_images]``
+builds ``codex-images``, which shares the Responses table's transient-retry and quota
+settings (its own table has none). Inputs are loaded under ``inputs.local_roots`` and the
+``inputs.remote`` policy; every image bound comes from ``artifacts``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.inspect import ImageLimits
+from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
+from imagebridge.config.model import BridgeConfig
+from imagebridge.providers.base import Provider
+from imagebridge.providers.codex_images import CodexImagesOptions, CodexImagesProvider
+from imagebridge.providers.codex_inputs import InputLoaderFactory
+from imagebridge.providers.codex_responses import CodexResponsesOptions, CodexResponsesProvider
+
+__all__ = ["CodexBuild", "build_codex_images", "build_codex_responses", "codex_input_loader"]
+
+
+@dataclass(frozen=True, slots=True)
+class CodexBuild:
+    """A built provider plus what the fan-out decorator needs to wrap it."""
+
+    provider: Provider
+    max_outputs: int
+    max_parallel_outputs: int
+    native_count: int = 1
+
+
+def _image_limits(config: BridgeConfig) -> ImageLimits:
+    image = config.artifacts.image
+    return ImageLimits(
+        max_encoded_bytes=image.max_encoded_bytes,
+        max_edge=image.max_edge,
+        max_pixels=image.max_pixels,
+        max_decode_alloc=image.max_decode_alloc,
+    )
+
+
+def codex_input_loader(config: BridgeConfig) -> InputLoaderFactory:
+    """A loader factory: the loader (which checks the roots) is built on first use."""
+    limits = _image_limits(config)
+    inputs = config.inputs
+    remote = inputs.remote
+    max_inline = config.runtime.request.max_inline_encoded_bytes
+    built: list[InputLoader] = []
+
+    def loader() -> InputLoader:
+        if not built:
+            policy = RemoteFetchPolicy(
+                enabled=remote.enabled,
+                allowed_hosts=frozenset(remote.allowed_hosts),
+                allowed_ports=frozenset(remote.allowed_ports),
+                allow_private_networks=remote.allow_private_networks,
+                max_redirects=remote.max_redirects,
+                timeout_ms=remote.timeout_ms,
+                max_url_bytes=remote.max_url_bytes,
+                max_bytes=limits.max_encoded_bytes,
+            )
+            built.append(
+                InputLoader(
+                    inputs.local_roots,
+                    limits,
+                    remote=RemoteImageFetcher(policy, limits),
+                    max_inline_encoded_bytes=max_inline,
+                )
+            )
+        return built[0]
+
+    return loader
+
+
+def build_codex_responses(config: BridgeConfig) -> CodexBuild:
+    table = config.providers.codex_responses
+    options = CodexResponsesOptions(
+        endpoint=table.endpoint,
+        usage_endpoint=table.usage_endpoint_value,
+        responses_model=table.responses_model,
+        image_model=table.image_model,
+        max_transient_attempts=table.max_transient_attempts,
+        transient_retry_backoff_ms=table.transient_retry_backoff_ms,
+        quota_cache_ms=table.quota_cache_ms,
+        max_base64_chars=config.artifacts.max_base64_chars,
+        image_limits=_image_limits(config),
+    )
+    return CodexBuild(
+        provider=CodexResponsesProvider(options, inputs=codex_input_loader(config)),
+        max_outputs=table.max_outputs,
+        max_parallel_outputs=table.max_parallel_outputs_value,
+    )
+
+
+def build_codex_images(config: BridgeConfig) -> CodexBuild:
+    table = config.providers.codex_images
+    shared = config.providers.codex_responses
+    options = CodexImagesOptions(
+        base_url=table.base_url,
+        model=table.model,
+        max_transient_attempts=shared.max_transient_attempts,
+        transient_retry_backoff_ms=shared.transient_retry_backoff_ms,
+        quota_cache_ms=shared.quota_cache_ms,
+        max_base64_chars=config.artifacts.max_base64_chars,
+        max_response_bytes=config.artifacts.max_response_bytes,
+        image_limits=_image_limits(config),
+    )
+    return CodexBuild(
+        provider=CodexImagesProvider(options, inputs=codex_input_loader(config)),
+        max_outputs=table.max_outputs,
+        max_parallel_outputs=table.max_parallel_outputs_value,
+    )

@@ -1,0 +1,79 @@
+"""Emulated shape hints for the Codex backend (``aspect_ratio``, ``resolution``, sizes).
+
+The subscription backend largely ignores the ``size`` it is sent and follows the prompt
+text instead: a line naming the aspect ratio gives that shape (peers-and-users.md §1.2).
+So an aspect ratio becomes one short sentence after the prompt, and for the Responses
+tool it also picks the closest size the tool accepts, within the resolution tier asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Final
+
+from imagebridge.contract.enums import Resolution
+from imagebridge.contract.request import parse_aspect_ratio, parse_size
+
+__all__ = ["aspect_line", "ratio_of_size", "size_for_hints", "with_aspect_line"]
+
+_TIER_LONG_EDGE: Final = {Resolution.ONE_K: 1536, Resolution.TWO_K: 2048, Resolution.FOUR_K: 4096}
+
+
+def aspect_line(width: int, height: int) -> str:
+    return f"Aspect ratio: {width}:{height}."
+
+
+def with_aspect_line(prompt: str, ratio: tuple[int, int] | None) -> str:
+    """``prompt`` followed by the aspect sentence (unchanged when ``ratio`` is ``None``)."""
+    if ratio is None:
+        return prompt
+    return f"{prompt}\n\n{aspect_line(*ratio)}"
+
+
+def ratio_of_size(size: str) -> tuple[int, int] | None:
+    """``"1536x1024"`` → ``(3, 2)``; ``"auto"`` → ``None``."""
+    dims = parse_size(size)
+    if dims is None:
+        return None
+    divisor = math.gcd(*dims)
+    return dims[0] // divisor, dims[1] // divisor
+
+
+def _tier(size: str) -> Resolution:
+    dims = parse_size(size)
+    assert dims is not None
+    long_edge = max(dims)
+    for tier, limit in _TIER_LONG_EDGE.items():
+        if long_edge <= limit:
+            return tier
+    return Resolution.FOUR_K
+
+
+def size_for_hints(
+    aspect_ratio: str | None, resolution: Resolution | None, allowed: Sequence[str]
+) -> str | None:
+    """The allowed size closest to the hinted shape, or ``None`` when nothing is hinted.
+
+    The tier is the requested resolution (else 1k); a model without that tier uses its
+    largest one. Within the tier the size whose aspect ratio is nearest (on a log scale)
+    wins; ties go to the first size in sorted order.
+    """
+    if (aspect_ratio is None and resolution is None) or not allowed:
+        return None
+    width, height = parse_aspect_ratio(aspect_ratio) if aspect_ratio is not None else (1, 1)
+    wanted_tier = resolution or Resolution.ONE_K
+    tiers = {size: _tier(size) for size in allowed}
+    candidates = sorted(size for size, tier in tiers.items() if tier is wanted_tier)
+    if not candidates:
+        order = list(_TIER_LONG_EDGE)
+        best = max(tiers.values(), key=order.index)
+        candidates = sorted(size for size, tier in tiers.items() if tier is best)
+    target = math.log(width / height)
+
+    def distance(size: str) -> float:
+        dims = parse_size(size)
+        assert dims is not None
+        return abs(math.log(dims[0] / dims[1]) - target)
+
+    return min(candidates, key=distance)

@@ -227,3 +227,44 @@ def test_codes_echoing_a_secret_are_redacted() -> None:
     assert sanitize_code("abcdef12", ["xxabcdef12yy"]) == "redacted"
     assert sanitize_code("rate_limit_exceeded", ["sk-abc"]) == "rate_limit_exceeded"
     assert sanitize_code("", []) is None and sanitize_code(5, []) is None
+
+
+def bridge_body(native: dict[str, Any]) -> bytes:
+    return json.dumps(
+        {"error": {"message": "m", "type": "api_error", "code": "x", "imagegen_bridge": native}}
+    ).encode()
+
+
+def test_an_upstream_bridges_own_error_is_kept_precise() -> None:
+    ambiguous = classify_http_error(
+        502,
+        {},
+        bridge_body(
+            {
+                "code": "upstream",
+                "retryable": False,
+                "details": {"outcome": "unknown", "retry_scope": "do_not_retry_full_batch"},
+            }
+        ),
+    )
+    assert ambiguous.code is ErrorCode.UPSTREAM
+    assert ambiguous.outcome_unknown and not ambiguous.retryable
+    assert ambiguous.details["retry_scope"] == "do_not_retry_full_batch"
+    limited = classify_http_error(
+        429,
+        {},
+        bridge_body(
+            {"code": "rate_limited", "retryable": True, "details": {"retry_after_ms": 4000}}
+        ),
+    )
+    assert (limited.code, limited.retryable, limited.details["retry_after_ms"]) == (
+        ErrorCode.RATE_LIMITED,
+        True,
+        4000,
+    )
+    refused = classify_http_error(
+        422, {}, bridge_body({"code": "safety_rejected", "details": {"secret": "x" * 10}})
+    )
+    assert refused.code is ErrorCode.SAFETY_REJECTED and "secret" not in refused.details
+    unknown_code = classify_http_error(500, {}, bridge_body({"code": "made_up"}))
+    assert (unknown_code.code, unknown_code.retryable) == (ErrorCode.UPSTREAM, True)

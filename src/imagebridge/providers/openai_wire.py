@@ -48,7 +48,13 @@ _SAFETY_CODES = frozenset(
     {"moderation_blocked", "content_policy_violation", "content_filter", "safety_violation"}
 )
 _UNSUPPORTED_CODES = frozenset(
-    {"unsupported_parameter", "unsupported_value", "unknown_parameter", "unsupported_model"}
+    {
+        "unsupported_parameter",
+        "unsupported_value",
+        "unknown_parameter",
+        "unsupported_model",
+        "unsupported_capability",
+    }
 )
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 _MODEL_CODES = frozenset({"model_not_found", "invalid_model"})
@@ -366,6 +372,12 @@ def classify_upstream_error(
         details["upstream_param"] = param
     codes = {code or "", kind or ""}
     where = f"HTTP {status}" if status is not None else "in the stream"
+    native = error_obj.get("imagegen_bridge")
+    if isinstance(native, Mapping):
+        bridged = _bridged_error(native, details, where)
+        if bridged is not None:
+            bridged.upstream_request_id = _request_id(lowered)
+            return bridged
 
     if codes & _SAFETY_CODES or "safety system" in message:
         result = BridgeError.safety_rejected(
@@ -457,6 +469,63 @@ def classify_upstream_error(
         )
     result.upstream_request_id = _request_id(lowered)
     return result
+
+
+_BRIDGED_DETAILS = frozenset(
+    {
+        "field",
+        "outcome",
+        "retry_after_ms",
+        "quota_exhausted",
+        "circuit_state",
+        "retry_scope",
+        "safety_category",
+        "recovery",
+        "retry_same_request",
+        "safety_controls_relaxed",
+        "moderation_stage",
+        "moderation_categories",
+    }
+)
+
+
+def _bridged_error(
+    native: Mapping[str, Any], details: dict[str, Any], where: str
+) -> BridgeError | None:
+    """An upstream imagebridge's own error (``error.imagegen_bridge``), kept precise.
+
+    Its code, retryability and safe details survive, so chained bridges agree: above all,
+    an upstream ``outcome: unknown`` stays unknown here and is never retried or rerouted.
+    """
+    try:
+        code = ErrorCode(str(native.get("code")))
+    except ValueError:
+        return None
+    raw = native.get("details")
+    upstream_details = raw if isinstance(raw, Mapping) else {}
+    merged = dict(details)
+    merged["upstream_code"] = code.value
+    for key in _BRIDGED_DETAILS:
+        value = upstream_details.get(key)
+        if isinstance(value, bool | int | str) and len(str(value)) <= 128:
+            merged[key] = value
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value[:16]):
+            merged[key] = [v[:64] for v in value[:16]]
+    if code is ErrorCode.SAFETY_REJECTED:
+        error = BridgeError.safety_rejected(
+            f"the upstream bridge refused the request under its content policy ({where})",
+            **merged,
+        )
+    else:
+        error = BridgeError(
+            code,
+            f"the upstream bridge reported {code.value} ({where})",
+            retryable=native.get("retryable") is True,
+            details=merged,
+        )
+    if merged.get("outcome") == "unknown":
+        error.mark_unknown_outcome()
+    return error
 
 
 def classify_http_error(

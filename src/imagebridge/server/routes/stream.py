@@ -1,8 +1,8 @@
 """``POST /v1/images/stream``: the native request as a server-sent event lifecycle.
 
-Body decode, authentication and origin failures answer with a plain JSON error. Anything
-later — validation, the ``Idempotency-Key`` header, negotiation, the provider — arrives
-inside the 200 stream as an ``error`` event after ``started`` (api.md §6, ERRATA §10).
+Body decode, ``Idempotency-Key`` header, authentication and origin failures answer with a
+plain JSON error. Anything later — intrinsic validation, negotiation, the provider —
+arrives inside the 200 stream as an ``error`` event after ``started`` (api.md §6).
 """
 
 from __future__ import annotations
@@ -24,6 +24,19 @@ from imagebridge.server.streaming import EventStreamResponse
 
 router = protected_router(tags=["images"])
 
+SSE_EVENT_SCHEMA = {
+    "description": (
+        "One server-sent event: `started`, then `progress` / `partial_image`, then exactly "
+        "one `completed` (data: {type, response: ImageResponse}) or `error` (data: the "
+        "error envelope). `data` is one line of compact JSON."
+    ),
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"enum": ["started", "progress", "partial_image", "completed", "error"]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
 _EXAMPLE = (
     'event: started\ndata: {"type":"started"}\n\n'
     'event: completed\ndata: {"type":"completed","response":{}}\n\n'
@@ -52,7 +65,7 @@ class _StreamResponse(Response):
     responses={
         200: {
             "description": "Bounded image progress stream",
-            "content": {"text/event-stream": {"schema": {"type": "string"}, "example": _EXAMPLE}},
+            "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA, "example": _EXAMPLE}},
         },
         **ERROR_RESPONSES,
     },
@@ -62,14 +75,18 @@ class _StreamResponse(Response):
     },
 )
 async def stream_image(request: Request) -> Response:
-    image_request = await decode_image_request(request)
+    # Header problems are known before any work starts, so they answer 422 directly
+    # (a decided difference from the original, which reported them in the stream).
+    image_request = apply_idempotency_header(
+        await decode_image_request(request), idempotency_header(request)
+    )
     state = bridge_state(request)
 
     async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
         return await execute_image(
             state,
             request,
-            lambda: apply_idempotency_header(image_request, idempotency_header(request)),
+            lambda: image_request,
             events=sink,
             token=token,
             watch_client=False,

@@ -1,0 +1,157 @@
+"""SSE: heartbeats, backpressure on the provider, cancellation when the client leaves."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.events import PartialImageEvent, ProgressEvent, StartedEvent
+from imagebridge.contract.response import ImageResponse, Timings
+from imagebridge.engine.cancellation import CancelToken
+from imagebridge.providers.base import EventSink
+from imagebridge.providers.mock import MockProvider
+from imagebridge.server import ServerOptions
+from imagebridge.server.streaming import HEARTBEAT, EventStreamResponse, sse_frame
+from tests.server.conftest import ServeFactory, wait_for
+from tests.server.rawhttp import open_request, read_until
+
+SLOW = {
+    "operation": "generate",
+    "prompt": "[mock:latency=5000] slow",
+    "parameters": {"size": "8x8"},
+}
+
+
+def response_for(request_id: str) -> ImageResponse:
+    return ImageResponse.model_validate(
+        {
+            "id": request_id,
+            "created": 1,
+            "provider": "p",
+            "model": "m",
+            "requested": {},
+            "effective": {},
+            "timings": Timings().model_dump(),
+        }
+    )
+
+
+class Recorder:
+    """An ASGI ``send`` that can be paused to play a client that stopped reading."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.open = asyncio.Event()
+        self.open.set()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if self.bodies:  # the start line and ``started`` always go out
+            await self.open.wait()
+        if message["type"] == "http.response.body":
+            self.bodies.append(message.get("body", b""))
+
+
+async def never_disconnects() -> dict[str, Any]:
+    await asyncio.Event().wait()
+    return {"type": "http.disconnect"}
+
+
+async def test_a_slow_reader_makes_the_provider_wait() -> None:
+    emitted = 0
+
+    async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
+        nonlocal emitted
+        await sink(StartedEvent())
+        for index in range(20):
+            await sink(PartialImageEvent(index=0, partial_index=index % 4, b64_json="AA=="))
+            emitted += 1
+        return response_for("r1")
+
+    recorder = Recorder()
+    stream = EventStreamResponse(operation, request_id="r1", queue_size=4)
+    recorder.open.clear()
+    task = asyncio.create_task(stream({}, never_disconnects, recorder.send))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    # four queued frames plus the one the blocked writer holds; the sixth put waits
+    assert emitted == 5
+    recorder.open.set()
+    await asyncio.wait_for(task, 5)
+    assert emitted == 20
+    frames = b"".join(recorder.bodies).decode()
+    assert frames.count("event: partial_image") == 20
+    assert frames.startswith('event: started\ndata: {"type":"started"}\n\n')
+    assert frames.count("event: started") == 1  # the provider's own started is not repeated
+    assert frames.rstrip().split("\n\n")[-1].startswith("event: completed")
+
+
+async def test_errors_end_the_stream_with_the_envelope() -> None:
+    async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
+        await sink(ProgressEvent(stage="provider"))
+        raise BridgeError(ErrorCode.RATE_LIMITED, "slow down", details={"retry_after_ms": 10})
+
+    recorder = Recorder()
+    await EventStreamResponse(operation, request_id="r2")({}, never_disconnects, recorder.send)
+    frames = b"".join(recorder.bodies).decode().strip().split("\n\n")
+    assert [frame.split("\n")[0] for frame in frames] == [
+        "event: started",
+        "event: progress",
+        "event: error",
+    ]
+    envelope = json.loads(frames[-1].split("\n")[1][len("data: ") :])
+    assert envelope["request_id"] == "r2"
+    assert envelope["error"]["imagegen_bridge"]["code"] == "rate_limited"
+
+
+async def test_idle_streams_carry_heartbeats() -> None:
+    async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
+        await asyncio.sleep(0.35)
+        return response_for("r3")
+
+    recorder = Recorder()
+    stream = EventStreamResponse(operation, request_id="r3", heartbeat_interval=0.1)
+    await stream({}, never_disconnects, recorder.send)
+    assert recorder.bodies.count(HEARTBEAT) >= 2
+    assert recorder.bodies[-2].startswith(b"event: completed")
+
+
+def test_frames_are_one_event_and_one_data_line() -> None:
+    assert sse_frame("progress", '{"a":1}') == b'event: progress\ndata: {"a":1}\n\n'
+
+
+def test_heartbeat_comments_reach_a_real_client(serve: ServeFactory) -> None:
+    server = serve(options=ServerOptions(heartbeat_interval=0.1))
+    body = {**SLOW, "prompt": "[mock:latency=500] slow"}
+    with server.client() as client:
+        response = client.post("/v1/images/stream", json=body)
+    assert response.status_code == 200
+    assert ": heartbeat\n\n" in response.text
+    assert "event: completed" in response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/images/stream", SLOW),
+        ("/v1/images", SLOW),
+        ("/v1/images/generations", {"prompt": SLOW["prompt"], "size": "8x8"}),
+    ],
+)
+def test_client_disconnect_cancels_the_provider(
+    serve: ServeFactory, path: str, body: dict[str, Any]
+) -> None:
+    server = serve()
+    mock = server.state.find_provider(MockProvider)
+    assert mock is not None
+    sock = open_request(server.port, path, body)
+    try:
+        if path.endswith("stream"):
+            assert b"event: started" in read_until(sock, b"event: started")
+        assert wait_for(lambda: mock.in_flight == 1)
+    finally:
+        sock.close()
+    assert wait_for(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=4)

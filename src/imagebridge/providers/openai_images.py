@@ -115,6 +115,8 @@ class OpenAIImagesSettings:
     """Most bytes read from one successful response (JSON or stream)."""
     max_base64_chars: int = 128 * MiB
     max_error_body_bytes: int = MAX_ERROR_BODY_BYTES
+    max_stream_events: int = 10_000
+    """Most SSE events accepted from one streamed call."""
     image_limits: ImageLimits = field(default_factory=ImageLimits)
     experimental: bool = False
 
@@ -138,6 +140,7 @@ class OpenAIImagesSettings:
             "max_response_bytes",
             "max_base64_chars",
             "max_error_body_bytes",
+            "max_stream_events",
         ):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
@@ -283,6 +286,8 @@ class OpenAIImagesProvider(Provider):
         headers = {
             "User-Agent": f"imagegen-bridge/{__version__}",
             "Accept": "application/json, text/event-stream",
+            # Uncompressed answers keep every byte bound exact (no decompression bombs).
+            "Accept-Encoding": "identity",
         }
         secrets: list[str] = []
         named = (
@@ -624,7 +629,7 @@ class OpenAIImagesProvider(Provider):
             max_line_bytes=settings.max_base64_chars + 64 * 1024,
             max_event_bytes=settings.max_base64_chars + 64 * 1024,
             max_stream_bytes=settings.max_response_bytes,
-            max_events=10_000,
+            max_events=settings.max_stream_events,
         )
         decoder = SseDecoder(limits)
         stream = StreamState(n, max_base64_chars=settings.max_base64_chars)

@@ -124,6 +124,17 @@ def test_an_instance_round_trips_through_toml(tmp_path: Path) -> None:
             ),
         ),
         (
+            [
+                'providers.openai_compatible.q.base_url="https://x.example/v1?key=1"',
+                'providers.openai_compatible.q.model="m"',
+            ],
+            ("providers.openai_compatible.q.base_url", "invalid_url"),
+        ),
+        (
+            ["providers.openai.enabled=true", 'providers.openai.base_url="https://x.example/?a"'],
+            ("providers.openai.base_url", "invalid_url"),
+        ),
+        (
             ["runtime.providers.nowhere.max_concurrent=1"],
             ("runtime.providers.nowhere", "unknown_provider"),
         ),

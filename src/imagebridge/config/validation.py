@@ -385,6 +385,8 @@ def _check_providers(config: BridgeConfig, report: Report) -> None:
         prefix = "providers.openai"
         if not valid_upstream_url(openai.base_url):
             report(f"{prefix}.base_url", "invalid_url", _UPSTREAM_URL_RULE)
+        elif "?" in openai.base_url:
+            report(f"{prefix}.base_url", "invalid_url", _NO_QUERY_RULE)
         for field in ("api_key_env", "organization_env", "project_env"):
             name = getattr(openai, field)
             if name is not None and not is_env_name(name):
@@ -455,6 +457,8 @@ def _check_openai_compatible(
             "invalid_url",
             _UPSTREAM_URL_RULE + " (allow_insecure_http permits http to other hosts)",
         )
+    elif "?" in instance.base_url:
+        report(f"{prefix}.base_url", "invalid_url", _NO_QUERY_RULE)
     for field in ("api_key_env", "organization_env", "project_env"):
         value = getattr(instance, field)
         if value is not None and not is_env_name(value):
@@ -596,6 +600,7 @@ def _check_server(config: BridgeConfig, report: Report) -> None:
 _UPSTREAM_URL_RULE = (
     "URL must be https (or http to a loopback host) without credentials or fragment"
 )
+_NO_QUERY_RULE = "the API root must not carry a query: routes are appended to its path"
 _ENV_NAME_RULE = "must be an environment variable name matching [A-Z][A-Z0-9_]{0,127}"
 
 

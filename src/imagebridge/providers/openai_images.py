@@ -131,6 +131,8 @@ class OpenAIImagesSettings:
             problems.append("base_url must be an http(s) URL")
         if parts.username is not None or parts.password is not None or parts.fragment:
             problems.append("base_url must not carry credentials or a fragment")
+        if parts.query or "?" in self.base_url:
+            problems.append("base_url must not carry a query (routes are appended to its path)")
         if self.native_max_outputs is not None and not 1 <= self.native_max_outputs <= 255:
             problems.append("native_max_outputs must be between 1 and 255")
         if not 1 <= self.max_outputs <= 255:
@@ -595,7 +597,10 @@ class OpenAIImagesProvider(Provider):
         status = response.status_code
         logger.debug("upstream answered", extra={"provider": self.name, "status": status})
         if not 200 <= status <= 299:
-            body = await _read_prefix(response, self.settings.max_error_body_bytes)
+            try:
+                body = await _read_prefix(response, self.settings.max_error_body_bytes)
+            except httpx.HTTPError:
+                body = b""  # the status alone still says what happened
             raise classify_http_error(
                 status, response.headers, body, secrets=credentials.secrets
             ).with_provider(self.name)

@@ -1,0 +1,1 @@
+"""Command-line definitions (typer signatures only; bodies import their work lazily)."""

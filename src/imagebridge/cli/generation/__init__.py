@@ -1,0 +1,1 @@
+"""``generate`` and ``edit``: flags → request, execution, rendering, preview."""

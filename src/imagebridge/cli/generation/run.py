@@ -1,0 +1,195 @@
+"""Run one request: in-process through the engine, or on a bridge over HTTP.
+
+Both paths load local input files here (confined to ``inputs.local_roots``) and send them
+inline, report engine events to the progress display, and turn Ctrl-C (or SIGTERM) into a
+clean cancellation: the first signal cancels through the runtime's cancellation token
+and waits for the provider to stop; a second one abandons the wait. Either way the error
+says whether the upstream outcome is unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import ValidationError
+
+from imagebridge.cli.generation.progress import ProgressReporter
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.request import ImageInput, ImageRequest
+from imagebridge.contract.response import ImageResponse
+from imagebridge.engine.cancellation import CancelToken
+
+if TYPE_CHECKING:
+    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.config import BridgeConfig
+
+__all__ = [
+    "LOCAL_OWNER",
+    "Execution",
+    "execute_in_process",
+    "execute_remote",
+    "resolve_file_inputs",
+    "run_cancellable",
+]
+
+LOCAL_OWNER = "anonymous-local"
+"""Artifacts made by the CLI belong to the same scope as an unauthenticated local server."""
+REMOTE_WAIT_MARGIN_S = 60.0
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Execution:
+    response: ImageResponse
+    store: ArtifactStore | None = None
+    """The artifact store the response's artifacts live in (in-process runs only)."""
+
+
+async def resolve_file_inputs(request: ImageRequest, config: BridgeConfig) -> ImageRequest:
+    """Replace ``file`` inputs by verified inline images (the loader enforces the roots)."""
+    inputs = request.all_inputs()
+    if not any(item.type == "file" for _, item in inputs):
+        return request
+    from imagebridge.application import image_limits
+    from imagebridge.artifacts.inputs import InputLoader
+
+    loader = await asyncio.to_thread(
+        InputLoader,
+        [str(root) for root in config.inputs.local_roots],
+        image_limits(config),
+        max_inline_encoded_bytes=config.runtime.request.max_inline_encoded_bytes,
+    )
+
+    async def inline(item: ImageInput) -> ImageInput:
+        if item.type != "file":
+            return item
+        loaded = await loader.aload("file", item.payload, filename=item.filename)
+        encoded = await asyncio.to_thread(base64.b64encode, loaded.data)
+        return ImageInput.from_payload(
+            "base64",
+            encoded.decode("ascii"),
+            media_type=loaded.info.media_type,
+            filename=item.filename,
+        )
+
+    update: dict[str, Any] = {}
+    if request.images is not None:
+        update["images"] = [await inline(item) for item in request.images]
+    if request.mask is not None:
+        update["mask"] = await inline(request.mask)
+    if request.reference_images:
+        update["reference_images"] = [await inline(item) for item in request.reference_images]
+    return request.model_copy(update=update)
+
+
+async def run_cancellable(
+    work: Callable[[CancelToken], Awaitable[T]], reporter: ProgressReporter
+) -> T:
+    """Run ``work`` with SIGINT/SIGTERM wired to its cancellation token."""
+    loop = asyncio.get_running_loop()
+    token = CancelToken()
+    task = asyncio.current_task()
+    presses = 0
+
+    def interrupted() -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            reporter.cancelling()
+            token.cancel("cancelled")
+        elif task is not None:
+            task.cancel()
+
+    installed: list[signal.Signals] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, interrupted)
+            installed.append(signum)
+    try:
+        return await work(token)
+    except asyncio.CancelledError:
+        if presses < 2 or task is None:
+            raise
+        task.uncancel()
+        raise BridgeError(
+            ErrorCode.CANCELLED, "generation was abandoned after a second interrupt"
+        ).mark_unknown_outcome() from None
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+async def execute_in_process(
+    request: ImageRequest,
+    config: BridgeConfig,
+    token: CancelToken,
+    reporter: ProgressReporter,
+) -> Execution:
+    """The same engine path as the server's ``POST /v1/images``."""
+    from imagebridge.application import build_application
+    from imagebridge.engine.orchestrator import ExecutionContext
+
+    request = await resolve_file_inputs(request, config)
+    app = build_application(config)
+    try:
+        response = await app.runtime.execute(
+            request,
+            ExecutionContext(owner=LOCAL_OWNER, cancellation=token, events=reporter.on_event),
+        )
+    finally:
+        # A provider that fails to stop cleanly must not hide the result or the real error.
+        with contextlib.suppress(BridgeError):
+            await app.aclose()
+    return Execution(response, app.artifacts)
+
+
+async def execute_remote(
+    request: ImageRequest,
+    config: BridgeConfig,
+    base_url: str,
+    bearer: str | None,
+    token: CancelToken,
+) -> Execution:
+    """``POST /v1/images`` on a running bridge."""
+    from imagebridge.cli.remote import RemoteBridge
+
+    request = await resolve_file_inputs(request, config)
+    timeout_ms = request.timeout_ms or config.runtime.default_timeout_ms
+    async with RemoteBridge(
+        base_url, token=bearer, max_response_bytes=config.artifacts.max_response_bytes
+    ) as bridge:
+        call = asyncio.ensure_future(
+            bridge.generate(request.to_wire(), timeout_s=timeout_ms / 1000 + REMOTE_WAIT_MARGIN_S)
+        )
+
+        def abandon() -> None:
+            call.cancel()
+
+        unregister = token.on_cancel(abandon)
+        try:
+            body = await call
+        except asyncio.CancelledError:
+            if not token.cancelled:
+                raise
+            raise BridgeError(
+                ErrorCode.CANCELLED, "request was cancelled while the bridge was working on it"
+            ).mark_unknown_outcome() from None
+        finally:
+            unregister()
+    try:
+        return Execution(ImageResponse.model_validate(body))
+    except ValidationError:
+        raise BridgeError(
+            ErrorCode.PROTOCOL, "the bridge sent a malformed image response"
+        ) from None
+
+
+def artifact_root_of(execution: Execution) -> Path | None:
+    return None if execution.store is None else execution.store.root

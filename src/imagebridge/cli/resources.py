@@ -1,0 +1,301 @@
+"""Bodies of ``providers``, ``session`` and ``preset``: in-process, or on ``--remote``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from imagebridge.cli.context import CliContext, CliUsageError
+from imagebridge.cli.output import exit_code_for
+from imagebridge.contract.errors import BridgeError
+
+if TYPE_CHECKING:
+    from imagebridge.application import Application
+    from imagebridge.cli.remote import RemoteBridge
+
+__all__ = [
+    "preset_delete",
+    "preset_get",
+    "preset_list",
+    "preset_write",
+    "providers_capabilities",
+    "providers_list",
+    "providers_readiness",
+    "session_delete",
+    "session_get",
+]
+
+T = TypeVar("T")
+READINESS_TIMEOUT_S = 10.0
+
+
+@asynccontextmanager
+async def local_application(ctx: CliContext) -> AsyncIterator[Application]:
+    """The engine for this command; providers are shut down afterwards."""
+    from imagebridge.application import build_application
+
+    app = build_application(ctx.config())
+    try:
+        yield app
+    finally:
+        try:
+            await app.aclose()
+        except BridgeError as error:
+            ctx.output.status(f"warning: provider shutdown reported: {error.message}")
+
+
+@asynccontextmanager
+async def remote_bridge(ctx: CliContext, url: str) -> AsyncIterator[RemoteBridge]:
+    from imagebridge.cli.remote import RemoteBridge
+
+    async with RemoteBridge(url, token=ctx.bearer_token()) as bridge:
+        yield bridge
+
+
+def _run(
+    ctx: CliContext,
+    local: Callable[[Application], Awaitable[T]],
+    remote: Callable[[RemoteBridge], Awaitable[T]],
+) -> T:
+    url = ctx.remote_url()
+
+    async def main() -> T:
+        if url is not None:
+            async with remote_bridge(ctx, url) as bridge:
+                return await remote(bridge)
+        async with local_application(ctx) as app:
+            return await local(app)
+
+    return asyncio.run(main())
+
+
+# -- providers --------------------------------------------------------------------------------
+
+
+def providers_list(ctx: CliContext) -> int:
+    async def local(app: Application) -> Any:
+        return [d.to_wire() for d in app.runtime.registry.descriptors()]
+
+    async def remote(bridge: RemoteBridge) -> Any:
+        return await bridge.providers()
+
+    ctx.output.value({"items": _run(ctx, local, remote)})
+    return 0
+
+
+def providers_capabilities(ctx: CliContext, provider: str | None, model: str | None) -> int:
+    async def local(app: Application) -> Any:
+        caps = await app.runtime.registry.capabilities(provider, model)
+        return caps.to_wire()
+
+    async def remote(bridge: RemoteBridge) -> Any:
+        name = provider or await _remote_default_provider(ctx)
+        return await bridge.capabilities(name, model)
+
+    ctx.output.value(_run(ctx, local, remote))
+    return 0
+
+
+async def _remote_default_provider(ctx: CliContext) -> str:
+    """Remote bridges do not advertise their default; use the local config's."""
+    return ctx.load().config.default_provider
+
+
+def providers_readiness(ctx: CliContext) -> int:
+    """Print ``[{provider, status, error?}]``; exit with the first not-ready error's code."""
+    if ctx.remote_url() is not None:
+        raise CliUsageError("providers readiness runs locally; use /health/ready on a bridge")
+
+    async def local(app: Application) -> Any:
+        return await app.runtime.registry.readiness(READINESS_TIMEOUT_S)
+
+    async def remote(bridge: RemoteBridge) -> Any:  # pragma: no cover - refused above
+        raise AssertionError
+
+    results = _run(ctx, local, remote)
+    ctx.output.value([result.to_wire() for result in results])
+    for result in results:
+        if result.error is not None:
+            return exit_code_for(result.error.code.value)
+    return 0
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+
+def session_get(ctx: CliContext, key: str, provider: str | None) -> int:
+    async def local(app: Application) -> Any:
+        session = await app.runtime.registry.resolve(provider).get_session(key)
+        return session.to_wire()
+
+    async def remote(bridge: RemoteBridge) -> Any:
+        return await bridge.get_session(key, provider)
+
+    ctx.output.value(_run(ctx, local, remote))
+    return 0
+
+
+def session_delete(
+    ctx: CliContext, key: str, provider: str | None, *, dry_run: bool, force: bool
+) -> int:
+    if dry_run == force:
+        raise CliUsageError(
+            "session delete needs exactly one of --dry-run (preview) or --force (delete)"
+        )
+    if dry_run:
+        name = provider
+        if name is None and ctx.remote_url() is None:
+            name = ctx.config().default_provider
+        ctx.output.value(
+            {"action": "delete_session", "dry_run": True, "key": key, "provider": name}
+        )
+        return 0
+
+    async def local(app: Application) -> None:
+        await app.runtime.registry.resolve(provider).delete_session(key)
+
+    async def remote(bridge: RemoteBridge) -> None:
+        await bridge.delete_session(key, provider)
+
+    _run(ctx, local, remote)
+    ctx.output.value({"deleted": True, "key": key})
+    return 0
+
+
+# -- presets ----------------------------------------------------------------------------------
+
+
+def _run_presets(
+    ctx: CliContext,
+    local: Callable[[Any], Awaitable[T]],
+    remote: Callable[[RemoteBridge], Awaitable[T]],
+    *,
+    create: bool = True,
+    missing: Callable[[], T] | None = None,
+) -> T:
+    from imagebridge.cli import presets
+
+    url = ctx.remote_url()
+
+    async def main() -> T:
+        if url is not None:
+            async with remote_bridge(ctx, url) as bridge:
+                return await remote(bridge)
+        store = await presets.open_store(ctx.config(), create=create)
+        if store is None:
+            assert missing is not None
+            return missing()
+        async with store:
+            return await local(store)
+
+    return asyncio.run(main())
+
+
+def preset_list(ctx: CliContext, limit: int, cursor: str | None) -> int:
+    from imagebridge.cli.presets import record_to_wire
+
+    async def local(store: Any) -> Any:
+        page = await store.list(cursor=cursor, limit=limit)
+        body: dict[str, Any] = {"items": [record_to_wire(item) for item in page.items]}
+        if page.next_cursor is not None:
+            body["next_cursor"] = page.next_cursor
+        return body
+
+    async def remote(bridge: RemoteBridge) -> Any:
+        return await bridge.list_presets(limit=limit, cursor=cursor)
+
+    ctx.output.value(_run_presets(ctx, local, remote, create=False, missing=lambda: {"items": []}))
+    return 0
+
+
+def preset_get(ctx: CliContext, name: str) -> int:
+    from imagebridge.cli.presets import preset_not_found, record_to_wire
+
+    def missing() -> Any:
+        raise preset_not_found(name)
+
+    async def local(store: Any) -> Any:
+        return record_to_wire(await store.get(name))
+
+    async def remote(bridge: RemoteBridge) -> Any:
+        return await bridge.get_preset(name)
+
+    ctx.output.value(_run_presets(ctx, local, remote, create=False, missing=missing))
+    return 0
+
+
+def preset_write(
+    ctx: CliContext, name: str, source: str, description: str | None, *, create: bool
+) -> int:
+    from imagebridge.application import request_limits
+    from imagebridge.cli.files import read_bounded
+    from imagebridge.cli.presets import (
+        now,
+        parse_template_source,
+        record_to_wire,
+        validate_template,
+    )
+
+    config = ctx.config()
+    path = source if source == "-" or source.startswith("/") else str(ctx.cwd / source)
+    template = parse_template_source(
+        read_bounded(path, config.server.max_body_bytes, "preset template")
+    )
+    validate_template(template, request_limits(config))
+    wire = template.to_wire()
+
+    async def local(store: Any) -> Any:
+        if create:
+            record = await store.create(
+                name, description=description, template_json=wire, now=now()
+            )
+        else:
+            record = await store.replace(
+                name, description=description, template_json=wire, now=now()
+            )
+        return record_to_wire(record)
+
+    async def remote(bridge: RemoteBridge) -> Any:
+        body: dict[str, Any] = {"template": wire}
+        if description is not None:
+            body["description"] = description
+        if create:
+            return await bridge.create_preset({"name": name, **body})
+        return await bridge.replace_preset(name, body)
+
+    ctx.output.value(_run_presets(ctx, local, remote))
+    return 0
+
+
+def preset_delete(ctx: CliContext, name: str, *, dry_run: bool, force: bool) -> int:
+    from imagebridge.cli.presets import preset_not_found
+
+    if dry_run == force:
+        raise CliUsageError("preset delete needs exactly one of --dry-run or --force")
+
+    def missing() -> Any:
+        raise preset_not_found(name)
+
+    if dry_run:
+
+        async def check_local(store: Any) -> Any:
+            await store.get(name)
+
+        async def check_remote(bridge: RemoteBridge) -> Any:
+            await bridge.get_preset(name)
+
+        _run_presets(ctx, check_local, check_remote, create=False, missing=missing)
+        ctx.output.value({"action": "delete_preset", "dry_run": True, "name": name})
+        return 0
+
+    async def local(store: Any) -> None:
+        await store.delete(name)
+
+    async def remote(bridge: RemoteBridge) -> None:
+        await bridge.delete_preset(name)
+
+    _run_presets(ctx, local, remote, create=False, missing=missing)
+    ctx.output.value({"deleted": True, "name": name})
+    return 0

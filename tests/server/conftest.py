@@ -1,7 +1,8 @@
 """Real uvicorn servers on 127.0.0.1 for black-box tests.
 
 ``serve(*sets, providers=..., env=..., options=...)`` starts the app built from the mock-only
-configuration plus ``sets`` in a background thread, on a random loopback port, and stops
+configuration plus ``sets`` (where ``{data}`` names the server's data directory) in a
+background thread, on a random loopback port, and stops
 it (gracefully, bounded) when the test ends. ``server.state`` is the app's
 :class:`BridgeState` — the test hook through which a test can look at provider doubles.
 """
@@ -84,7 +85,8 @@ def start_server(
 ) -> LiveServer:
     data_dir.mkdir(parents=True, exist_ok=True)
     environ = {"IMAGEGEN_BRIDGE_DATA_DIR": str(data_dir), **(env or {})}
-    loaded = load_config(env=environ, sets=[*MOCK_ONLY, *sets], cwd=data_dir)
+    expanded = [item.replace("{data}", str(data_dir)) for item in sets]
+    loaded = load_config(env=environ, sets=[*MOCK_ONLY, *expanded], cwd=data_dir)
     config = loaded.config
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

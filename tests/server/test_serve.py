@@ -1,0 +1,170 @@
+"""``python -m imagebridge.server`` as a real process: start, serve, log, stop gracefully."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from imagebridge.config import load_config
+from imagebridge.contract.errors import BridgeError
+from imagebridge.server.serve import check_bind
+
+MOCK_ONLY = [
+    'default_provider="mock"',
+    "providers.codex_responses.enabled=false",
+    "providers.codex_app_server.enabled=false",
+]
+SECRET_PROMPT = "serve-secret-prompt"
+
+
+class Process:
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "imagebridge.server", *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.popen.stderr is not None
+        for line in self.popen.stderr:
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_line(self, pattern: str, timeout: float = 15.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.1)
+            except queue.Empty:
+                if self.popen.poll() is not None and self.lines.empty():
+                    break
+                continue
+            self.seen.append(line)
+            match = re.search(pattern, line)
+            if match:
+                return match
+        raise AssertionError(f"no line matching {pattern!r}; saw {self.seen}")
+
+    def drain(self) -> list[str]:
+        while True:
+            try:
+                self.seen.append(self.lines.get(timeout=0.2))
+            except queue.Empty:
+                return self.seen
+
+
+@pytest.fixture
+def environment(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEGEN_BRIDGE")}
+    env["IMAGEGEN_BRIDGE_DATA_DIR"] = str(tmp_path / "data")
+    return env
+
+
+@pytest.fixture
+def running(tmp_path: Path, environment: dict[str, str]) -> Iterator[tuple[Process, str]]:
+    args = ["--bind", "127.0.0.1:0"]
+    for item in MOCK_ONLY:
+        args += ["--set", item]
+    process = Process(args, tmp_path, environment)
+    try:
+        url = process.wait_line(r"listening on (http://127\.0\.0\.1:\d+)").group(1)
+        yield process, url
+    finally:
+        if process.popen.poll() is None:
+            process.popen.kill()
+            process.popen.wait(timeout=10)
+
+
+def test_serves_logs_json_and_stops_gracefully_on_sigterm(running: tuple[Process, str]) -> None:
+    process, url = running
+    result: dict[str, httpx.Response] = {}
+    body = {
+        "operation": "generate",
+        "prompt": f"[mock:latency=1200] {SECRET_PROMPT}",
+        "parameters": {"size": "8x8"},
+    }
+
+    def slow_request() -> None:
+        with httpx.Client(timeout=30) as client:
+            result["slow"] = client.post(f"{url}/v1/images", json=body)
+
+    worker = threading.Thread(target=slow_request)
+    worker.start()
+    with httpx.Client(timeout=10) as client:
+        assert client.get(f"{url}/health/live").status_code == 200
+    time.sleep(0.4)  # let the slow request reach the provider
+    process.popen.send_signal(signal.SIGTERM)
+    worker.join(timeout=20)
+    assert result["slow"].status_code == 200  # in-flight work finished during the drain
+    assert process.popen.wait(timeout=20) == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/health/live", timeout=2)
+    lines = [json.loads(line) for line in process.drain() if line.startswith("{")]
+    completions = [line for line in lines if line.get("message") == "request completed"]
+    image_lines = [line for line in completions if line.get("route") == "/v1/images"]
+    assert image_lines, lines
+    entry = image_lines[0]
+    assert entry["status"] == 200 and entry["provider"] == "mock" and entry["code"] == "none"
+    assert re.fullmatch(r"[0-9a-f]{32}", entry["trace_id"])
+    assert entry["request_id"] == result["slow"].headers["x-request-id"]
+    assert {"total_ms", "provider_ms", "queue_ms"} <= set(entry)
+    assert SECRET_PROMPT not in "\n".join(process.seen)
+
+
+def test_refuses_a_remote_bind_without_a_bearer(
+    tmp_path: Path, environment: dict[str, str]
+) -> None:
+    args = ["--bind", "0.0.0.0:0"]
+    for item in MOCK_ONLY:
+        args += ["--set", item]
+    process = subprocess.run(
+        [sys.executable, "-m", "imagebridge.server", *args],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert process.returncode == 2
+    error = json.loads(process.stderr.strip().splitlines()[-1])
+    assert error["code"] == "configuration"
+    assert error["details"]["field"] == "server.bearer_token_env"
+
+
+def test_check_bind_rules(tmp_path: Path) -> None:
+    env = {"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)}
+    plain = load_config(env=env, sets=MOCK_ONLY, cwd=tmp_path).config
+    assert check_bind(plain, "127.0.0.1:8787", {}) == ("127.0.0.1", 8787)
+    assert check_bind(plain, "[::1]:0", {}) == ("::1", 0)
+    with pytest.raises(BridgeError) as no_token_env:
+        check_bind(plain, "0.0.0.0:8787", {})
+    assert no_token_env.value.details["issue"] == "required_for_remote_bind"
+    guarded = load_config(
+        env=env, sets=[*MOCK_ONLY, 'server.bearer_token_env="TOKEN_VAR"'], cwd=tmp_path
+    ).config
+    for missing in ({}, {"TOKEN_VAR": ""}):
+        with pytest.raises(BridgeError) as caught:
+            check_bind(guarded, "0.0.0.0:8787", missing)
+        assert caught.value.code.value == "configuration"
+        assert "TOKEN_VAR" not in caught.value.message
+    assert check_bind(guarded, "0.0.0.0:8787", {"TOKEN_VAR": "t"}) == ("0.0.0.0", 8787)
+    with pytest.raises(BridgeError):
+        check_bind(plain, "localhost:8787", {})

@@ -17,8 +17,10 @@ was sent, and counted per route. Generation answers carry the ``x-codex-*`` rate
 headers the real backend sends. Responses use ``Connection: close`` and chunked SSE, so an
 abrupt disconnect is visible to the client exactly as with a real peer.
 
-Use it as a context manager or through the ``codex_backend`` pytest fixture
-(import :func:`codex_backend_fixture` into a test module or conftest).
+Use it as a context manager or through the ``codex_backend`` pytest fixture (registered
+for the whole suite by ``tests/conftest.py``). ``codex_bridge`` / ``codex_bridge_factory``
+build the real application (engine, fan-out, breakers, materializer) with both Codex
+providers pointed at the mock over HTTP and ``CODEX_HOME`` holding a fake login.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -46,15 +48,21 @@ import pytest
 from PIL import Image, ImageDraw
 
 __all__ = [
+    "BRIDGE_ACCOUNT",
+    "BRIDGE_TOKEN",
     "FIXTURE_SSE_PATH",
     "REDACTED",
     "Behaviour",
     "BehaviourKind",
     "CodexBackend",
+    "CodexBridge",
     "MockQuota",
     "RecordedRequest",
     "Route",
+    "bridge_sets",
     "codex_backend_fixture",
+    "codex_bridge",
+    "codex_bridge_factory",
     "make_jwt",
     "token_sha256",
     "write_codex_auth",
@@ -104,6 +112,7 @@ BehaviourKind = Literal[
     "content_policy_refusal",
     "refusal_message",
     "usage_limit_in_stream",
+    "failed_after_partial",
 ]
 Route = Literal["responses", "images_generations", "images_edits", "usage"]
 ROUTES: Final[tuple[Route, ...]] = get_args(Route)
@@ -222,6 +231,8 @@ class CodexBackend:
         expected_token: str | None = None,
         image_size: tuple[int, int] = (64, 64),
         honour_output_format: bool = False,
+        honour_size: bool = True,
+        report_usage: bool = True,
         stall_timeout_s: float = 30.0,
         sse_content_type: str | None = "text/event-stream",
         fixture_path: Path = FIXTURE_SSE_PATH,
@@ -230,6 +241,11 @@ class CodexBackend:
         """When set, any other bearer token gets a 401 (as an expired login would)."""
         self.image_size = image_size
         self.honour_output_format = honour_output_format
+        self.honour_size = honour_size
+        """Off: every image is :attr:`image_size`, whatever size was asked (as the real
+        images route does)."""
+        self.report_usage = report_usage
+        """Off: answers carry no token usage."""
         """Off: always PNG, as the real backend does; on: the requested format."""
         self.stall_timeout_s = stall_timeout_s
         self.sse_content_type = sse_content_type
@@ -656,9 +672,28 @@ class _Handler(BaseHTTPRequestHandler):
             blocks = _blocks(
                 _created(), {"type": "error", "error": {**error, "code": "usage_limit_reached"}}
             )
+        elif kind == "failed_after_partial":
+            blocks = _blocks(
+                _created(),
+                {
+                    "type": "response.image_generation_call.partial_image",
+                    "partial_image_b64": image_b64,
+                    "partial_image_index": 0,
+                },
+                {
+                    "type": "response.failed",
+                    "response": {
+                        "id": "resp_mock",
+                        "status": "failed",
+                        "error": {"code": "server_error", "message": "The server had an error."},
+                    },
+                },
+            )
         else:  # pragma: no cover - every kind is handled above or by _common_fault
             raise AssertionError(kind)
 
+        if not backend.report_usage:
+            blocks = _without_usage(blocks)
         headers = {**backend.rate_limit_headers(), "x-oai-request-id": _request_id()}
         if backend.sse_content_type is not None:
             headers["Content-Type"] = backend.sse_content_type
@@ -722,7 +757,9 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "usage_limit_in_stream":
             self._send_json(429, backend.usage_limit_error(), headers)
             return
-        width, height = _parse_size(request.get("size"), backend.image_size)
+        width, height = _parse_size(
+            request.get("size") if backend.honour_size else None, backend.image_size
+        )
         background = request.get("background")
         data = (
             []
@@ -743,6 +780,8 @@ class _Handler(BaseHTTPRequestHandler):
             "size": f"{width}x{height}",
             "usage": {"input_tokens": 12, "output_tokens": 34, "total_tokens": 46},
         }
+        if not backend.report_usage:
+            del payload["usage"]
         encoded = json.dumps(payload).encode()
         if kind == "slow_ok" and not backend._sleep(behaviour.seconds):
             return
@@ -834,7 +873,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _image_for(self, size: object, output_format: object, background: object) -> str:
         backend = self.server.backend
-        width, height = _parse_size(size, backend.image_size)
+        width, height = _parse_size(size if backend.honour_size else None, backend.image_size)
         image_format = "png"
         if backend.honour_output_format and output_format in ("png", "jpeg", "webp"):
             image_format = str(output_format)
@@ -997,6 +1036,25 @@ def _blocks(*events: dict[str, Any]) -> list[str]:
     return [f"event: {event['type']}\ndata: {json.dumps(event)}" for event in events]
 
 
+def _without_usage(blocks: list[str]) -> list[str]:
+    """The same SSE blocks with ``response.usage`` removed from ``response.completed``."""
+    out: list[str] = []
+    for block in blocks:
+        lines = block.split("\n")
+        data = [line for line in lines if line.startswith("data:")]
+        payload = _json_or_none(data[0][5:].strip().encode()) if len(data) == 1 else None
+        if (
+            isinstance(payload, dict)
+            and payload.get("type") == "response.completed"
+            and isinstance(payload.get("response"), dict)
+        ):
+            response = {k: v for k, v in payload["response"].items() if k != "usage"}
+            kept = [line for line in lines if not line.startswith("data:")]
+            block = "\n".join([*kept, f"data: {json.dumps({**payload, 'response': response})}"])
+        out.append(block)
+    return out
+
+
 def _success_blocks(fixture: list[str], image_b64: str, partial_images: object) -> list[str]:
     """The fixture's blocks with real images; ``partial_images`` > 1 repeats the partial."""
     wanted = (
@@ -1075,3 +1133,97 @@ def codex_backend_fixture() -> Iterator[CodexBackend]:
     """A running :class:`CodexBackend`, closed after the test."""
     with CodexBackend() as backend:
         yield backend
+
+
+# -- the whole bridge over this mock ---------------------------------------------------------
+
+BRIDGE_TOKEN: Final = "tok-SECRET-bridge-4d7e19c2a8"
+BRIDGE_ACCOUNT: Final = "acct-SECRET-bridge-6b30"
+
+
+def bridge_sets(backend: CodexBackend, data_dir: Path) -> list[str]:
+    """``--set`` overrides that point both Codex providers at ``backend`` (fast retries)."""
+    return [
+        "providers.codex_app_server.enabled=false",
+        f'providers.codex_responses.endpoint="{backend.responses_url}"',
+        "providers.codex_responses.transient_retry_backoff_ms=20",
+        "providers.codex_images.enabled=true",
+        f'providers.codex_images.base_url="{backend.codex_base_url}"',
+        "runtime.cancellation_grace_ms=300",
+        f'inputs.local_roots=["{data_dir}"]',
+    ]
+
+
+@dataclass(slots=True)
+class CodexBridge:
+    """A real application (engine, fan-out, breakers, materializer) over the mock backend."""
+
+    app: Any
+    backend: CodexBackend
+    codex_home: Path
+    token: str = BRIDGE_TOKEN
+    account_id: str = BRIDGE_ACCOUNT
+
+    @property
+    def runtime(self) -> Any:
+        return self.app.runtime
+
+    def provider(self, name: str = "codex-responses") -> Any:
+        """The registered provider without its fan-out decorator."""
+        registered = self.app.runtime.registry.resolve(name)
+        return getattr(registered, "inner", registered)
+
+    def request(self, prompt: str = "a red fox", **fields: Any) -> Any:
+        from imagebridge.contract.request import ImageRequest
+
+        body: dict[str, Any] = {"operation": "generate", "prompt": prompt, **fields}
+        return ImageRequest.model_validate(body)
+
+    async def run(self, prompt: str = "a red fox", *, context: Any = None, **fields: Any) -> Any:
+        return await self.app.runtime.execute(self.request(prompt, **fields), context)
+
+    async def fail(self, prompt: str = "a red fox", *, context: Any = None, **fields: Any) -> Any:
+        """The :class:`BridgeError` the request ends with (the test fails if it succeeds)."""
+        from imagebridge.contract.errors import BridgeError
+
+        with pytest.raises(BridgeError) as caught:
+            await self.run(prompt, context=context, **fields)
+        return caught.value
+
+
+@pytest.fixture
+async def codex_bridge_factory(
+    codex_backend: CodexBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Callable[..., Awaitable[CodexBridge]]]:
+    """Build :class:`CodexBridge` instances (extra ``--set`` strings allowed); all closed after."""
+    from imagebridge.application import build_application
+    from imagebridge.config import load_config
+
+    codex_home = tmp_path / "codex-home"
+    write_codex_auth(codex_home, access_token=BRIDGE_TOKEN, account_id=BRIDGE_ACCOUNT)
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    built: list[Any] = []
+
+    async def factory(*sets: str) -> CodexBridge:
+        data_dir = tmp_path / f"data-{len(built)}"
+        data_dir.mkdir()
+        loaded = load_config(
+            env={"IMAGEGEN_BRIDGE_DATA_DIR": str(data_dir)},
+            sets=[*bridge_sets(codex_backend, data_dir), *sets],
+            cwd=data_dir,
+        )
+        app = build_application(loaded.require_valid())
+        built.append(app)
+        return CodexBridge(app=app, backend=codex_backend, codex_home=codex_home)
+
+    yield factory
+    for app in built:
+        await app.aclose()
+
+
+@pytest.fixture
+async def codex_bridge(
+    codex_bridge_factory: Callable[..., Awaitable[CodexBridge]],
+) -> CodexBridge:
+    """The bridge with default settings over the ``codex_backend`` mock."""
+    return await codex_bridge_factory()

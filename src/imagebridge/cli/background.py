@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from imagebridge.cli.context import CliContext
+from imagebridge.cli.failures import invalid
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
 __all__ = ["remove_background_command"]
@@ -38,7 +39,11 @@ def remove_background_command(
         target = ctx.cwd / target
     output_format = _FORMATS.get(target.suffix.lower())
     if output_format is None:
-        raise BridgeError.invalid_request("output must end with .png or .webp", field="output")
+        raise invalid(
+            "output must end with .png or .webp",
+            "Transparency needs PNG or WebP: use -o OUT.png or -o OUT.webp.",
+            field="output",
+        )
     if target.exists() and not force:
         raise BridgeError(
             ErrorCode.ARTIFACT,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from datetime import date
 from pathlib import Path
@@ -18,22 +17,41 @@ COMPLETE_VAR = "_IMAGEGEN_BRIDGE_COMPLETE"
 
 
 def _openapi_document() -> dict[str, Any]:
-    """The OpenAPI document of the HTTP API, as the server publishes it."""
+    """The OpenAPI document the server publishes at ``/v1/openapi.json``.
+
+    Built from an app on a fixed, offline configuration (mock provider, jobs and metrics
+    on) inside a throw-away data directory, so neither the user's configuration nor their
+    files affect or receive anything.
+    """
+    import tempfile
+
     try:
-        module = importlib.import_module("imagebridge.server.openapi")
+        from imagebridge.server.app import create_app
+        from imagebridge.server.openapi import build_openapi
+        from imagebridge.server.state import ServerOptions
     except ImportError:
-        module = None
-    builder = getattr(module, "openapi_document", None)
-    if not callable(builder):
         raise BridgeError(
             ErrorCode.CONFIGURATION,
             "the OpenAPI document comes from the HTTP server, which is not available here",
-            suggestions=["Use --kind json-schema, or install the server extra."],
-        )
-    document = builder()
-    if not isinstance(document, dict):
-        raise BridgeError(ErrorCode.INTERNAL, "the server returned an invalid OpenAPI document")
-    return document
+            suggestions=["Use --kind json-schema."],
+        ) from None
+    from imagebridge.config import parse_config
+
+    offline = {
+        "default_provider": "mock",
+        "providers": {
+            "mock": {"enabled": True},
+            "codex_responses": {"enabled": False},
+            "codex_app_server": {"enabled": False},
+            "codex_images": {"enabled": False},
+            "openai": {"enabled": False},
+        },
+        "server": {"metrics": {"enabled": True}, "jobs": {"enabled": True}},
+    }
+    with tempfile.TemporaryDirectory(prefix="imagegen-bridge-openapi-") as scratch:
+        loaded = parse_config(offline, env={}, data_dir=Path(scratch))
+        app = create_app(loaded.config, options=ServerOptions(env={}))
+        return build_openapi(app)
 
 
 def _document(kind: str) -> dict[str, Any]:

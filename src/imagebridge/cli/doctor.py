@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from imagebridge._version import __version__
 from imagebridge.cli.context import CliContext
+from imagebridge.cli.failures import invalid
 from imagebridge.cli.output import exit_code_for
 from imagebridge.cli.probes import (
     CODEX_PROVIDERS,
@@ -361,8 +362,10 @@ def auth_doctor_command(ctx: CliContext, *, provider: str | None) -> int:
     if provider is not None:
         results = [result for result in results if result.provider == provider]
         if not results:
-            raise BridgeError.invalid_request(
-                "requested provider is not registered", provider=provider
+            raise invalid(
+                "requested provider is not registered",
+                "List the providers with `imagegen-bridge providers list`.",
+                provider=provider,
             )
     else:
         codex = [result for result in results if result.provider in CODEX_PROVIDERS]

@@ -1,9 +1,8 @@
-"""Presets for the CLI: the shared SQLite store (``server.jobs.database``) or a remote bridge.
+"""Presets for the CLI: the shared store in ``server.jobs.database``, or a remote bridge.
 
-Templates are checked the way the server checks them: a template is turned into a request
-with a placeholder prompt (and a placeholder image for edit templates) and validated
-against the configured request limits, so a preset the CLI accepts is one the API and
-dashboard accept too.
+Local commands go through the same :class:`~imagebridge.jobs.presets.PresetService` as the
+HTTP API, so a template is validated identically (as a request with placeholders, against
+the configured limits) whichever surface stores it.
 """
 
 from __future__ import annotations
@@ -11,61 +10,53 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from imagebridge.contract._base import decode_model
-from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.presets import ImagePresetTemplate
 from imagebridge.contract.request import ImageRequest
-from imagebridge.engine.validation import RequestLimits, validate_request
 
 if TYPE_CHECKING:
     from imagebridge.config import BridgeConfig
-    from imagebridge.storage.base import PresetRecord
-    from imagebridge.storage.presets import SqlitePresetStore
+    from imagebridge.jobs.presets import PresetService
 
-__all__ = [
-    "TEMPLATE_MESSAGE",
-    "open_store",
-    "parse_template_source",
-    "preset_not_found",
-    "record_to_wire",
-    "validate_template",
-]
+__all__ = ["TEMPLATE_MESSAGE", "local_presets", "parse_template_source", "preset_not_found"]
 
 TEMPLATE_MESSAGE = "preset template must be an ImagePresetTemplate or an ImageRequest"
-_PLACEHOLDER_PROMPT = "preset validation placeholder"
-_PLACEHOLDER_PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
-)
 _REQUEST_ONLY_KEYS = frozenset({"version", "images", "mask", "reference_images", "idempotency_key"})
 
 
 def preset_not_found(name: str) -> BridgeError:
-    return BridgeError.invalid_request("preset was not found", resource="preset", name=name)
+    return BridgeError(
+        ErrorCode.INVALID_REQUEST,
+        "preset was not found",
+        details={"resource": "preset", "name": name},
+        suggestions=["List the stored presets with `imagegen-bridge preset list`."],
+    )
 
 
-async def open_store(config: BridgeConfig, *, create: bool = True) -> SqlitePresetStore | None:
-    """The preset store in the jobs database; ``None`` when it does not exist and
-    ``create`` is false (reads then need not create a database)."""
+@asynccontextmanager
+async def local_presets(
+    config: BridgeConfig, *, create: bool = True
+) -> AsyncIterator[PresetService | None]:
+    """The preset service over ``server.jobs.database``; ``None`` when the database does not
+    exist and ``create`` is false (a read then needs no new file)."""
+    from imagebridge.application import request_limits
+    from imagebridge.jobs.presets import PresetService
     from imagebridge.storage.presets import SqlitePresetStore
 
     path = config.server.jobs.database
     if not create and not await asyncio.to_thread(os.path.lexists, path):
-        return None
-    return await SqlitePresetStore.open(path)
-
-
-def record_to_wire(record: PresetRecord) -> dict[str, Any]:
-    """A stored preset in the API's ``ImagePreset`` shape."""
-    body: dict[str, Any] = {"name": record.name}
-    if record.description is not None:
-        body["description"] = record.description
-    body["template"] = record.template()
-    body["created"] = record.created_at
-    body["updated"] = record.updated_at
-    return body
+        yield None
+        return
+    store = await SqlitePresetStore.open(path)
+    try:
+        yield PresetService(store, request_limits(config))
+    finally:
+        await store.close()
 
 
 def parse_template_source(data: bytes) -> ImagePresetTemplate:
@@ -78,21 +69,3 @@ def parse_template_source(data: bytes) -> ImagePresetTemplate:
         request = decode_model(ImageRequest, document, TEMPLATE_MESSAGE)
         return ImagePresetTemplate.from_request(request)
     return decode_model(ImagePresetTemplate, document, TEMPLATE_MESSAGE)
-
-
-def validate_template(template: ImagePresetTemplate, limits: RequestLimits) -> None:
-    """Reject a template that could never become a valid request."""
-    if template.prompt is not None and not template.prompt.strip():
-        raise BridgeError.invalid_request(
-            "template prompt must not be blank", field="template.prompt"
-        )
-    data = template.model_dump(mode="json")
-    data["prompt"] = template.prompt if template.prompt is not None else _PLACEHOLDER_PROMPT
-    if template.operation.value == "edit":
-        data["images"] = [{"type": "base64", "data": _PLACEHOLDER_PNG, "filename": "image.png"}]
-    request = decode_model(ImageRequest, data, TEMPLATE_MESSAGE)
-    validate_request(request, limits)
-
-
-def now() -> int:
-    return int(time.time())

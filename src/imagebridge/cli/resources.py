@@ -14,6 +14,7 @@ from imagebridge.contract.errors import BridgeError
 if TYPE_CHECKING:
     from imagebridge.application import Application
     from imagebridge.cli.remote import RemoteBridge
+    from imagebridge.jobs.presets import PresetService
 
 __all__ = [
     "preset_delete",
@@ -169,13 +170,13 @@ def session_delete(
 
 def _run_presets(
     ctx: CliContext,
-    local: Callable[[Any], Awaitable[T]],
+    local: Callable[[PresetService], Awaitable[T]],
     remote: Callable[[RemoteBridge], Awaitable[T]],
     *,
     create: bool = True,
     missing: Callable[[], T] | None = None,
 ) -> T:
-    from imagebridge.cli import presets
+    from imagebridge.cli.presets import local_presets
 
     url = ctx.remote_url()
 
@@ -183,25 +184,18 @@ def _run_presets(
         if url is not None:
             async with remote_bridge(ctx, url) as bridge:
                 return await remote(bridge)
-        store = await presets.open_store(ctx.config(), create=create)
-        if store is None:
-            assert missing is not None
-            return missing()
-        async with store:
-            return await local(store)
+        async with local_presets(ctx.config(), create=create) as service:
+            if service is None:
+                assert missing is not None
+                return missing()
+            return await local(service)
 
     return asyncio.run(main())
 
 
 def preset_list(ctx: CliContext, limit: int, cursor: str | None) -> int:
-    from imagebridge.cli.presets import record_to_wire
-
-    async def local(store: Any) -> Any:
-        page = await store.list(cursor=cursor, limit=limit)
-        body: dict[str, Any] = {"items": [record_to_wire(item) for item in page.items]}
-        if page.next_cursor is not None:
-            body["next_cursor"] = page.next_cursor
-        return body
+    async def local(service: PresetService) -> Any:
+        return (await service.list(limit=limit, cursor=cursor)).to_wire()
 
     async def remote(bridge: RemoteBridge) -> Any:
         return await bridge.list_presets(limit=limit, cursor=cursor)
@@ -210,55 +204,48 @@ def preset_list(ctx: CliContext, limit: int, cursor: str | None) -> int:
     return 0
 
 
-def preset_get(ctx: CliContext, name: str) -> int:
-    from imagebridge.cli.presets import preset_not_found, record_to_wire
+def _missing(name: str) -> Callable[[], Any]:
+    from imagebridge.cli.presets import preset_not_found
 
     def missing() -> Any:
         raise preset_not_found(name)
 
-    async def local(store: Any) -> Any:
-        return record_to_wire(await store.get(name))
+    return missing
+
+
+def preset_get(ctx: CliContext, name: str) -> int:
+    async def local(service: PresetService) -> Any:
+        return (await service.get(name)).to_wire()
 
     async def remote(bridge: RemoteBridge) -> Any:
         return await bridge.get_preset(name)
 
-    ctx.output.value(_run_presets(ctx, local, remote, create=False, missing=missing))
+    ctx.output.value(_run_presets(ctx, local, remote, create=False, missing=_missing(name)))
     return 0
 
 
 def preset_write(
     ctx: CliContext, name: str, source: str, description: str | None, *, create: bool
 ) -> int:
-    from imagebridge.application import request_limits
     from imagebridge.cli.files import read_bounded
-    from imagebridge.cli.presets import (
-        now,
-        parse_template_source,
-        record_to_wire,
-        validate_template,
-    )
+    from imagebridge.cli.presets import parse_template_source
+    from imagebridge.contract.presets import ImagePresetCreate, ImagePresetWrite
 
     config = ctx.config()
     path = source if source == "-" or source.startswith("/") else str(ctx.cwd / source)
     template = parse_template_source(
         read_bounded(path, config.server.max_body_bytes, "preset template")
     )
-    validate_template(template, request_limits(config))
-    wire = template.to_wire()
 
-    async def local(store: Any) -> Any:
+    async def local(service: PresetService) -> Any:
         if create:
-            record = await store.create(
-                name, description=description, template_json=wire, now=now()
-            )
-        else:
-            record = await store.replace(
-                name, description=description, template_json=wire, now=now()
-            )
-        return record_to_wire(record)
+            body = ImagePresetCreate(name=name, description=description, template=template)
+            return (await service.create(body)).to_wire()
+        write = ImagePresetWrite(description=description, template=template)
+        return (await service.replace(name, write)).to_wire()
 
     async def remote(bridge: RemoteBridge) -> Any:
-        body: dict[str, Any] = {"template": wire}
+        body: dict[str, Any] = {"template": template.to_wire()}
         if description is not None:
             body["description"] = description
         if create:
@@ -270,32 +257,26 @@ def preset_write(
 
 
 def preset_delete(ctx: CliContext, name: str, *, dry_run: bool, force: bool) -> int:
-    from imagebridge.cli.presets import preset_not_found
-
     if dry_run == force:
         raise CliUsageError("preset delete needs exactly one of --dry-run or --force")
-
-    def missing() -> Any:
-        raise preset_not_found(name)
-
     if dry_run:
 
-        async def check_local(store: Any) -> Any:
-            await store.get(name)
+        async def check_local(service: PresetService) -> Any:
+            await service.get(name)
 
         async def check_remote(bridge: RemoteBridge) -> Any:
             await bridge.get_preset(name)
 
-        _run_presets(ctx, check_local, check_remote, create=False, missing=missing)
+        _run_presets(ctx, check_local, check_remote, create=False, missing=_missing(name))
         ctx.output.value({"action": "delete_preset", "dry_run": True, "name": name})
         return 0
 
-    async def local(store: Any) -> None:
-        await store.delete(name)
+    async def local(service: PresetService) -> None:
+        await service.delete(name)
 
     async def remote(bridge: RemoteBridge) -> None:
         await bridge.delete_preset(name)
 
-    _run_presets(ctx, local, remote, create=False, missing=missing)
+    _run_presets(ctx, local, remote, create=False, missing=_missing(name))
     ctx.output.value({"deleted": True, "name": name})
     return 0

@@ -13,25 +13,22 @@ import asyncio
 import ipaddress
 import os
 import socket
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from imagebridge.cli.context import CliContext, CliUsageError
+from imagebridge.cli.failures import invalid
 from imagebridge.cli.output import OutputMode
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
 __all__ = [
     "Connection",
     "dashboard_command",
-    "free_loopback_port",
     "parse_bind",
     "serve_command",
 ]
 
 PROBE_TIMEOUT_S = 1.0
-READY_WAIT_S = 30.0
 ServerRunner = Callable[..., int]
 
 
@@ -70,26 +67,29 @@ def _server_runner() -> ServerRunner:
 
 
 def serve_command(ctx: CliContext, bind: str | None, *, runner: ServerRunner | None = None) -> int:
-    """Validate the configuration (including ``--bind``) and run the server."""
+    """Validate the configuration (including ``--bind``) and serve until Ctrl-C.
+
+    Status lines (``listening on …``, ``dashboard at …``) go to stderr, as JSON objects in
+    ``--json`` mode, and not at all with ``--quiet``.
+    """
     extra: tuple[str, ...] = ()
     if bind is not None:
         address, port = parse_bind(bind)
         bind = _format_bind(address, port)
         extra = (f'server.bind="{bind}"',)
     loaded = ctx.load(extra_sets=extra)
-    loaded.require_valid()
+    config = loaded.require_valid()
     run = runner or _server_runner()
-    return int(run(loaded, bind=bind))
+
+    def announce(url: str) -> None:
+        ctx.output.status(f"listening on {url}", url=url)
+        if config.server.jobs.enabled:
+            ctx.output.status(f"dashboard at {url}/dashboard", dashboard=f"{url}/dashboard")
+
+    return int(run(loaded, bind=bind, env=ctx.env, announce=announce))
 
 
 # -- dashboard launcher -------------------------------------------------------------------------
-
-
-def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def _port_is_free(address: str, port: int) -> bool:
@@ -196,10 +196,11 @@ def dashboard_command(
         _print_connection(ctx, report)
         return 0
     if attach_only:
-        raise BridgeError.invalid_request(
+        raise invalid(
             "no Imagegen Bridge dashboard is listening at the target address",
+            "Start one with `imagegen-bridge dashboard` (without --attach-only).",
             bind=target,
-        ).with_suggestion("Start one with `imagegen-bridge dashboard` (without --attach-only).")
+        )
     if not config.server.jobs.enabled:
         raise BridgeError(
             ErrorCode.CONFIGURATION,
@@ -207,34 +208,19 @@ def dashboard_command(
             details={"field": "server.jobs.enabled"},
         )
     if requested is None and not _port_is_free(str(address), port):
-        address, port = ipaddress.ip_address("127.0.0.1"), free_loopback_port()
-        target = _format_bind(address, port)
+        target = _format_bind(address, 0)  # the kernel picks a free port
     loaded = ctx.load(extra_sets=(f'server.bind="{target}"',))
     loaded.require_valid()
     authentication = "bearer" if config.server.bearer_token_env else "none"
-    report = _connection("started", target, authentication, os.getpid())
     run = runner or _server_runner()
-    _announce_when_ready(ctx, report, should_open, required=open_browser)
-    return int(run(loaded, bind=target))
 
+    def announce(url: str) -> None:
+        report = _connection("started", url.removeprefix("http://"), authentication, os.getpid())
+        if should_open:
+            try:
+                report["opened"] = _open_browser(report["url"], required=open_browser)
+            except BridgeError as error:
+                ctx.output.error(error)
+        _print_connection(ctx, report)
 
-def _announce_when_ready(
-    ctx: CliContext, report: Connection, should_open: bool, *, required: bool
-) -> None:
-    """Print the connection (and open the browser) once the started server answers."""
-
-    def watch() -> None:
-        deadline = time.monotonic() + READY_WAIT_S
-        while time.monotonic() < deadline:
-            if asyncio.run(_probe(report["api_base_url"])):
-                if should_open:
-                    try:
-                        report["opened"] = _open_browser(report["url"], required=required)
-                    except BridgeError as error:
-                        ctx.output.error(error)
-                _print_connection(ctx, report)
-                return
-            time.sleep(0.1)
-        ctx.output.status("warning: the dashboard did not answer within 30 s")
-
-    threading.Thread(target=watch, name="dashboard-ready", daemon=True).start()
+    return int(run(loaded, bind=target, env=ctx.env, announce=announce))

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from imagebridge.cli.context import CliContext, CliUsageError
+from imagebridge.cli.failures import invalid
 from imagebridge.cli.generation.flags import GenerationFlags
 from imagebridge.cli.output import OutputMode
 from imagebridge.contract.enums import ResponseFormat
-from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 
 __all__ = ["run_generation"]
@@ -43,14 +44,13 @@ async def _load_preset(ctx: CliContext, name: str) -> dict[str, Any]:
             body = await bridge.get_preset(name)
         template = body.get("template") if isinstance(body, dict) else None
         if not isinstance(template, dict):
-            raise BridgeError.invalid_request("the bridge sent a malformed preset")
+            raise BridgeError(ErrorCode.PROTOCOL, "the bridge sent a malformed preset")
         return template
-    store = await presets.open_store(ctx.config(), create=False)
-    if store is None:
-        raise presets.preset_not_found(name)
-    async with store:
-        record = await store.get(name)
-    return record.template()
+    async with presets.local_presets(ctx.config(), create=False) as service:
+        if service is None:
+            raise presets.preset_not_found(name)
+        preset = await service.get(name)
+    return preset.template.model_dump(mode="json")
 
 
 def _refuse_inline_on_terminal(ctx: CliContext, request: ImageRequest) -> None:
@@ -61,23 +61,26 @@ def _refuse_inline_on_terminal(ctx: CliContext, request: ImageRequest) -> None:
         and not ctx.options.allow_inline
         and output.stdout_is_tty()
     ):
-        raise BridgeError.invalid_request(
+        raise invalid(
             "refusing to print base64 image data to a terminal",
+            "Redirect stdout, save files with --output-dir DIR, or pass --allow-inline.",
             field="output.response_format",
-        ).with_suggestion(
-            "Redirect stdout, save files with --output-dir DIR, or pass --allow-inline."
         )
 
 
 def _check_delivery(ctx: CliContext, flags: GenerationFlags, request: ImageRequest) -> None:
     fmt = request.output.response_format
     if ctx.options.local_artifact_paths and fmt is not ResponseFormat.ARTIFACT:
-        raise BridgeError.invalid_request(
-            "--local-artifact-paths needs artifact delivery", field="output.response_format"
+        raise invalid(
+            "--local-artifact-paths needs artifact delivery",
+            "Drop --response-format or use --response-format artifact.",
+            field="output.response_format",
         )
     if flags.open_viewer and fmt not in (ResponseFormat.ARTIFACT, ResponseFormat.URL):
-        raise BridgeError.invalid_request(
-            "--open needs artifact or url delivery", field="output.response_format"
+        raise invalid(
+            "--open needs artifact or url delivery",
+            "Drop --response-format or use artifact or url.",
+            field="output.response_format",
         )
 
 

@@ -12,6 +12,7 @@ import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 
+from imagebridge.cli.failures import invalid
 from imagebridge.contract.errors import BridgeError
 
 __all__ = ["OutputTarget", "artifact_root", "output_target"]
@@ -32,13 +33,18 @@ def artifact_root(root: Path, cwd: Path) -> Path:
 
 
 def _outside(flag: str, root: Path) -> BridgeError:
-    return BridgeError.invalid_request(_OUTSIDE, field=flag, artifact_root=str(root))
+    return invalid(
+        _OUTSIDE,
+        "Use a path relative to the artifact root (see `imagegen-bridge config show`).",
+        field=flag,
+        artifact_root=str(root),
+    )
 
 
 def _relative_below(value: str, flag: str, root: Path) -> str:
     """``value`` as a ``/``-separated path relative to ``root`` (``"."`` for the root)."""
     if not value:
-        raise BridgeError.invalid_request("output path must not be empty", field=flag)
+        raise invalid("output path must not be empty", "Pass a file or directory name.", field=flag)
     candidate = Path(value)
     if candidate.is_absolute():
         normalized = Path(os.path.normpath(candidate))
@@ -60,8 +66,10 @@ def output_target(output: str | None, output_dir: str | None, root: Path) -> Out
     if output is not None:
         relative = _relative_below(output, "output", root)
         if relative == ".":
-            raise BridgeError.invalid_request(
-                "output path must name a file below the artifact root", field="output"
+            raise invalid(
+                "output path must name a file below the artifact root",
+                "Use --output-dir DIR to choose only the directory.",
+                field="output",
             )
         directory, _, filename = relative.rpartition("/")
         return OutputTarget(directory or None, filename)

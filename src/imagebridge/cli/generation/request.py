@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from imagebridge.cli.context import CliUsageError
+from imagebridge.cli.failures import invalid
 from imagebridge.cli.files import read_bounded, read_prompt_stream
 from imagebridge.cli.generation.flags import PARAMETER_FLAGS, GenerationFlags
 from imagebridge.cli.generation.paths import output_target
 from imagebridge.contract._base import decode_model
-from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.validation import RequestLimits, validate_request
 
@@ -156,9 +156,9 @@ def _read_request(flags: GenerationFlags, settings: BuildSettings) -> ImageReque
     request = decode_model(ImageRequest, data, REQUEST_BODY_MESSAGE)
     if request.operation.value != flags.operation:
         article = "an" if request.operation.value == "edit" else "a"
-        raise BridgeError.invalid_request(
-            f"the request file holds {article} {request.operation.value} request; "
-            f"run `imagegen-bridge {request.operation.value} --request …`",
+        raise invalid(
+            f"the request file holds {article} {request.operation.value} request",
+            f"Run `imagegen-bridge {request.operation.value} --request FILE`.",
             field="operation",
         )
     return request
@@ -189,9 +189,9 @@ def build_request(
     stored_operation = data.pop("operation", "generate")
     if preset is not None and stored_operation != flags.operation:
         article = "an" if stored_operation == "edit" else "a"
-        raise BridgeError.invalid_request(
-            f"preset `{flags.preset}` is {article} {stored_operation} preset; "
-            f"use it with `imagegen-bridge {stored_operation}`",
+        raise invalid(
+            f"preset `{flags.preset}` is {article} {stored_operation} preset",
+            f"Use it with `imagegen-bridge {stored_operation} --preset {flags.preset}`.",
             field="preset",
         )
     stored_prompt = data.pop("prompt", None)

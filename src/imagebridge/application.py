@@ -25,6 +25,7 @@ from imagebridge.engine.orchestrator import GateLimits, ImageRuntime, RuntimeSet
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.validation import RequestLimits
 from imagebridge.providers.base import Provider
+from imagebridge.providers.codex_app_server.factory import build_codex_app_server_provider
 from imagebridge.providers.codex_factory import (
     CodexBuild,
     build_codex_images,
@@ -142,6 +143,7 @@ PROVIDER_FACTORIES: dict[str, ProviderFactory] = {
     "openai": _openai_family("openai"),
     "codex-responses": _codex(build_codex_responses),
     "codex-images": _codex(build_codex_images),
+    "codex-app-server": _codex(build_codex_app_server_provider),
 }
 """Registered provider name → factory. Transports add themselves here."""
 

@@ -1,4 +1,4 @@
-"""Fixtures for the app-server transport tests: fake-codex clients that never leak a process."""
+"""Fixtures for the app-server tests: fake-codex clients and bridges that never leak a process."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ _ROOT = Path(__file__).resolve().parents[3]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
+from .bridge import BridgeHarness  # noqa: E402
 from .support import FakeCodexFactory  # noqa: E402
 
 SCHEMAS = Path(__file__).with_name("schemas")
@@ -30,6 +31,16 @@ async def fake_codex(tmp_path: Path) -> AsyncIterator[FakeCodexFactory]:
         yield factory
     finally:
         await factory.close()
+
+
+@pytest.fixture
+async def bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[BridgeHarness]:
+    """Applications whose codex-app-server runs the fake codex; no process may leak."""
+    harness = BridgeHarness(tmp_path, monkeypatch)
+    try:
+        yield harness
+    finally:
+        await harness.close()
 
 
 @pytest.fixture

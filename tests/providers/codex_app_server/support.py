@@ -20,7 +20,7 @@ def assert_reaped(pids: list[int]) -> None:
             os.kill(pid, 0)
 
 
-def _is_running_fake(pid: int) -> bool:
+def is_running_fake(pid: int) -> bool:
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
@@ -62,7 +62,7 @@ class FakeCodexFactory:
             await client.shutdown()
         # Whatever a test did, no fake may outlive it: kill leftovers, then fail.
         leftovers = sorted(
-            pid for pid in {e["pid"] for e in read_log(self.state_dir)} if _is_running_fake(pid)
+            pid for pid in {e["pid"] for e in read_log(self.state_dir)} if is_running_fake(pid)
         )
         for pid in leftovers:
             os.kill(pid, signal.SIGKILL)

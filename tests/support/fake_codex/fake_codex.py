@@ -22,7 +22,9 @@ Scenario keys (all optional)::
     turns              [turn, ...] used in order, across restarts
     default_turn       turn used when ``turns`` is exhausted (default {"mode": "result"})
 
-A turn is ``{"mode": ..., ...}`` with modes ``result``, ``saved_path``, ``file_id``,
+A turn is ``{"mode": ..., ...}`` (optional ``delay_seconds``: time the image takes, cut
+short by an interrupt; every turn logs ``turn_start`` and ``turn_end``) with modes
+``result``, ``saved_path``, ``file_id``,
 ``saved_path_outside``, ``saved_path_symlink``, ``partial``, ``approval``,
 ``unknown_server_request``, ``crash`` (``exit_code``), ``oversize``, ``malformed``,
 ``hang`` (completes only when interrupted), ``policy``, ``rate_limit``, ``usage_limit``,
@@ -476,6 +478,12 @@ class FakeCodex:
             mode = "result"
 
         self.notify("item/started", {**ids, "item": started})
+        delay = float(spec.get("delay_seconds", 0))
+        # a slow generation (delay_seconds); an interrupt ends it early
+        if delay and self.interrupts[turn_id].wait(delay):
+            self.log({"event": "interrupted", "turn": turn_id})
+            self.finish(thread_id, turn, "interrupted")
+            return
         if mode == "partial":
             for _ in range(2):
                 partial = {**started, "result": base64.b64encode(PARTIAL_PNG).decode()}
@@ -529,6 +537,7 @@ class FakeCodex:
     def finish(
         self, thread_id: str, turn: dict[str, Any], status: str, *, error: Any = None
     ) -> None:
+        self.log({"event": "turn_end", "thread": thread_id, "turn": turn["id"], "status": status})
         self.notify(
             "turn/completed",
             {

@@ -4,7 +4,9 @@ Layers, bottom up: :mod:`.process` (spawn, drain stderr, restart, bounded stop),
 :mod:`.framing` + :mod:`.rpc` (JSONL JSON-RPC "lite" with size limits, server requests
 declined, bounded notification channels), :mod:`.client` (handshake, health, typed
 methods, turns), :mod:`.images` (image capture and failure mapping) and
-:mod:`.staging` (input images as files). The provider class builds on :class:`AppServerClient`.
+:mod:`.staging` (input images as files). :mod:`.provider` (with :mod:`.session_locks`,
+:mod:`.turn_cleanup`, :mod:`.partials`, :mod:`.capabilities`) is the provider class built
+on :class:`AppServerClient`; :mod:`.factory` builds it from the configuration.
 """
 
 from imagebridge.providers.codex_app_server.client import (
@@ -26,6 +28,10 @@ from imagebridge.providers.codex_app_server.images import (
 from imagebridge.providers.codex_app_server.notifications import Notification, NotificationChannel
 from imagebridge.providers.codex_app_server.options import AppServerOptions
 from imagebridge.providers.codex_app_server.process import AppServerProcess, ChildProcess
+from imagebridge.providers.codex_app_server.provider import (
+    AppServerProviderSettings,
+    CodexAppServerProvider,
+)
 from imagebridge.providers.codex_app_server.rpc import RpcConnection
 from imagebridge.providers.codex_app_server.staging import StagedBatch, StagingArea
 
@@ -35,9 +41,11 @@ __all__ = [
     "AppServerClient",
     "AppServerOptions",
     "AppServerProcess",
+    "AppServerProviderSettings",
     "CapturedImage",
     "ChildProcess",
     "ClientInfo",
+    "CodexAppServerProvider",
     "ImageLimits",
     "ModelProviderCapabilities",
     "Notification",

@@ -11,8 +11,9 @@ is missed, iterated until ``turn/completed``, interruptible while still draining
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -118,6 +119,7 @@ class ActiveTurn:
         self.turn_id = turn_id
         self.terminal: Mapping[str, Any] | None = None
         """The ``turn`` object of ``turn/completed`` once it arrived."""
+        self.interrupt_sent = False
 
     @property
     def completed(self) -> bool:
@@ -155,15 +157,23 @@ class ActiveTurn:
         while not self.completed:
             yield await self.next_event()
 
-    async def interrupt(self, *, timeout: float = 2.0) -> str | None:
+    async def interrupt(
+        self,
+        *,
+        timeout: float = 2.0,
+        on_event: Callable[[Notification], Awaitable[object]] | None = None,
+    ) -> str | None:
         """Send ``turn/interrupt`` and wait ≤ ``timeout`` s for ``turn/completed``.
 
-        Events keep being drained meanwhile, so a full channel cannot stall the link.
-        Returns the terminal status (``interrupted``, ``completed``, ``failed``), or
-        ``None`` when codex did not confirm in time.
+        Events keep being drained meanwhile, so a full channel cannot stall the link;
+        each one is handed to ``on_event`` first (its failures are ignored), so an image
+        that arrives while the interrupt is on its way is not lost. Returns the terminal
+        status (``interrupted``, ``completed``, ``failed``), or ``None`` when codex did not
+        confirm in time.
         """
         if self.completed:
             return self.terminal_status
+        self.interrupt_sent = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         request = asyncio.create_task(
@@ -176,7 +186,10 @@ class ActiveTurn:
         try:
             async with asyncio.timeout_at(deadline):
                 while not self.completed:
-                    await self.next_event()
+                    event = await self.next_event()
+                    if on_event is not None:
+                        with contextlib.suppress(BridgeError):
+                            await on_event(event)
         except (TimeoutError, BridgeError):
             pass
         finally:
@@ -346,11 +359,30 @@ class AppServerClient:
         *,
         timeout: float | None = None,
         side_effecting: bool | None = None,
+        restart: bool = True,
     ) -> Any:
-        connection = await self.ensure_healthy()
+        """One request on the live link. ``restart=False`` never spawns a new child: a
+        clean-up call meant for the child that ran a turn fails instead (``upstream``)."""
+        connection = await self.ensure_healthy() if restart else self._live_connection(method)
         return await connection.request(
             method, params, timeout=timeout, side_effecting=side_effecting
         )
+
+    def _live_connection(self, method: str) -> RpcConnection:
+        connection, child = self._connection, self._child
+        if (
+            self._closed
+            or connection is None
+            or connection.closed
+            or child is None
+            or not child.alive
+        ):
+            raise BridgeError(
+                ErrorCode.UPSTREAM,
+                "the codex app-server is not running",
+                details={"rpc_method": method},
+            )
+        return connection
 
     # -- typed methods (providers.md B4) ----------------------------------------------
 
@@ -414,8 +446,12 @@ class AppServerClient:
     async def resume_thread(self, thread_id: str, *, timeout: float | None = None) -> None:
         await self.request("thread/resume", thread_resume_params(thread_id), timeout=timeout)
 
-    async def archive_thread(self, thread_id: str, *, timeout: float | None = None) -> None:
-        await self.request("thread/archive", {"threadId": thread_id}, timeout=timeout)
+    async def archive_thread(
+        self, thread_id: str, *, timeout: float | None = None, restart: bool = True
+    ) -> None:
+        await self.request(
+            "thread/archive", {"threadId": thread_id}, timeout=timeout, restart=restart
+        )
 
     async def start_turn(
         self,

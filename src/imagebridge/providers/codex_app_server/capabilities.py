@@ -1,0 +1,91 @@
+"""What the ``codex-app-server`` provider can do (api.md §5.2, providers.md B7).
+
+codex decides almost everything itself: one image per turn, ``auto`` size, quality,
+background and moderation, PNG out. Transparency is emulated by the engine's chroma key,
+negative prompts are merged into the prompt, and there is no mask support
+(negotiation refuses masks with ``CODEX_RASTER_MASK_UNSUPPORTED``). Up to five edit
+sources and five references are staged as files for each turn.
+"""
+
+from __future__ import annotations
+
+from imagebridge._version import __version__
+from imagebridge.contract.capabilities import (
+    BatchCapabilities,
+    InputCapabilities,
+    ProviderCapabilities,
+    SizeCapabilities,
+    U8Range,
+)
+from imagebridge.contract.enums import (
+    Background,
+    BatchMode,
+    ImageAction,
+    InputFidelity,
+    Moderation,
+    OutputFormat,
+    Quality,
+    SupportLevel,
+)
+
+__all__ = [
+    "DEFAULT_IMAGE_MODEL",
+    "MAX_INPUT_BYTES_EACH",
+    "MAX_INPUT_BYTES_TOTAL",
+    "MAX_INPUT_IMAGES",
+    "PROVIDER_NAME",
+    "app_server_capabilities",
+]
+
+PROVIDER_NAME = "codex-app-server"
+DEFAULT_IMAGE_MODEL = "gpt-image-2"
+MAX_INPUT_IMAGES = 5
+MAX_INPUT_BYTES_EACH = 32 * 1024 * 1024
+MAX_INPUT_BYTES_TOTAL = 64 * 1024 * 1024
+
+
+def _inputs() -> InputCapabilities:
+    return InputCapabilities(
+        support=SupportLevel.NATIVE,
+        max_count=MAX_INPUT_IMAGES,
+        max_bytes_each=MAX_INPUT_BYTES_EACH,
+        max_bytes_total=MAX_INPUT_BYTES_TOTAL,
+    )
+
+
+def app_server_capabilities(model: str) -> ProviderCapabilities:
+    """The native capability document (count 1; the fan-out decorator widens it)."""
+    one = U8Range(min=1, max=1)
+    return ProviderCapabilities(
+        provider=PROVIDER_NAME,
+        implementation_version=__version__,
+        model=model,
+        experimental=False,
+        generation=True,
+        edits=True,
+        count=one,
+        batching=BatchCapabilities(
+            mode=BatchMode.NATIVE, native_count=one.model_copy(), max_parallel_outputs=1
+        ),
+        sizes=SizeCapabilities(auto=True, arbitrary=False),
+        aspect_ratio=SupportLevel.UNSUPPORTED,
+        resolution=SupportLevel.UNSUPPORTED,
+        qualities=[Quality.AUTO],
+        output_formats=[OutputFormat.PNG],
+        backgrounds=[Background.AUTO],
+        transparent_background=SupportLevel.EMULATED,
+        moderation=[Moderation.AUTO],
+        negative_prompt=SupportLevel.EMULATED,
+        revised_prompt=SupportLevel.EMULATED,
+        user_attribution=SupportLevel.UNSUPPORTED,
+        input_fidelities=[InputFidelity.HIGH],
+        actions=[ImageAction.AUTO],
+        reference_images=_inputs(),
+        edit_images=_inputs(),
+        masks=InputCapabilities(
+            support=SupportLevel.UNSUPPORTED, max_count=0, max_bytes_each=0, max_bytes_total=0
+        ),
+        partial_images=U8Range(min=0, max=0),
+        persistent_sessions=True,
+        explicit_threads=True,
+    )

@@ -1,0 +1,114 @@
+"""Configuration → the ``codex-app-server`` provider (used only by :mod:`imagebridge.application`).
+
+``[providers.codex_app_server]`` becomes :class:`AppServerOptions` (the field names are
+the config keys); persistent sessions live in ``session_database`` (opened on first use,
+because opening SQLite is asynchronous); input images are staged under
+``<session_database folder>/codex-staging``; inputs follow ``inputs.local_roots`` and
+``inputs.remote``; every image bound comes from ``artifacts.image``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.inspect import ImageLimits
+from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
+from imagebridge.config.model import BridgeConfig, CodexAppServerSettings, RemoteFetchSettings
+from imagebridge.providers.codex_app_server.capabilities import PROVIDER_NAME
+from imagebridge.providers.codex_app_server.options import AppServerOptions
+from imagebridge.providers.codex_app_server.provider import (
+    AppServerProviderSettings,
+    CodexAppServerProvider,
+)
+from imagebridge.providers.codex_factory import CodexBuild
+from imagebridge.storage.base import SessionStore
+from imagebridge.storage.sessions import SqliteSessionStore
+
+__all__ = [
+    "STAGING_DIR_NAME",
+    "app_server_options",
+    "build_codex_app_server_provider",
+    "staging_root",
+]
+
+STAGING_DIR_NAME = "codex-staging"
+
+
+def app_server_options(settings: CodexAppServerSettings) -> AppServerOptions:
+    """The transport settings of ``[providers.codex_app_server]``."""
+    return AppServerOptions(
+        executable=settings.executable,
+        args=tuple(settings.args),
+        cwd=settings.cwd,
+        rpc_max_message_bytes=settings.rpc_max_message_bytes,
+        rpc_max_notification_bytes=settings.rpc_max_notification_bytes,
+        rpc_timeout_ms=settings.rpc_timeout_ms,
+        notification_capacity=settings.notification_capacity,
+        shutdown_timeout_ms=settings.shutdown_timeout_ms,
+        restart_backoff_ms=settings.restart_backoff_ms,
+    )
+
+
+def staging_root(settings: CodexAppServerSettings) -> Path:
+    """Where input images are staged: next to the session database, under the data dir."""
+    return Path(settings.session_database).parent / STAGING_DIR_NAME
+
+
+def _image_limits(config: BridgeConfig) -> ImageLimits:
+    image = config.artifacts.image
+    return ImageLimits(
+        max_encoded_bytes=image.max_encoded_bytes,
+        max_edge=image.max_edge,
+        max_pixels=image.max_pixels,
+        max_decode_alloc=image.max_decode_alloc,
+    )
+
+
+def _remote_policy(settings: RemoteFetchSettings, max_bytes: int) -> RemoteFetchPolicy:
+    return RemoteFetchPolicy(
+        enabled=settings.enabled,
+        allowed_hosts=frozenset(settings.allowed_hosts),
+        allowed_ports=frozenset(settings.allowed_ports),
+        allow_private_networks=settings.allow_private_networks,
+        max_redirects=settings.max_redirects,
+        timeout_ms=settings.timeout_ms,
+        max_url_bytes=settings.max_url_bytes,
+        max_bytes=max_bytes,
+    )
+
+
+def build_codex_app_server_provider(config: BridgeConfig) -> CodexBuild:
+    """Build the provider (configuration errors surface here; nothing is spawned yet).
+
+    The result's ``provider`` is a :class:`CodexAppServerProvider`; native count 1, so
+    the application wraps it in the fan-out decorator.
+    """
+    settings = config.providers.codex_app_server
+    limits = _image_limits(config)
+    inputs = config.inputs
+    max_inline = config.runtime.request.max_inline_encoded_bytes
+    database = Path(settings.session_database)
+
+    async def open_sessions() -> SessionStore:
+        return await SqliteSessionStore.open(database, provider=PROVIDER_NAME)
+
+    def loader() -> InputLoader:
+        remote = RemoteImageFetcher(_remote_policy(inputs.remote, limits.max_encoded_bytes), limits)
+        return InputLoader(
+            inputs.local_roots, limits, remote=remote, max_inline_encoded_bytes=max_inline
+        )
+
+    provider = CodexAppServerProvider(
+        app_server_options(settings),
+        open_sessions,
+        staging_root=staging_root(settings),
+        settings=AppServerProviderSettings(codex_model=settings.codex_model, image_limits=limits),
+        inputs=loader,
+    )
+    return CodexBuild(
+        provider=provider,
+        native_count=1,
+        max_outputs=settings.max_outputs,
+        max_parallel_outputs=settings.max_parallel_outputs_value,
+    )

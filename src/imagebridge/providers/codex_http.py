@@ -19,6 +19,7 @@ DEFAULT_TIMEOUT_S = 300.0
 def new_http_client() -> httpx.AsyncClient:
     """An async client for the Codex backend: no redirects, no proxies from the environment.
 
+    Answers are asked for uncompressed, so every byte bound applies to what is on the wire.
     Calls pass their own timeout (time left to the deadline); the client default only
     covers a caller that forgets. The pool is unbounded because the fan-out decorator
     already bounds how many calls run at once.
@@ -26,6 +27,7 @@ def new_http_client() -> httpx.AsyncClient:
     return httpx.AsyncClient(
         follow_redirects=False,
         trust_env=False,
+        headers={"Accept-Encoding": "identity"},
         timeout=httpx.Timeout(DEFAULT_TIMEOUT_S),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
     )

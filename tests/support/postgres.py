@@ -79,11 +79,19 @@ class PostgresServer:
     host: str
     port: int
     password: str
+    superuser_password: str
     pid: int
     data_dir: Path
 
-    def url(self, *, database: str = APP_DATABASE, user: str = APP_ROLE) -> str:
-        return f"postgresql://{user}:{self.password}@{self.host}:{self.port}/{database}"
+    def url(
+        self, *, database: str = APP_DATABASE, user: str = APP_ROLE, password: str | None = None
+    ) -> str:
+        secret = self.password if password is None else password
+        return f"postgresql://{user}:{secret}@{self.host}:{self.port}/{database}"
+
+    def admin_url(self, database: str = APP_DATABASE) -> str:
+        """The bootstrap superuser, for tests that set up roles or odd databases."""
+        return self.url(database=database, user="imagebridge", password=self.superuser_password)
 
 
 def _free_port() -> int:
@@ -258,7 +266,12 @@ def running_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
                     "ENCODING 'UTF8'"
                 )
         yield PostgresServer(
-            host="127.0.0.1", port=port, password=password, pid=process.pid, data_dir=data
+            host="127.0.0.1",
+            port=port,
+            password=password,
+            superuser_password=superuser_password,
+            pid=process.pid,
+            data_dir=data,
         )
     finally:
         try:

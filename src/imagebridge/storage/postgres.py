@@ -254,7 +254,10 @@ async def _check_server(conn: Connection, code: ErrorCode, label: str) -> None:
     )
     row = await cursor.fetchone()
     assert row is not None
-    encoding, version = str(row[0]), int(row[1])
+    raw = row[0]
+    # A SQL_ASCII database hands text back as bytes.
+    encoding = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
+    version = int(row[1])
     if encoding.upper() not in ("UTF8", "UTF-8"):
         # Byte accounting and stored text rely on UTF-8, as with SQLite.
         raise BridgeError(

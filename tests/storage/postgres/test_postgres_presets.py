@@ -1,0 +1,66 @@
+"""PostgresPresetStore specifics: one schema shared with jobs, concurrent creates."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.storage import (
+    PostgresJobStore,
+    PostgresPresetStore,
+    inspect_postgres_job_schema,
+    inspect_postgres_preset_schema,
+    inspect_postgres_session_schema,
+)
+
+from ..conftest import SCOPE, job_id, request
+
+pytestmark = pytest.mark.postgres
+
+
+async def test_presets_share_the_jobs_schema(postgres_url: str, postgres_schema: str) -> None:
+    jobs = await PostgresJobStore.open(postgres_url, schema=postgres_schema)
+    presets = await PostgresPresetStore.open(postgres_url, schema=postgres_schema)
+    try:
+        await jobs.create(SCOPE, job_id(1), request("x"), "x", now=1, max_pending=5,
+                          max_database_bytes=1 << 30)  # fmt: skip
+        await presets.create("shared", description=None, template_json={}, now=1)
+        assert (await jobs.statistics()).total == 1
+        assert (await presets.get("shared")).name == "shared"
+    finally:
+        await presets.close()
+        await jobs.close()
+    for inspect, version in (
+        (inspect_postgres_job_schema, 1),
+        (inspect_postgres_preset_schema, 1),
+        (inspect_postgres_session_schema, None),
+    ):
+        status = await inspect(postgres_url, schema=postgres_schema)
+        assert status.version == version
+
+
+async def test_concurrent_creates_of_one_name_conflict_cleanly(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    stores = [
+        await PostgresPresetStore.open(postgres_url, schema=postgres_schema) for _ in range(3)
+    ]
+    try:
+
+        async def create(store: PostgresPresetStore, n: int) -> BridgeError | None:
+            try:
+                await store.create("race", description=f"d{n}", template_json={}, now=n)
+            except BridgeError as error:
+                return error
+            return None
+
+        outcomes = await asyncio.gather(*(create(stores[n % 3], n) for n in range(9)))
+        errors = [o for o in outcomes if o is not None]
+        assert len(errors) == 8
+        assert {(e.code, e.http_status) for e in errors} == {(ErrorCode.IDEMPOTENCY_CONFLICT, 409)}
+        assert [p.name for p in (await stores[0].list()).items] == ["race"]
+    finally:
+        for store in stores:
+            await store.close()

@@ -22,6 +22,7 @@ import json
 import os
 import queue
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -62,18 +63,13 @@ def _baseline_main(body_path: str) -> None:
         return Response(payload, media_type="application/json")
 
     app = Starlette(routes=[Route("/v1/images", images, methods=["POST"])])
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
-    server = uvicorn.Server(config)
-
-    async def serve() -> None:
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        print(f"listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
-        await task
-
-    asyncio.run(serve())
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)  # connections wait in the backlog until uvicorn accepts them
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_config=None, access_log=False)
+    print(f"listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 class Child:

@@ -44,7 +44,7 @@ BRIDGE_SETS = [
     "providers.codex_app_server.enabled=false",
     "providers.codex_images.enabled=false",
 ]
-ROUNDS = {1: 60, 32: 192}
+ROUNDS = {1: 50, 32: 160}
 WARMUP = 8
 
 
@@ -63,7 +63,7 @@ def _baseline_main(body_path: str) -> None:
         return Response(payload, media_type="application/json")
 
     app = Starlette(routes=[Route("/v1/images", images, methods=["POST"])])
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)  # connections wait in the backlog until uvicorn accepts them
     port = sock.getsockname()[1]

@@ -88,7 +88,7 @@ def start_server(
     expanded = [item.replace("{data}", str(data_dir)) for item in sets]
     loaded = load_config(env=environ, sets=[*MOCK_ONLY, *expanded], cwd=data_dir)
     config = loaded.config
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = int(sock.getsockname()[1])

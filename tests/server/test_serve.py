@@ -7,6 +7,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,7 +20,7 @@ import pytest
 
 from imagebridge.config import load_config
 from imagebridge.contract.errors import BridgeError
-from imagebridge.server.serve import check_bind
+from imagebridge.server.serve import _listen, check_bind
 
 MOCK_ONLY = [
     'default_provider="mock"',
@@ -168,3 +169,14 @@ def test_check_bind_rules(tmp_path: Path) -> None:
     assert check_bind(guarded, "0.0.0.0:8787", {"TOKEN_VAR": "t"}) == ("0.0.0.0", 8787)
     with pytest.raises(BridgeError):
         check_bind(plain, "localhost:8787", {})
+
+
+def test_listener_sockets_are_tcp_so_asyncio_disables_nagle() -> None:
+    """asyncio sets TCP_NODELAY only when the listening socket says IPPROTO_TCP; without it
+    every small response waits ~40 ms for a delayed ACK."""
+    sock = _listen("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert sock.getsockname()[0] == "127.0.0.1"
+    finally:
+        sock.close()

@@ -1,0 +1,125 @@
+"""The whole bridge (engine + codex-app-server provider) against the REAL codex 0.169.
+
+codex runs behind :mod:`tests.support.real_codex` — a loopback HTTPS mock of the Codex
+backend, inside ``shared/tools/loopback-only`` when this machine allows it — so nothing
+leaves 127.0.0.1. Skipped only when node or the installed codex CLI is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from imagebridge.application import Application, build_application
+from imagebridge.config import load_config
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from tests.support.real_codex import (
+    MOCK_PNG,
+    MOCK_PROMPT,
+    RealCodexHarness,
+    find_codex_binary,
+    loopback_only_available,
+    skip_reason,
+)
+
+from .bridge import PROVIDER, BridgeHarness, decoded, image_request
+from .support import assert_reaped
+
+_SKIP = skip_reason()
+pytestmark = [
+    pytest.mark.codex,
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(_SKIP is not None, reason=_SKIP or ""),
+]
+
+
+@pytest.fixture
+def real(tmp_path: Path) -> RealCodexHarness:
+    binary = find_codex_binary()
+    assert binary is not None
+    return RealCodexHarness(tmp_path / "real", binary, loopback_only_available())
+
+
+@pytest.fixture
+async def app(tmp_path: Path, real: RealCodexHarness) -> AsyncIterator[Application]:
+    config = load_config(
+        env={"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path / "data")},
+        sets=[
+            f'default_provider="{PROVIDER}"',
+            "providers.codex_responses.enabled=false",
+            "providers.mock.enabled=false",
+            f'providers.codex_app_server.executable="{real.wrapper}"',
+            f'providers.codex_app_server.cwd="{real.workdir}"',
+            "providers.codex_app_server.rpc_timeout_ms=30000",
+        ],
+        cwd=tmp_path,
+    ).require_valid()
+    application = build_application(config)
+    try:
+        yield application
+    finally:
+        await application.aclose()
+        pids = BridgeHarness.provider(application).client.spawned_pids
+        assert pids, "codex was never started"
+        assert_reaped(pids)
+
+
+def assert_only_the_mock_was_contacted(real: RealCodexHarness) -> None:
+    requests = real.requests()
+    assert requests, "codex never reached the mock backend"
+    assert all(request["path"].startswith("/backend-api/") for request in requests)
+    origin = real.origin()
+    assert origin is not None and origin.startswith("https://127.0.0.1:")
+
+
+async def test_a_persistent_session_generates_then_resumes_its_thread(
+    app: Application, real: RealCodexHarness
+) -> None:
+    (ready,) = await app.runtime.registry.readiness(timeout=30)
+    assert ready.error is None
+
+    session = {"session": {"mode": "persistent", "key": "real-poster"}}
+    first = await app.runtime.execute(image_request(**session))
+    (image,) = first.data
+    assert decoded(image.b64_json) == MOCK_PNG
+    assert (image.format.value, image.width, image.height) == ("png", 8, 8)
+    assert first.revised_prompt == MOCK_PROMPT
+    assert first.session is not None and first.session.reused is False
+
+    second = await app.runtime.execute(image_request(**session))
+    assert second.session is not None
+    assert second.session.reused is True
+    assert second.session.thread_id == first.session.thread_id
+    assert decoded(second.data[0].b64_json) == MOCK_PNG
+
+    generations = [r for r in real.requests() if r["path"].endswith("/images/generations")]
+    assert len(generations) == 2
+    turns = [r for r in real.requests() if r["path"].endswith("/codex/responses")]
+    assert all(r["headers"]["originator"] == "imagegen-bridge" for r in turns)
+    assert BridgeHarness.provider(app).restart_count() == 0
+    assert_only_the_mock_was_contacted(real)
+
+
+async def test_policy_and_429_failures_map_to_their_codes(
+    app: Application, real: RealCodexHarness
+) -> None:
+    real.set_mode("policy")
+    with pytest.raises(BridgeError) as caught:
+        await app.runtime.execute(image_request())
+    assert caught.value.code is ErrorCode.SAFETY_REJECTED
+    assert "safety system" not in caught.value.message
+
+    real.set_mode("http429")
+    with pytest.raises(BridgeError) as caught:
+        await app.runtime.execute(image_request())
+    assert caught.value.code is ErrorCode.RATE_LIMITED
+    assert caught.value.retryable
+    assert caught.value.details["upstream_status"] == 429
+
+    real.set_mode("auto")  # the same child serves the next request once the backend recovers
+    response = await app.runtime.execute(image_request())
+    assert decoded(response.data[0].b64_json) == MOCK_PNG
+    assert BridgeHarness.provider(app).restart_count() == 0
+    assert_only_the_mock_was_contacted(real)

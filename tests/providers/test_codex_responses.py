@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent
 from imagebridge.contract.response import Usage
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.providers.base import ProviderEventT
+from imagebridge.providers.codex_responses import CodexResponsesOptions, CodexResponsesProvider
 from tests.support.codex_backend import (
     BRIDGE_ACCOUNT,
     BRIDGE_TOKEN,
@@ -292,6 +294,41 @@ async def test_cancellation_mid_stream_closes_the_call_as_unknown_outcome(
     assert error.details["outcome"] == "unknown"
     assert codex_bridge.backend.calls("responses") == 1
     assert asyncio.get_running_loop().time() - started < 5  # not the mock's 30 s stall
+
+
+# -- transport safety -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "route"),
+    [("codex-responses", "responses"), ("codex-images", "images_generations")],
+)
+async def test_redirects_are_never_followed(
+    codex_bridge: CodexBridge, provider: str, route: Any
+) -> None:
+    codex_bridge.backend.script("redirect", route=route)
+
+    error = await codex_bridge.fail(routing={"provider": provider})
+
+    assert error.code is ErrorCode.UPSTREAM and error.details["http_status"] == 307
+    assert [r.path for r in codex_bridge.backend.requests] == [
+        codex_bridge.backend.requests_for(route)[0].path
+    ]
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://chatgpt.example/backend-api/codex/responses",
+        "https://user:pw@chatgpt.com/backend-api/codex/responses",
+        "ftp://127.0.0.1/responses",
+    ],
+)
+def test_a_token_is_never_sent_to_an_unsafe_endpoint(endpoint: str) -> None:
+    with pytest.raises(BridgeError) as caught:
+        CodexResponsesProvider(CodexResponsesOptions(endpoint=endpoint), inputs=InputLoader)
+
+    assert caught.value.code is ErrorCode.CONFIGURATION
 
 
 # -- credentials and readiness ------------------------------------------------------------------

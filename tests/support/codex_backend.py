@@ -113,6 +113,7 @@ BehaviourKind = Literal[
     "refusal_message",
     "usage_limit_in_stream",
     "failed_after_partial",
+    "redirect",
 ]
 Route = Literal["responses", "images_generations", "images_edits", "usage"]
 ROUTES: Final[tuple[Route, ...]] = get_args(Route)
@@ -865,6 +866,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._hang_up()
         elif kind == "disconnect_before_first_byte":
             self._hang_up()
+        elif kind == "redirect":
+            target = f"{backend.base_url}/redirected"
+            self._send_json(307, {"error": {"message": "moved"}}, {"Location": target})
         else:
             return False
         return True

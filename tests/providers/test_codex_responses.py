@@ -444,6 +444,18 @@ async def test_quota_snapshot_comes_from_wham_usage_then_from_headers(
         assert identifying not in text
 
 
+async def test_error_answers_update_the_snapshot_too(codex_bridge: CodexBridge) -> None:
+    codex_bridge.backend.script("http_429")
+    await codex_bridge.fail()
+
+    diagnostics = await codex_bridge.provider().diagnostics()
+
+    windows = {w["name"]: w for w in diagnostics["quota"]["windows"]}
+    assert windows["primary"]["used_percent"] == 100.0
+    assert diagnostics["quota"]["exhausted"] is True
+    assert codex_bridge.backend.calls("usage") == 0
+
+
 async def test_quota_reading_failure_is_reported_not_raised(codex_bridge: CodexBridge) -> None:
     codex_bridge.backend.script("http_401", route="usage")
 

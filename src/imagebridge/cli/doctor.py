@@ -42,6 +42,7 @@ __all__ = ["Doctor", "auth_doctor_command", "doctor_command"]
 
 Status = Literal["pass", "warn", "fail", "skip"]
 READINESS_TIMEOUT_S = 10.0
+QUOTA_TIMEOUT_S = 10.0
 PREREQUISITES = (
     "configuration",
     "codex_executable",
@@ -218,23 +219,34 @@ async def _providers(doctor: Doctor, config: BridgeConfig, selected: str | None)
 
 
 async def _quota(doctor: Doctor, app: Any, name: str) -> None:
-    """Quota windows, for providers that can report them (``quota_status()``)."""
+    """Quota windows, for providers with a ``diagnostics()`` hook (the Codex transports
+    read ``wham/usage``: a plain read, never a generation)."""
     try:
-        provider = app.runtime.registry.resolve(name)
+        current: Any = app.runtime.registry.resolve(name)
     except BridgeError:
         return
-    reporter = getattr(provider, "quota_status", None)
-    if not callable(reporter):
+    hook = None
+    for _ in range(8):  # unwrap decorators (fan-out) down to the transport
+        hook = getattr(current, "diagnostics", None)
+        if callable(hook) or getattr(current, "inner", None) is None:
+            break
+        current = current.inner
+    if not callable(hook):
         doctor.add("provider_quota", "skip", f"{name} does not report quota")
         return
     try:
-        status = await reporter()
+        details = await asyncio.wait_for(hook(), QUOTA_TIMEOUT_S)
     except BridgeError as error:
         doctor.add("provider_quota", "warn", error.message, error.to_dict())
         return
-    to_dict = getattr(status, "to_dict", None)
-    details = to_dict() if callable(to_dict) else status
-    doctor.add("provider_quota", "pass", f"{name} quota reported", details)
+    except Exception as error:  # a diagnostics hook (or its timeout) must never fail doctor
+        doctor.add("provider_quota", "warn", "quota could not be read", type(error).__name__)
+        return
+    quota = details.get("quota") if isinstance(details, dict) else None
+    if isinstance(quota, dict) and quota.get("status") == "unavailable":
+        doctor.add("provider_quota", "warn", f"{name} quota is unavailable", quota)
+    else:
+        doctor.add("provider_quota", "pass", f"{name} quota reported", quota or details)
 
 
 def run_checks(ctx: CliContext, provider: str | None) -> tuple[Doctor, LoadedConfig | None]:

@@ -132,7 +132,8 @@ def _execute_and_report(
         if remote is not None:
             bearer = ctx.bearer_token()
             return await run_cancellable(
-                lambda token: execute_remote(request, config, remote, bearer, token), reporter
+                lambda token: execute_remote(request, config, remote, bearer, token, reporter),
+                reporter,
             )
         return await run_cancellable(
             lambda token: execute_in_process(request, config, token, reporter), reporter

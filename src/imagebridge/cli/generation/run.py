@@ -156,11 +156,14 @@ async def execute_remote(
     base_url: str,
     bearer: str | None,
     token: CancelToken,
+    reporter: ProgressReporter,
 ) -> Execution:
-    """``POST /v1/images`` on a running bridge."""
+    """``POST /v1/images`` on a running bridge (no progress events over this route)."""
     from imagebridge.cli.remote import RemoteBridge
+    from imagebridge.contract.events import StartedEvent
 
     request = await resolve_file_inputs(request, config)
+    await reporter.on_event(StartedEvent())
     timeout_ms = request.timeout_ms or config.runtime.default_timeout_ms
     async with RemoteBridge(
         base_url, token=bearer, max_response_bytes=config.artifacts.max_response_bytes

@@ -59,6 +59,7 @@ __all__ = [
     "inspect_postgres_schema",
     "is_postgres_url",
     "missing_objects",
+    "quote_schema",
     "redact_url",
     "table_columns",
     "translate_error",
@@ -140,8 +141,9 @@ def translate_error(exc: BaseException, code: ErrorCode, label: str) -> BridgeEr
 class PgMigration:
     """One schema step. ``apply(conn, schema, recorded)`` must be idempotent.
 
-    ``schema`` is the quoted schema name to prefix tables with; ``recorded`` tells whether
-    the step's marker row exists (structural checks should run either way).
+    ``schema`` is the (validated, unquoted) schema name: qualify tables with
+    :func:`quote_schema`. ``recorded`` tells whether the step's marker row exists;
+    structural checks should run either way.
     """
 
     version: int
@@ -167,7 +169,8 @@ class PgSchema:
         return len(self.migrations)
 
 
-def _quoted(schema: str) -> str:
+def quote_schema(schema: str) -> str:
+    """A schema name checked by :func:`check_schema_name`, quoted for SQL text."""
     return f'"{schema}"'
 
 
@@ -201,7 +204,7 @@ async def _recorded_versions(conn: Connection, schema: str, component: str) -> s
     if "schema_migrations" in await missing_objects(conn, schema, ("schema_migrations",)):
         return set()
     cursor = await conn.execute(
-        f"SELECT version FROM {_quoted(schema)}.schema_migrations "  # noqa: S608
+        f"SELECT version FROM {quote_schema(schema)}.schema_migrations "  # noqa: S608
         "WHERE component = %s",
         (component,),
     )
@@ -211,7 +214,7 @@ async def _recorded_versions(conn: Connection, schema: str, component: str) -> s
 async def _migrate(
     conn: Connection, schema: str, pg_schema: PgSchema, code: ErrorCode, label: str
 ) -> None:
-    quoted = _quoted(schema)
+    quoted = quote_schema(schema)
     async with conn.transaction():
         await conn.execute(f"SET LOCAL lock_timeout = {_MIGRATION_LOCK_TIMEOUT_MS}")
         # Serializes every bridge migrating this schema, whatever the component.
@@ -238,7 +241,7 @@ async def _migrate(
             )
         applied_at = int(time.time())
         for migration in pg_schema.migrations:
-            await migration.apply(conn, quoted, migration.version in recorded)
+            await migration.apply(conn, schema, migration.version in recorded)
             if migration.version not in recorded:
                 await conn.execute(
                     f"INSERT INTO {quoted}.schema_migrations "  # noqa: S608
@@ -429,7 +432,7 @@ class PostgresDatabase:
         """``name`` qualified with this database's (quoted) schema."""
         if _IDENTIFIER.fullmatch(name) is None:  # pragma: no cover - internal misuse
             raise ValueError("table must be a plain SQL identifier")
-        return f"{_quoted(self._schema)}.{name}"
+        return f"{quote_schema(self._schema)}.{name}"
 
     @property
     def closed(self) -> bool:

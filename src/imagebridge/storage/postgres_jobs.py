@@ -47,6 +47,11 @@ from imagebridge.storage.base import (
     SchemaStatus,
 )
 from imagebridge.storage.cursors import decode_job_cursor, encode_job_cursor
+from imagebridge.storage.jobs import (  # one accounting formula and bound for both backends
+    _TERMINAL_SQL,
+    MAX_QUEUED_IDENTITIES,
+    _active_row_bytes,
+)
 from imagebridge.storage.postgres import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
@@ -59,6 +64,7 @@ from imagebridge.storage.postgres import (
     advisory_key,
     inspect_postgres_schema,
     missing_objects,
+    quote_schema,
     table_columns,
 )
 from imagebridge.storage.postgres_queue import (
@@ -97,19 +103,10 @@ from imagebridge.storage.rules import (
     utf8_size,
 )
 
-__all__ = [
-    "JOB_PG_SCHEMA",
-    "MAX_QUEUED_IDENTITIES",
-    "PostgresJobStore",
-    "inspect_postgres_job_schema",
-]
+__all__ = ["JOB_PG_SCHEMA", "PostgresJobStore", "inspect_postgres_job_schema"]
 
 _LABEL = "durable job database"
 _CODE = ErrorCode.INTERNAL
-_TERMINAL_SQL = "('succeeded', 'failed', 'cancelled', 'interrupted')"
-
-MAX_QUEUED_IDENTITIES = 10_000
-"""Largest page :meth:`PostgresJobStore.queued_identities` returns."""
 
 # -- accounting ------------------------------------------------------------------------------
 
@@ -118,6 +115,7 @@ def _octets(column: str) -> str:
     return f"COALESCE(octet_length({column})::bigint, 0)"
 
 
+# The PostgreSQL twin of the SQLite store's formula (and of ``_active_row_bytes``).
 _LOGICAL_BYTES_SQL = (
     "("
     + " + ".join(
@@ -137,12 +135,6 @@ _LOGICAL_BYTES_SQL = (
     + _octets("error_json")
     + f" END + {ROW_OVERHEAD_BYTES})"
 )
-
-
-def _active_row_bytes(*texts: str | None) -> int:
-    """What a new queued row is charged: the Python twin of ``_LOGICAL_BYTES_SQL``."""
-    fixed = sum(0 if text is None else len(text.encode("utf-8")) for text in texts)
-    return fixed + ACTIVE_ROW_RESERVE_BYTES + ROW_OVERHEAD_BYTES
 
 
 # -- schema ----------------------------------------------------------------------------------
@@ -215,12 +207,12 @@ _UNIQUE_INDEXES = frozenset({"image_jobs_submission_idx"})
 
 async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
     """The jobs table in its full shape, with its indexes (re-created when missing)."""
-    name = schema.strip('"')
-    missing = await missing_objects(conn, name, ("image_jobs", *_INDEXES))
+    missing = await missing_objects(conn, schema, ("image_jobs", *_INDEXES))
+    quoted = quote_schema(schema)
     if "image_jobs" in missing:
-        await conn.execute(_CREATE_TABLE.format(schema=schema))
+        await conn.execute(_CREATE_TABLE.format(schema=quoted))
     else:
-        absent = set(_COLUMNS) - await table_columns(conn, name, "image_jobs")
+        absent = set(_COLUMNS) - await table_columns(conn, schema, "image_jobs")
         if absent:
             raise BridgeError(
                 _CODE,
@@ -231,7 +223,7 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
         if index in missing:
             unique = "UNIQUE " if index in _UNIQUE_INDEXES else ""
             await conn.execute(
-                f"CREATE {unique}INDEX IF NOT EXISTS {index} " + definition.format(schema=schema)
+                f"CREATE {unique}INDEX IF NOT EXISTS {index} " + definition.format(schema=quoted)
             )
 
 

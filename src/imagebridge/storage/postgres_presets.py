@@ -32,6 +32,7 @@ from imagebridge.storage.postgres import (
     PostgresDatabase,
     inspect_postgres_schema,
     missing_objects,
+    quote_schema,
 )
 from imagebridge.storage.rules import (
     check_count,
@@ -51,12 +52,11 @@ _COLUMNS = "name, description, template_json, created_at, updated_at"
 
 
 async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
-    missing = await missing_objects(
-        conn, schema.strip('"'), ("image_presets", "image_presets_updated_idx")
-    )
+    missing = await missing_objects(conn, schema, ("image_presets", "image_presets_updated_idx"))
+    quoted = quote_schema(schema)
     if "image_presets" in missing:
         await conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {schema}.image_presets ("
+            f"CREATE TABLE IF NOT EXISTS {quoted}.image_presets ("
             'name text COLLATE "C" PRIMARY KEY, '
             "description text, "
             "template_json text NOT NULL, "
@@ -66,7 +66,7 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
     if "image_presets_updated_idx" in missing:
         await conn.execute(
             "CREATE INDEX IF NOT EXISTS image_presets_updated_idx "
-            f"ON {schema}.image_presets (updated_at DESC, name)"
+            f"ON {quoted}.image_presets (updated_at DESC, name)"
         )
 
 

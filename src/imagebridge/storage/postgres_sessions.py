@@ -23,6 +23,7 @@ from imagebridge.storage.postgres import (
     PostgresDatabase,
     inspect_postgres_schema,
     missing_objects,
+    quote_schema,
 )
 from imagebridge.storage.rules import check_session_identifier, check_timestamp
 
@@ -33,9 +34,9 @@ _CODE = ErrorCode.SESSION
 
 
 async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
-    if await missing_objects(conn, schema.strip('"'), ("session_bindings",)):
+    if await missing_objects(conn, schema, ("session_bindings",)):
         await conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {schema}.session_bindings ("
+            f"CREATE TABLE IF NOT EXISTS {quote_schema(schema)}.session_bindings ("
             'provider text COLLATE "C" NOT NULL, '
             'session_key text COLLATE "C" NOT NULL, '
             "thread_id text NOT NULL, "

@@ -132,9 +132,15 @@ async def test_a_dropped_index_is_recreated_on_open(
         body = request("twice", idempotency_key="k")
         for n in (1, 2):
             await store.create(
-                SCOPE, job_id(n), body, "twice", submission_key="k", fingerprint="a" * 64,
-                now=1, **ROOMY,
-            )  # fmt: skip
+                SCOPE,
+                job_id(n),
+                body,
+                "twice",
+                submission_key="k",
+                fingerprint="a" * 64,
+                now=1,
+                **ROOMY,
+            )
     indexes = sql(
         postgres_url,
         "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
@@ -181,8 +187,11 @@ async def test_a_role_without_create_privileges_uses_prepared_tables(
 
 async def test_non_utf8_databases_are_refused(postgres_server: PostgresServer) -> None:
     admin = postgres_server.admin_url()
-    sql(admin, "CREATE DATABASE ascii_db ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' "
-        "TEMPLATE template0 OWNER bridge")  # fmt: skip
+    sql(
+        admin,
+        "CREATE DATABASE ascii_db ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' "
+        "TEMPLATE template0 OWNER bridge",
+    )
     try:
         with pytest.raises(BridgeError) as caught:
             await PostgresJobStore.open(postgres_server.url(database="ascii_db"))
@@ -313,17 +322,24 @@ async def test_database_errors_never_quote_row_data(
 ) -> None:
     schema = PgSchema(component="demo", migrations=())
     db = await PostgresDatabase.open(
-        postgres_url, schema=postgres_schema, pg_schema=schema, code=ErrorCode.INTERNAL,
+        postgres_url,
+        schema=postgres_schema,
+        pg_schema=schema,
+        code=ErrorCode.INTERNAL,
         label="demo db",
-    )  # fmt: skip
+    )
     try:
-        await db.run(lambda conn: conn.execute(
-            f"CREATE TABLE {db.table('items')} (value text CHECK (value <> 'secret prompt'))"
-        ))  # fmt: skip
+        await db.run(
+            lambda conn: conn.execute(
+                f"CREATE TABLE {db.table('items')} (value text CHECK (value <> 'secret prompt'))"
+            )
+        )
         with pytest.raises(BridgeError) as caught:
-            await db.run(lambda conn: conn.execute(
-                f"INSERT INTO {db.table('items')} VALUES ('secret prompt')"  # noqa: S608
-            ))  # fmt: skip
+            await db.run(
+                lambda conn: conn.execute(
+                    f"INSERT INTO {db.table('items')} VALUES ('secret prompt')"  # noqa: S608
+                )
+            )
         assert caught.value.message == "demo db rejected an inconsistent write"
         assert caught.value.details["sqlstate"] == "23514"
         assert "secret prompt" not in json.dumps(caught.value.to_dict())

@@ -50,11 +50,16 @@ async def test_logical_sizes_stay_exact_through_a_workload(pg_job_store: Postgre
     for n in range(40):
         body = request(f"prompt {n} ✓ ünïcødé", idempotency_key=f"k{n}")
         await store.create(
-            SCOPE, job_id(n), body, body["prompt"],
+            SCOPE,
+            job_id(n),
+            body,
+            body["prompt"],
             submission_key=f"k{n}" if n % 3 else None,
             fingerprint="e" * 64 if n % 3 else None,
-            now=1_000 + n, max_pending=1_000, max_database_bytes=1 << 30,
-        )  # fmt: skip
+            now=1_000 + n,
+            max_pending=1_000,
+            max_database_bytes=1 << 30,
+        )
     for n in range(0, 40, 2):
         await store.claim(SCOPE, job_id(n), now=5_000)
     for n in range(0, 40, 4):
@@ -88,8 +93,9 @@ async def test_schemas_are_separate_deployments(
 ) -> None:
     async with await PostgresJobStore.open(postgres_url, schema=postgres_schema + "_b") as other:
         body = request("only here")
-        await pg_job_store.create(SCOPE, job_id(1), body, "only here", now=1,
-                                  max_pending=10, max_database_bytes=1 << 30)  # fmt: skip
+        await pg_job_store.create(
+            SCOPE, job_id(1), body, "only here", now=1, max_pending=10, max_database_bytes=1 << 30
+        )
         assert (await other.statistics()).total == 0
         assert (await other.list(SCOPE, visibility="all")).items == []
         assert other.schema == postgres_schema + "_b"
@@ -102,8 +108,15 @@ async def test_admission_holds_across_instances(postgres_url: str, postgres_sche
         async def submit(store: PostgresJobStore, n: int) -> Any:
             body = request(f"crowd {n}")
             try:
-                return await store.create(SCOPE, job_id(n), body, body["prompt"], now=n,
-                                          max_pending=5, max_database_bytes=1 << 30)  # fmt: skip
+                return await store.create(
+                    SCOPE,
+                    job_id(n),
+                    body,
+                    body["prompt"],
+                    now=n,
+                    max_pending=5,
+                    max_database_bytes=1 << 30,
+                )
             except BridgeError as error:
                 return error
 
@@ -117,3 +130,21 @@ async def test_admission_holds_across_instances(postgres_url: str, postgres_sche
     finally:
         for store in stores:
             await store.close()
+
+
+async def test_control_characters_in_prompts_are_stored_and_searchable(
+    pg_job_store: PostgresJobStore,
+) -> None:
+    # PostgreSQL text cannot hold NUL: the search column maps it like SQLite's does, and
+    # JSON escapes it in the stored request.
+    prompt = "a\x00b\x01c ÉCLAIR\u2028"
+    body = request(prompt)
+    await pg_job_store.create(
+        SCOPE, job_id(1), body, prompt, now=1, max_pending=5, max_database_bytes=1 << 30
+    )
+    job = await pg_job_store.get(SCOPE, job_id(1))
+    assert job.request()["prompt"] == prompt
+    for needle in ("b", "éclair", "ÉCLAIR"):
+        page = await pg_job_store.list(SCOPE, search=needle)
+        assert [item.id for item in page.items] == [job_id(1)], needle
+    assert (await pg_job_store.list(SCOPE, search="a b")).items == []

@@ -24,8 +24,9 @@ async def test_presets_share_the_jobs_schema(postgres_url: str, postgres_schema:
     jobs = await PostgresJobStore.open(postgres_url, schema=postgres_schema)
     presets = await PostgresPresetStore.open(postgres_url, schema=postgres_schema)
     try:
-        await jobs.create(SCOPE, job_id(1), request("x"), "x", now=1, max_pending=5,
-                          max_database_bytes=1 << 30)  # fmt: skip
+        await jobs.create(
+            SCOPE, job_id(1), request("x"), "x", now=1, max_pending=5, max_database_bytes=1 << 30
+        )
         await presets.create("shared", description=None, template_json={}, now=1)
         assert (await jobs.statistics()).total == 1
         assert (await presets.get("shared")).name == "shared"

@@ -134,7 +134,7 @@ def _context(cli: Cli, mode: OutputMode = OutputMode.JSON) -> CliContext:
 
 
 def _stdout(context: CliContext) -> str:
-    value: str = context.output.stdout.getvalue()  # type: ignore[attr-defined]
+    value: str = context.output.stdout.getvalue()
     return value
 
 
@@ -149,7 +149,7 @@ def test_serve_passes_status_lines_through_announce(cli: Cli) -> None:
     context = _context(cli)
     assert serve_command(context, "127.0.0.1:4321", runner=runner) == 0
     assert calls[0]["bind"] == "127.0.0.1:4321"
-    lines = [json.loads(line) for line in context.output.stderr.getvalue().splitlines()]  # type: ignore[attr-defined]
+    lines = [json.loads(line) for line in context.output.stderr.getvalue().splitlines()]
     assert lines[0]["status"] == "listening on http://127.0.0.1:4321"
     assert lines[1]["dashboard"] == "http://127.0.0.1:4321/dashboard"
 

@@ -29,6 +29,7 @@ from imagebridge.cli.output import EXIT_USAGE, Output, OutputMode, exit_code_for
 __all__ = ["PROG_NAME", "build_app", "main"]
 
 PROG_NAME = "imagegen-bridge"
+COMPLETE_VAR = "_IMAGEGEN_BRIDGE_COMPLETE"
 GENERATION_COMMANDS = frozenset({"generate", "edit"})
 REMOTE_COMMANDS = frozenset({"generate", "edit", "preset", "session", "providers", "jobs"})
 _GLOBAL = "Global options"
@@ -216,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     args = sys.argv[1:] if argv is None else list(argv)
+    if os.environ.get(COMPLETE_VAR):
+        # typer has no public API for completion requests outside its own app runner.
+        from typer._completion_classes import completion_init
+
+        completion_init()  # registers typer's shell classes for the completion request
     hoisted = hoist_global_flags(args)
     _prepare_streams()
     invocation = _Invocation(

@@ -103,7 +103,7 @@ def schema_command(ctx: CliContext, *, kind: str, output: str | None, check: str
 
 
 def completions_command(ctx: CliContext, shell: str) -> int:
-    from typer._completion_shared import get_completion_script
+    from typer._completion_shared import get_completion_script  # no public equivalent
 
     script = get_completion_script(
         prog_name="imagegen-bridge", complete_var=COMPLETE_VAR, shell=shell
@@ -136,12 +136,14 @@ def _option_lines(command: Any) -> list[str]:
     return lines
 
 
-def _walk(command: Any, path: list[str]) -> list[str]:
+def _walk(command: Any, context: Any, path: list[str]) -> list[str]:
     lines: list[str] = []
-    subcommands = getattr(command, "commands", None)
-    if isinstance(subcommands, dict):
-        for name in sorted(subcommands):
-            lines += _walk(subcommands[name], [*path, name])
+    list_commands = getattr(command, "list_commands", None)
+    if callable(list_commands):
+        for name in list_commands(context):
+            child = command.get_command(context, name)
+            if child is not None:
+                lines += _walk(child, context, [*path, name])
         return lines
     summary = (getattr(command, "help", None) or "").strip().split("\n\n")[0]
     lines += [".SS " + _roff(" ".join(path)), _roff(summary)]
@@ -149,8 +151,8 @@ def _walk(command: Any, path: list[str]) -> list[str]:
     return lines
 
 
-def render_manpage(root: Any, version: str) -> str:
-    """A roff manual page for the whole command tree."""
+def render_manpage(root: Any, context: Any, version: str) -> str:
+    """A roff manual page for the whole command tree (``context``: the root's context)."""
     today = date.today().isoformat()
     help_text = (getattr(root, "help", None) or "").strip()
     lines = [
@@ -164,7 +166,7 @@ def render_manpage(root: Any, version: str) -> str:
         ".SH GLOBAL OPTIONS",
         *_option_lines(root),
         ".SH COMMANDS",
-        *_walk(root, []),
+        *_walk(root, context, []),
         ".SH EXIT STATUS",
         _roff(
             "0 success; 2 invalid request, configuration or usage error; 3 authentication, "
@@ -176,8 +178,9 @@ def render_manpage(root: Any, version: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def man_command(ctx: CliContext, root: Any, output: str | None) -> int:
+def man_command(ctx: CliContext, root_context: Any, output: str | None) -> int:
     from imagebridge._version import __version__
 
-    _write_text(ctx, render_manpage(root, __version__), output)
+    page = render_manpage(root_context.command, root_context, __version__)
+    _write_text(ctx, page, output)
     return 0

@@ -102,4 +102,4 @@ def register(app: typer.Typer) -> None:
         """Print the manual page (roff)."""
         from imagebridge.cli.docs import man_command
 
-        return man_command(cli_context(ctx), ctx.find_root().command, output)
+        return man_command(cli_context(ctx), ctx.find_root(), output)

@@ -80,17 +80,39 @@ async def test_a_saved_path_outside_codex_home_is_refused(bridge: BridgeHarness)
     assert str(outside) not in json.dumps(error.to_dict())
 
 
-async def test_n_3_fans_out_into_three_turns(bridge: BridgeHarness) -> None:
+def _turn_events(bridge: BridgeHarness) -> list[str]:
+    return [e["event"] for e in bridge.log() if e.get("event") in ("turn_start", "turn_end")]
+
+
+async def test_n_3_fans_out_into_three_parallel_turns(bridge: BridgeHarness) -> None:
+    bridge.scenario(default_turn={"mode": "result", "delay_seconds": 0.2})
     app = bridge.app()
     response = await app.runtime.execute(image_request(parameters={"n": 3}))
     assert [image.index for image in response.data] == [0, 1, 2]
     assert all(decoded(image.b64_json) == FINAL_PNG for image in response.data)
     assert "emulated_multi_image_fanout" in response.warnings
     await bridge.settle(app)
-    assert len(bridge.events("turn_start")) == 3
+    # isolated + auto: the chunks run at once (ERRATA §2)
+    assert _turn_events(bridge)[:3] == ["turn_start"] * 3
     threads = {turn["params"]["threadId"] for turn in bridge.received("turn/start")}
     assert len(threads) == 3  # isolated: one ephemeral thread per output
     assert len(bridge.received("thread/archive")) == 3
+
+
+async def test_a_persistent_batch_runs_its_turns_one_after_the_other_on_one_thread(
+    bridge: BridgeHarness,
+) -> None:
+    bridge.scenario(default_turn={"mode": "result", "delay_seconds": 0.1})
+    app = bridge.app()
+    response = await app.runtime.execute(
+        image_request(parameters={"n": 2}, session={"mode": "persistent", "key": "batch"})
+    )
+    assert [image.index for image in response.data] == [0, 1]
+    await bridge.settle(app)
+    assert _turn_events(bridge) == ["turn_start", "turn_end", "turn_start", "turn_end"]
+    threads = {turn["params"]["threadId"] for turn in bridge.received("turn/start")}
+    assert len(threads) == 1
+    assert response.session is not None and response.session.thread_id in threads
 
 
 async def test_capabilities_are_fanned_out_and_codex_shaped(bridge: BridgeHarness) -> None:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.events import ProgressEvent
 from imagebridge.engine.cancellation import CancelToken, Deadline
-from imagebridge.providers.base import ProviderContext
+from imagebridge.providers.base import ProviderContext, ProviderEventT
 from imagebridge.storage.sessions import SqliteSessionStore
 from tests.support.fake_codex import FINAL_PNG
 
@@ -222,9 +223,16 @@ async def test_a_request_stuck_behind_the_session_starts_no_turn(bridge: BridgeH
     blocker = asyncio.ensure_future(app.runtime.execute(image_request(**persistent("busy"))))
     await bridge.wait_for(lambda: bool(bridge.events("turn_start")))
 
-    waiting = ProviderContext("waiting-1", Deadline.after(0.3))
+    stages: list[str] = []
+
+    async def sink(event: ProviderEventT) -> None:
+        if isinstance(event, ProgressEvent):
+            stages.append(event.stage)
+
+    waiting = ProviderContext("waiting-1", Deadline.after(0.3), events=sink)
     with pytest.raises(BridgeError) as caught:
         await provider.execute(image_request(**persistent("busy")), waiting)
+    assert stages == ["waiting_for_session"]
     assert caught.value.code is ErrorCode.TIMEOUT
     assert caught.value.message == "request timed out while waiting for the session"
     assert caught.value.retryable

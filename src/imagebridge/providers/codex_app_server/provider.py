@@ -326,8 +326,11 @@ class CodexAppServerProvider(Provider):
         started: float,
     ) -> ImageResponse:
         paths, edit_sources = await self._stage_inputs(request, context, cleanup.batch)
+        lock_key = _lock_key(request, context)
+        if self._locks.held(lock_key):
+            await context.emit(ProgressEvent(stage="waiting_for_session"))
         cleanup.lease = await self._locks.acquire(
-            [_lock_key(request, context)], context.deadline, context.cancellation
+            [lock_key], context.deadline, context.cancellation
         )
         await context.emit(ProgressEvent(stage="preparing_session"))
         session = await self._open_thread(request, context, cleanup.lease)
@@ -346,6 +349,7 @@ class CodexAppServerProvider(Provider):
         cleanup.turn = turn
         await context.emit(ProgressEvent(stage="generating"))
         captured = await self._collect(turn, request, context)
+        cleanup.stop_turn_now()  # the image is in: codex need not go on
         return await self._response(request, context, captured, session, started)
 
     # -- inputs --------------------------------------------------------------------------

@@ -11,8 +11,9 @@ confirmed over within the interrupt timeout), so the next turn on the thread may
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from imagebridge.contract.errors import BridgeError
 from imagebridge.providers.codex_app_server.client import ActiveTurn, AppServerClient
@@ -36,6 +37,7 @@ class TurnCleanup:
     turn: ActiveTurn | None = None
     archive_thread_id: str | None = None
     """An isolated (ephemeral) thread to archive once the turn is over."""
+    _stopping: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
     @property
     def turn_running(self) -> bool:
@@ -46,9 +48,18 @@ class TurnCleanup:
         if not self.turn_running and self.lease is not None:
             self.lease.release()
 
+    def stop_turn_now(self) -> None:
+        """Start interrupting a turn that runs on (its events are drained meanwhile, so
+        the link never waits for this request); :meth:`run` finishes the job."""
+        if self.turn_running and self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop_turn())
+
     async def run(self) -> None:
         try:
-            await self._stop_turn()
+            if self._stopping is not None:
+                await self._stopping
+            else:
+                await self._stop_turn()
         finally:
             if self.lease is not None:
                 self.lease.release()

@@ -74,6 +74,8 @@ def test_diagnostics_never_contain_secrets(serve: ServeFactory) -> None:
     assert provenance["server.bearer_token_env"]["source"] == "override"
     assert body["runtime"]["circuit_breakers"]["mock"]["state"] == "closed"
     assert body["configuration"]["listener_port"] == server.port
+    assert body["configuration"]["jobs_enabled"] is True
+    assert body["jobs"]["max_running"] == 4 and body["jobs"]["total"] == 0
 
 
 def test_provider_diagnostics_hooks_are_included_and_bounded(serve: ServeFactory) -> None:

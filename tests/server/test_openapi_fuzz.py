@@ -71,6 +71,19 @@ def test_every_operation_is_documented_and_fuzzed(fuzzed: LiveServer) -> None:
             "POST /v1/images/edits",
             "POST /v1/images/generations",
             "POST /v1/images/stream",
+            "POST /v1/jobs",
+            "GET /v1/jobs",
+            "GET /v1/jobs/{id}",
+            "DELETE /v1/jobs/{id}",
+            "PATCH /v1/jobs/{id}",
+            "GET /v1/jobs/{id}/partial",
+            "GET /v1/presets",
+            "POST /v1/presets",
+            "GET /v1/presets/{name}",
+            "PUT /v1/presets/{name}",
+            "DELETE /v1/presets/{name}",
+            "GET /v1/artifacts/{id}",
+            "GET /v1/artifacts/{id}/thumbnail",
         ]
     )
     failures: list[str] = []

@@ -1,9 +1,9 @@
 """The application factory: configuration in, a ready FastAPI app out.
 
 ``create_app`` builds (or accepts) the engine, decides which routers exist — metrics only
-when enabled; jobs, presets, artifacts and the dashboard once their managers are wired —
-installs the one ASGI middleware and the envelope error handlers, and ties background
-readiness probing and runtime shutdown to the app's lifespan.
+when enabled; jobs, presets and artifacts with ``server.jobs.enabled`` —
+installs the one ASGI middleware and the envelope error handlers, and ties the job
+services, background readiness probing and runtime shutdown to the app's lifespan.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from imagebridge.application import Application, build_application
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError
+from imagebridge.jobs import JobManagerSettings, JobServices
 from imagebridge.server.auth import AccessPolicy, read_bearer_token
 from imagebridge.server.errors import install_error_handlers
 from imagebridge.server.events import OperatorEvents
@@ -29,12 +30,15 @@ from imagebridge.server.middleware import BridgeMiddleware, MiddlewareSettings
 from imagebridge.server.openapi import TITLE, build_openapi
 from imagebridge.server.readiness import ReadinessMonitor
 from imagebridge.server.routes import (
+    artifacts,
     compat,
     diagnostics,
     health,
     images,
+    jobs,
     metrics,
     openapi,
+    presets,
     providers,
     sessions,
     stream,
@@ -60,7 +64,24 @@ def _routers(state: BridgeState) -> list[APIRouter]:
     ]
     if state.metrics is not None:
         mounted.append(metrics.router)
+    if state.jobs_enabled:
+        mounted.extend([jobs.router, presets.router, artifacts.router])
     return mounted
+
+
+async def _open_jobs(config: BridgeConfig, engine: Application) -> JobServices:
+    grace_s = config.runtime.shutdown_grace_ms / 1000
+    services = await JobServices.open(
+        config.server.jobs.database,
+        engine.runtime,
+        JobManagerSettings.from_config(config.server.jobs, shutdown_timeout_s=grace_s),
+    )
+    try:
+        await services.start()
+    except BaseException:
+        await services.aclose(0)
+        raise
+    return services
 
 
 def _middleware_settings(config: BridgeConfig) -> MiddlewareSettings:
@@ -72,6 +93,19 @@ def _middleware_settings(config: BridgeConfig) -> MiddlewareSettings:
         read_timeout_ms=server.read_timeout_ms,
         write_timeout_ms=server.write_timeout_ms,
     )
+
+
+async def _close(state: BridgeState, engine: Application) -> None:
+    """Jobs first (running ones get the shutdown grace), then the runtime and providers."""
+    services, state.jobs = state.jobs, None
+    try:
+        if services is not None:
+            await services.aclose(state.config.runtime.shutdown_grace_ms / 1000)
+    finally:
+        try:
+            await engine.aclose()
+        except BridgeError as error:
+            logger.warning("runtime shutdown was not clean", extra={"code": error.code.value})
 
 
 def create_app(
@@ -115,19 +149,20 @@ def create_app(
             else None
         ),
         origins=list(origins or []),
+        jobs_enabled=config.server.jobs.enabled,
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if state.jobs_enabled:
+            state.jobs = await _open_jobs(config, engine)
+            state.readiness.dependencies.append(state.jobs.jobs.healthy)
         state.readiness.start()
         try:
             yield
         finally:
             await state.readiness.stop()
-            try:
-                await engine.aclose()
-            except BridgeError as error:
-                logger.warning("runtime shutdown was not clean", extra={"code": error.code.value})
+            await _close(state, engine)
 
     app = FastAPI(
         title=TITLE,

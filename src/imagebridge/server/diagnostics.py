@@ -129,6 +129,7 @@ async def build_diagnostics(state: BridgeState) -> OperatorDiagnostics:
     details = await asyncio.gather(
         *(_provider_detail(p, state.options.diagnostics_timeout) for p in providers)
     )
+    jobs = None if state.jobs is None else await state.jobs.jobs.statistics()
     return OperatorDiagnostics(
         bridge_version=__version__,
         configuration=ConfigurationDiagnostics(
@@ -146,6 +147,7 @@ async def build_diagnostics(state: BridgeState) -> OperatorDiagnostics:
             provenance=[ConfigurationOrigin.model_validate(o.to_dict()) for o in state.origins],
         ),
         artifact_storage_enabled=True,
+        jobs=jobs,
         runtime=RuntimeDiagnostics(
             global_queued=queues["global_queued"],
             providers_queued=dict(queues["providers_queued"]),

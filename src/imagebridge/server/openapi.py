@@ -19,6 +19,8 @@ from pydantic.json_schema import models_json_schema
 from imagebridge._version import __version__
 from imagebridge.contract.compat import CompatibleGenerationRequest
 from imagebridge.contract.envelope import ErrorEnvelope
+from imagebridge.contract.jobs import ImageJobUpdate
+from imagebridge.contract.presets import ImagePresetCreate, ImagePresetWrite
 from imagebridge.contract.request import ImageRequest
 
 __all__ = [
@@ -33,7 +35,13 @@ __all__ = [
 TITLE = "Imagegen Bridge API"
 SECURITY_SCHEME = "bridgeBearer"
 _REF = "#/components/schemas/{model}"
-_EXTRA_MODELS: tuple[type[BaseModel], ...] = (ImageRequest, CompatibleGenerationRequest)
+_EXTRA_MODELS: tuple[type[BaseModel], ...] = (
+    ImageRequest,
+    CompatibleGenerationRequest,
+    ImageJobUpdate,
+    ImagePresetCreate,
+    ImagePresetWrite,
+)
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     "default": {"model": ErrorEnvelope, "description": "Error envelope"},

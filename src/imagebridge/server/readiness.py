@@ -3,7 +3,8 @@
 A readiness endpoint that probes providers on every call would let a load balancer (or an
 attacker) drive upstream traffic. Instead one background task probes every
 ``interval`` seconds with a per-probe ``timeout``; ``/health/ready`` reads the cached
-answer, which counts as stale (not ready) once it is older than ``stale_after``.
+answer, which counts as stale (not ready) once it is older than ``stale_after``. Other
+components the bridge needs (the job store) are checked by the same probe.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ logger = logging.getLogger("imagebridge.server")
 ReadinessProbe = Callable[[float], Awaitable[Sequence[ProviderReadiness]]]
 """Runs every provider's readiness check, each bounded by the given timeout (seconds)."""
 
+DependencyCheck = Callable[[], Awaitable[bool]]
+"""Another component readiness depends on (the job store): True when healthy."""
+
 
 class ReadinessMonitor:
     def __init__(
@@ -33,10 +37,13 @@ class ReadinessMonitor:
         timeout: float = 10.0,
         stale_after: float = 90.0,
         clock: Callable[[], float] = time.monotonic,
+        dependencies: Sequence[DependencyCheck] = (),
     ) -> None:
         if interval <= 0 or timeout <= 0 or stale_after <= 0:
             raise ValueError("readiness intervals must be positive")
         self._probe = probe
+        self.dependencies: list[DependencyCheck] = list(dependencies)
+        self._dependencies_ok = True
         self.interval = interval
         self.timeout = timeout
         self.stale_after = stale_after
@@ -74,6 +81,7 @@ class ReadinessMonitor:
         except Exception:  # a broken probe must not kill the monitor
             logger.exception("readiness probe failed")
             results = None
+        self._dependencies_ok = await self._check_dependencies()
         if results is None:
             self._results = None
             self._probed_at = None
@@ -83,6 +91,15 @@ class ReadinessMonitor:
         if self._first is not None:
             self._first.set()
         return results or []
+
+    async def _check_dependencies(self) -> bool:
+        for check in self.dependencies:
+            try:
+                if not await asyncio.wait_for(check(), self.timeout):
+                    return False
+            except Exception:  # includes TimeoutError: an unanswered check is not healthy
+                return False
+        return True
 
     # -- answers ----------------------------------------------------------------------
 
@@ -98,7 +115,7 @@ class ReadinessMonitor:
             return False
         if self._clock() - self._probed_at > self.stale_after:
             return False
-        return all(result.ready for result in self._results)
+        return self._dependencies_ok and all(result.ready for result in self._results)
 
     async def latest(self) -> list[ProviderReadiness] | None:
         """The cached results; waits (bounded) for the first probe if it is still running."""

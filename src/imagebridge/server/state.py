@@ -17,6 +17,7 @@ from imagebridge.application import Application
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig
 from imagebridge.engine.orchestrator import ImageRuntime
+from imagebridge.jobs import JobServices
 from imagebridge.providers.base import Provider
 from imagebridge.server.auth import AccessPolicy
 from imagebridge.server.events import DEFAULT_EVENT_CAPACITY, OperatorEvents
@@ -59,6 +60,9 @@ class BridgeState:
     metrics: BridgeMetrics | None
     origins: list[ConfigOrigin] = field(default_factory=list)
     jobs_enabled: bool = False
+    """Whether the jobs, presets and artifact routes are mounted (``server.jobs.enabled``)."""
+    jobs: JobServices | None = None
+    """The job manager and preset service, once the lifespan has opened them."""
 
     @property
     def runtime(self) -> ImageRuntime:

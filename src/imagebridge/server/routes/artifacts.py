@@ -1,0 +1,114 @@
+"""Artifacts (api.md §10): verified image bytes and thumbnails of the caller's artifacts.
+
+Bytes are re-verified (SHA-256 and a full decode) on every read. Any failure — malformed
+or unknown id, another owner's artifact, tampered bytes — is the same 404, so the route
+cannot be used to probe which ids exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from imagebridge.artifacts.ids import canonical_uuid
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.server.context import request_context
+from imagebridge.server.errors import HttpError
+from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter
+from imagebridge.server.query import strict_query
+from imagebridge.server.routes import protected_router
+from imagebridge.server.state import bridge_state
+
+router = protected_router(tags=["artifacts"])
+
+DEFAULT_THUMBNAIL_EDGE = 384
+_EDGE_MESSAGE = "thumbnail edge must be between 32 and 2048 pixels"
+_INVALID_QUERY = "artifact query parameters are invalid"
+_CACHE = "private, max-age=31536000, immutable"
+_IMAGE_CONTENT = {
+    media: {"schema": {"type": "string", "format": "binary"}}
+    for media in ("image/png", "image/jpeg", "image/webp")
+}
+
+
+def _not_found(error: BridgeError) -> HttpError:
+    """Every artifact failure answers 404, keeping its own code and message."""
+    return HttpError(
+        404, error.code, error.message, details=error.details, suggestions=error.suggestions
+    )
+
+
+def _headers(etag: str, filename: str) -> dict[str, str]:
+    return {
+        "cache-control": _CACHE,
+        "etag": f'"{etag}"',
+        "content-disposition": f'inline; filename="{filename}"',
+        "x-content-type-options": "nosniff",
+    }
+
+
+@router.get(
+    "/v1/artifacts/{id}",
+    operation_id="getImageArtifact",
+    response_class=Response,
+    responses={
+        200: {"description": "Verified image", "content": _IMAGE_CONTENT},
+        **ERROR_RESPONSES,
+    },
+)
+async def get_artifact(id: str, request: Request) -> Response:
+    strict_query(request, (), _INVALID_QUERY)
+    store = bridge_state(request).application.artifacts
+    try:
+        content = await asyncio.to_thread(store.read, id, request_context(request).owner)
+    except BridgeError as error:
+        raise _not_found(error) from None
+    return Response(
+        content.data,
+        media_type=content.info.format.media_type,
+        headers=_headers(content.info.sha256, content.basename),
+    )
+
+
+def _edge(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_THUMBNAIL_EDGE
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 5:
+        raise BridgeError.invalid_request(_EDGE_MESSAGE, field="edge")
+    return int(raw)
+
+
+@router.get(
+    "/v1/artifacts/{id}/thumbnail",
+    operation_id="getImageArtifactThumbnail",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "PNG thumbnail",
+            "content": {"image/png": {"schema": {"type": "string", "format": "binary"}}},
+        },
+        **ERROR_RESPONSES,
+    },
+    openapi_extra={
+        "parameters": [
+            query_parameter(
+                "edge", {"type": "integer", "minimum": 32, "maximum": 2048, "default": 384}
+            )
+        ]
+    },
+)
+async def get_thumbnail(id: str, request: Request) -> Response:
+    edge = _edge(strict_query(request, ("edge",), _INVALID_QUERY).get("edge"))
+    store = bridge_state(request).application.artifacts
+    try:
+        data = await asyncio.to_thread(store.thumbnail, id, request_context(request).owner, edge)
+    except BridgeError as error:
+        if error.code is ErrorCode.INVALID_REQUEST:
+            raise  # the edge, a caller mistake: 422
+        raise _not_found(error) from None
+    digest = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
+    name = f"thumbnail-{canonical_uuid(id)}.png"
+    return Response(data, media_type="image/png", headers=_headers(digest, name))

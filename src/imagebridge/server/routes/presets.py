@@ -1,0 +1,104 @@
+"""Presets (api.md §9): named request templates, global to the bridge."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from imagebridge.contract._base import decode_model
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.presets import (
+    ImagePreset,
+    ImagePresetCreate,
+    ImagePresetPage,
+    ImagePresetWrite,
+)
+from imagebridge.jobs import PresetService
+from imagebridge.server.openapi import ERROR_RESPONSES, json_request_body, query_parameter
+from imagebridge.server.query import MAX_CURSOR_CHARS, MAX_PAGE_LIMIT, strict_query
+from imagebridge.server.routes import json_response, protected_router
+from imagebridge.server.state import bridge_state
+
+router = protected_router(tags=["presets"])
+
+_INVALID_QUERY = "preset query parameters are invalid"
+_DECODE = "request body must be valid preset JSON"
+
+
+def service(request: Request) -> PresetService:
+    services = bridge_state(request).jobs
+    if services is None:
+        raise BridgeError(ErrorCode.OVERLOADED, "preset service is not running", retryable=True)
+    return services.presets
+
+
+@router.get(
+    "/v1/presets",
+    operation_id="listImagePresets",
+    responses={200: {"model": ImagePresetPage, "description": "Preset page"}, **ERROR_RESPONSES},
+    openapi_extra={
+        "parameters": [
+            query_parameter("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_LIMIT}),
+            query_parameter("cursor", {"type": "string", "maxLength": MAX_CURSOR_CHARS}),
+        ]
+    },
+)
+async def list_presets(request: Request) -> Response:
+    query = strict_query(request, ("limit", "cursor"), _INVALID_QUERY)
+    raw_limit = query.get("limit")
+    limit: int | None = None
+    if raw_limit is not None:
+        if not raw_limit.isascii() or not raw_limit.isdigit():
+            raise BridgeError.invalid_request(_INVALID_QUERY, field="limit")
+        limit = int(raw_limit) if len(raw_limit) <= 12 else MAX_PAGE_LIMIT + 1
+    return json_response(await service(request).list(limit=limit, cursor=query.get("cursor")))
+
+
+@router.post(
+    "/v1/presets",
+    operation_id="createImagePreset",
+    status_code=201,
+    responses={201: {"model": ImagePreset, "description": "Created preset"}, **ERROR_RESPONSES},
+    openapi_extra={"requestBody": json_request_body("ImagePresetCreate")},
+)
+async def create_preset(request: Request) -> Response:
+    strict_query(request, (), _INVALID_QUERY)
+    body = decode_model(ImagePresetCreate, await request.body(), _DECODE)
+    preset = await service(request).create(body)
+    response = json_response(preset, status_code=201)
+    response.headers["location"] = f"/v1/presets/{preset.name}"
+    return response
+
+
+@router.get(
+    "/v1/presets/{name}",
+    operation_id="getImagePreset",
+    responses={200: {"model": ImagePreset, "description": "Preset"}, **ERROR_RESPONSES},
+)
+async def get_preset(name: str, request: Request) -> Response:
+    strict_query(request, (), _INVALID_QUERY)
+    return json_response(await service(request).get(name))
+
+
+@router.put(
+    "/v1/presets/{name}",
+    operation_id="replaceImagePreset",
+    responses={200: {"model": ImagePreset, "description": "Replaced preset"}, **ERROR_RESPONSES},
+    openapi_extra={"requestBody": json_request_body("ImagePresetWrite")},
+)
+async def replace_preset(name: str, request: Request) -> Response:
+    strict_query(request, (), _INVALID_QUERY)
+    body = decode_model(ImagePresetWrite, await request.body(), _DECODE)
+    return json_response(await service(request).replace(name, body))
+
+
+@router.delete(
+    "/v1/presets/{name}",
+    operation_id="deleteImagePreset",
+    status_code=204,
+    responses={204: {"description": "Deleted"}, **ERROR_RESPONSES},
+)
+async def delete_preset(name: str, request: Request) -> Response:
+    strict_query(request, (), _INVALID_QUERY)
+    await service(request).delete(name)
+    return Response(status_code=204)

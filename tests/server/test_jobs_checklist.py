@@ -1,0 +1,244 @@
+"""api.md §14 items 34–42: durable jobs, artifacts and presets over HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image
+
+from tests.server.conftest import LiveServer, ServeFactory
+
+TOKEN_A = "jobs-token-a"
+TOKEN_B = "jobs-token-b"
+
+
+def job_body(prompt: str = "DURABLE TEST fox", **parameters: Any) -> dict[str, Any]:
+    return {
+        "operation": "generate",
+        "prompt": prompt,
+        "parameters": {"size": "16x16", **parameters},
+    }
+
+
+def wait_status(client: httpx.Client, job_id: str, wanted: set[str], timeout: float = 15) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in wanted or time.monotonic() > deadline:
+            return job
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def jobs_server(serve_module: ServeFactory) -> LiveServer:
+    return serve_module("server.jobs.max_running=1")
+
+
+def succeeded_job(client: httpx.Client, prompt: str = "DURABLE TEST fox") -> dict[str, Any]:
+    created = client.post("/v1/jobs", json=job_body(prompt))
+    assert created.status_code == 202, created.text
+    job = wait_status(client, created.json()["id"], {"succeeded", "failed"})
+    assert job["status"] == "succeeded", job
+    return job
+
+
+def test_34_jobs_are_accepted_queued_and_finish_with_artifacts(jobs_server: LiveServer) -> None:
+    with jobs_server.client() as client:
+        created = client.post(
+            "/v1/jobs", json={**job_body(), "idempotency_key": "body-key-is-not-stored"}
+        )
+        assert created.status_code == 202
+        job = created.json()
+        assert job["status"] == "queued"
+        assert job["request"]["output"]["response_format"] == "artifact"
+        assert "idempotency_key" not in job["request"]
+        assert job["cancel_requested"] is False and job["favorite"] is False
+        done = wait_status(client, job["id"], {"succeeded", "failed"})
+    assert done["status"] == "succeeded"
+    item = done["result"]["data"][0]
+    assert item["type"] == "artifact" and item["id"] and item["name"]
+    assert done["result"]["id"] == job["id"]
+
+
+def test_35_job_submissions_are_idempotent(jobs_server: LiveServer) -> None:
+    key = {"Idempotency-Key": f"job-{uuid.uuid4()}"}
+    with jobs_server.client() as client:
+        before = len(client.get("/v1/jobs?limit=100&visibility=all").json()["items"])
+        first = client.post("/v1/jobs", json=job_body("idempotent job"), headers=key)
+        second = client.post("/v1/jobs", json=job_body("idempotent job"), headers=key)
+        assert first.status_code == second.status_code == 202
+        assert first.json()["id"] == second.json()["id"]
+        after = len(client.get("/v1/jobs?limit=100&visibility=all").json()["items"])
+        assert after == before + 1
+        conflict = client.post("/v1/jobs", json=job_body("another prompt"), headers=key)
+    assert conflict.status_code == 409
+    assert conflict.json()["error"]["code"] == "idempotency_conflict"
+
+
+def test_36_artifacts_are_served_verified_with_cache_headers(jobs_server: LiveServer) -> None:
+    with jobs_server.client() as client:
+        item = succeeded_job(client)["result"]["data"][0]
+        response = client.get(f"/v1/artifacts/{item['id']}")
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "image/png"
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["etag"] == f'"{item["sha256"]}"'
+        assert hashlib.sha256(response.content).hexdigest() == item["sha256"]
+        assert response.headers["cache-control"] == "private, max-age=31536000, immutable"
+        basename = item["name"].rsplit("/", 1)[-1]
+        assert response.headers["content-disposition"] == f'inline; filename="{basename}"'
+        for bad in (str(uuid.uuid4()), "not-a-uuid"):
+            missing = client.get(f"/v1/artifacts/{bad}")
+            assert missing.status_code == 404
+            assert missing.json()["error"]["imagegen_bridge"]["code"] == "artifact"
+
+
+def test_37_thumbnails(jobs_server: LiveServer) -> None:
+    with jobs_server.client() as client:
+        item = succeeded_job(client)["result"]["data"][0]
+        thumb = client.get(f"/v1/artifacts/{item['id']}/thumbnail?edge=128")
+        assert thumb.status_code == 200
+        assert thumb.headers["content-type"] == "image/png"
+        assert thumb.headers["etag"] == f'"{hashlib.sha256(thumb.content).hexdigest()}"'
+        with Image.open(io.BytesIO(thumb.content)) as image:
+            assert max(image.size) <= 128
+        for edge in ("16", "4096", "x"):
+            response = client.get(f"/v1/artifacts/{item['id']}/thumbnail?edge={edge}")
+            assert response.status_code == 422, edge
+        assert client.get(f"/v1/artifacts/{item['id']}/thumbnail?size=1").status_code == 422
+        assert client.get(f"/v1/artifacts/{uuid.uuid4()}/thumbnail").status_code == 404
+
+
+def test_38_history_favorites_hiding_and_search(serve: ServeFactory) -> None:
+    server = serve()
+    with server.client() as client:
+        job = succeeded_job(client, "DURABLE TEST history")
+        succeeded_job(client, "another one")
+        page = client.get("/v1/jobs?limit=1").json()
+        assert len(page["items"]) == 1 and "request" not in page["items"][0]
+        assert "next_cursor" in page
+        hidden = client.patch(f"/v1/jobs/{job['id']}", json={"favorite": True, "deleted": True})
+        assert hidden.status_code == 200
+        assert hidden.json()["favorite"] is True and isinstance(hidden.json()["deleted"], int)
+        visible = [item["id"] for item in client.get("/v1/jobs").json()["items"]]
+        assert job["id"] not in visible
+        found = client.get("/v1/jobs?visibility=hidden&favorite=true&search=durable%20test").json()[
+            "items"
+        ]
+        assert [item["id"] for item in found] == [job["id"]]
+        conflict = client.get("/v1/jobs?visibility=hidden&include_deleted=true")
+        assert conflict.status_code == 422
+        restored = client.patch(f"/v1/jobs/{job['id']}", json={"deleted": False})
+        assert restored.status_code == 200 and "deleted" not in restored.json()
+        assert job["id"] in [item["id"] for item in client.get("/v1/jobs").json()["items"]]
+        for query in ("limit=0", "limit=x", "favorite=yes", "status=done", "extra=1"):
+            assert client.get(f"/v1/jobs?{query}").status_code == 422, query
+
+
+def test_39_patch_rules_not_found_and_cancelling_a_queued_job(jobs_server: LiveServer) -> None:
+    with jobs_server.client() as client:
+        slow = client.post("/v1/jobs", json=job_body("[mock:latency=3000] blocker")).json()
+        queued = client.post("/v1/jobs", json=job_body("waiting")).json()
+        assert wait_status(client, slow["id"], {"running"})["status"] == "running"
+        assert client.patch(f"/v1/jobs/{queued['id']}", json={}).status_code == 422
+        refused = client.patch(f"/v1/jobs/{slow['id']}", json={"deleted": True})
+        assert refused.status_code == 422
+        assert refused.json()["error"]["param"] == "deleted"
+        missing = client.get("/v1/jobs/019f0000-0000-7000-8000-000000000000")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "invalid_request"
+        cancelled = client.delete(f"/v1/jobs/{queued['id']}")
+        assert cancelled.status_code == 200
+        assert cancelled.json()["status"] == "cancelled"
+        assert cancelled.json()["cancel_requested"] is True
+        stopping = client.delete(f"/v1/jobs/{slow['id']}").json()
+        assert stopping["cancel_requested"] is True
+        assert wait_status(client, slow["id"], {"cancelled", "succeeded"})["status"] in {
+            "cancelled",
+            "succeeded",
+        }
+
+
+def test_40_jobs_belong_to_the_bearer_that_created_them(serve: ServeFactory, tmp_path: Any) -> None:
+    shared = f'server.jobs.database="{tmp_path}/shared-jobs.sqlite3"'
+    first = serve(shared, 'server.bearer_token_env="TOKEN"', env={"TOKEN": TOKEN_A})
+    with first.client(headers={"Authorization": f"Bearer {TOKEN_A}"}) as client:
+        job = succeeded_job(client)
+    first.stop()
+    second = serve(shared, 'server.bearer_token_env="TOKEN"', env={"TOKEN": TOKEN_B})
+    with second.client(headers={"Authorization": f"Bearer {TOKEN_B}"}) as client:
+        path = f"/v1/jobs/{job['id']}"
+        assert client.get(path).status_code == 404
+        assert client.delete(path).status_code == 404
+        assert client.patch(path, json={"favorite": True}).status_code == 404
+        assert client.get(f"{path}/partial").status_code == 404
+        assert client.get("/v1/jobs?visibility=all").json()["items"] == []
+        artifact = job["result"]["data"][0]["id"]
+        assert client.get(f"/v1/artifacts/{artifact}").status_code == 404
+
+
+def test_41_partial_previews_while_running(jobs_server: LiveServer) -> None:
+    with jobs_server.client() as client:
+        job = client.post(
+            "/v1/jobs", json=job_body("[mock:latency=2400] previews", partial_images=2)
+        ).json()
+        deadline = time.monotonic() + 10
+        preview = client.get(f"/v1/jobs/{job['id']}/partial")
+        while preview.status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            preview = client.get(f"/v1/jobs/{job['id']}/partial")
+        assert preview.status_code == 200
+        assert preview.headers["content-type"] == "image/png"
+        assert preview.headers["x-image-output-index"] == "0"
+        assert preview.headers["x-image-partial-index"] in {"0", "1"}
+        assert preview.headers["cache-control"] == "private, no-store"
+        assert preview.content.startswith(b"\x89PNG")
+        assert wait_status(client, job["id"], {"succeeded"})["status"] == "succeeded"
+        gone = client.get(f"/v1/jobs/{job['id']}/partial")
+    assert gone.status_code == 404
+    assert gone.json()["error"]["message"] == "partial preview is not available"
+
+
+def test_42_preset_lifecycle(jobs_server: LiveServer) -> None:
+    body = {
+        "name": "portrait-high",
+        "description": "Editorial portrait",
+        "template": {"parameters": {"quality": "high"}},
+    }
+    with jobs_server.client() as client:
+        created = client.post("/v1/presets", json=body)
+        assert created.status_code == 201
+        assert created.headers["location"] == "/v1/presets/portrait-high"
+        preset = created.json()
+        assert preset["created"] == preset["updated"]
+        template = preset["template"]
+        assert template["operation"] == "generate"
+        assert template["parameters"]["quality"] == "high"
+        assert template["parameters"]["n"] == 1
+        assert template["policies"]["compatibility"] == "strict"
+        assert client.post("/v1/presets", json=body).status_code == 409
+        assert client.get("/v1/presets/portrait-high").status_code == 200
+        assert client.get("/v1/presets?limit=1").status_code == 200
+        replaced = client.put(
+            "/v1/presets/portrait-high", json={"description": "Updated", "template": {}}
+        )
+        assert replaced.status_code == 200
+        assert replaced.json()["created"] == preset["created"]
+        assert replaced.json()["description"] == "Updated"
+        assert client.delete("/v1/presets/portrait-high").status_code == 204
+        assert client.get("/v1/presets/portrait-high").status_code == 404
+        for name in ("../escape", "-x"):
+            response = client.post("/v1/presets", json={**body, "name": name})
+            assert response.status_code == 422
+            assert response.json()["error"]["param"] == "name"
+        assert client.get("/v1/presets/-x").status_code == 422
+        with_images = client.post(
+            "/v1/presets", json={**body, "name": "imgs", "template": {"images": []}}
+        )
+        assert with_images.status_code == 422

@@ -169,3 +169,16 @@ def test_plain_prints_compact_json_for_structured_commands(cli: Cli) -> None:
     result = cli("--plain", "config", "check")
     assert result.stdout == '{"valid":true,"issues":[]}\n'
     assert json.loads(result.stdout)["valid"] is True
+
+
+def test_missing_subcommand_prints_help_and_exits_two(cli: Cli) -> None:
+    result = cli("preset")
+    assert result.code == 2
+    assert result.stderr.startswith("Usage: imagegen-bridge preset")
+    assert "create  Store a new preset." in result.stderr
+
+
+def test_echoed_bad_values_are_escaped(cli: Cli) -> None:
+    result = cli("generate", "x", "--quality", "bad\x1b[31m")
+    assert result.code == 2
+    assert "\x1b" not in result.stderr and "bad\\x1b[31m" in result.stderr

@@ -237,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except (UsageError, ClickException) as error:
         message, usage, status = _click_failure(error)
+        if type(error).__name__ == "NoArgsIsHelpError":
+            invocation.output.help_text(message)
+            return EXIT_USAGE
         invocation.output.usage_error(message, usage)
         return status
     except (Abort, KeyboardInterrupt):

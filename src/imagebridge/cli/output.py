@@ -200,16 +200,25 @@ class Output:
             }
             self._write(self.stderr, dumps_json(body))
             return
-        lines = [f"error: {escape_text(message)}"]
+        lines = [f"error: {_escape_lines(message)}"]
         if usage:
-            lines += ["", escape_text(usage).replace("\\x0a", "\n")]
+            lines += ["", _escape_lines(usage)]
         lines += ["", "For more information, try '--help'."]
         self._write(self.stderr, "\n".join(lines))
+
+    def help_text(self, text: str) -> None:
+        """Help shown because arguments are missing (stderr, like clap; exit 2)."""
+        self._write(self.stderr, _escape_lines(text.rstrip("\n")))
 
     @staticmethod
     def _write(stream: TextIO, line: str) -> None:
         stream.write(line + "\n")
         stream.flush()
+
+
+def _escape_lines(text: str) -> str:
+    """Escape each line on its own, keeping the line structure of a multi-line message."""
+    return "\n".join(escape_text(line) for line in text.split("\n"))
 
 
 def _outcome_line(error: BridgeError) -> str | None:

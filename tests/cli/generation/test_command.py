@@ -346,3 +346,26 @@ def test_preset_generation_with_overrides(cli: Cli) -> None:
     }
     missing = cli("--json", "generate", "--preset", "foxes")
     assert missing.code == 2 and missing.error()["message"] == "preset was not found"
+
+
+def test_collision_error_by_default_and_suffix_on_request(cli: Cli) -> None:
+    first = cli("--json", "generate", "x", *SMALL, "-o", "same.png")
+    assert first.code == 0, first.stderr
+    clash = cli("--json", "generate", "x", *SMALL, "-o", "same.png")
+    assert clash.code == 4 and clash.error()["code"] == "artifact"
+    suffixed = cli("--json", "generate", "x", *SMALL, "-o", "same.png", "--collision", "suffix")
+    assert suffixed.code == 0, suffixed.stderr
+    assert suffixed.json()["data"][0]["name"] == "same-2.png"
+    assert (cli.artifacts / "same.png").read_bytes() != b""
+
+
+def test_embedded_metadata_travels_inside_the_image(cli: Cli) -> None:
+    from imagebridge.artifacts.metadata import extract_metadata
+
+    result = cli("--json", "generate", "embedded fox", *SMALL, "--metadata", "embedded")
+    assert result.code == 0, result.stderr
+    image = result.json()["data"][0]
+    data = base64.b64decode(image["b64_json"])
+    assert hashlib.sha256(data).hexdigest() == image["sha256"], "checksum covers the XMP"
+    record = extract_metadata(data)
+    assert record is not None and b"embedded fox" in record

@@ -510,8 +510,13 @@ async def test_progress_follows_provider_events_in_order(make_bridge: BridgeFact
     assert isinstance(bridge.store, RecordingStore)
     # Events that arrive together are written once, with the latest stage.
     written = bridge.store.stages
-    expected = [("provider", 0), ("provider_progress", 0), ("partial_image", 1)]
-    assert written[-1] == ("partial_image", 1)
+    expected = [
+        ("provider", 0),
+        ("provider_progress", 0),
+        ("partial_image", 1),
+        ("materializing", 1),
+    ]
+    assert written[-1] == ("materializing", 1)
     assert written == [stage for stage in expected if stage in written]
     assert ("provider_progress", 0) in written
     assert done.progress is not None and done.progress.stage == "completed"
@@ -526,7 +531,7 @@ async def test_a_burst_of_previews_is_recorded_once_with_the_full_count(
     assert done.progress is not None and done.progress.partial_images == 3
     assert isinstance(bridge.store, RecordingStore)
     # The mock's own started/progress events follow the burst: 5 events, fewer writes.
-    assert bridge.store.stages[-1] == ("provider_progress", 3)
+    assert bridge.store.stages[-1] == ("materializing", 3)
     assert len(bridge.store.stages) < 5
 
 

@@ -182,3 +182,22 @@ def test_echoed_bad_values_are_escaped(cli: Cli) -> None:
     result = cli("generate", "x", "--quality", "bad\x1b[31m")
     assert result.code == 2
     assert "\x1b" not in result.stderr and "bad\\x1b[31m" in result.stderr
+
+
+def test_newcomer_command_works_with_the_default_configuration(cli: Cli) -> None:
+    """No overrides at all: the Codex providers stay enabled (and idle), mock is chosen."""
+    env = {
+        key: value
+        for key, value in cli.process_env().items()
+        if not key.startswith("IMAGEGEN_BRIDGE__")
+    }
+    completed = subprocess.run(
+        [str(SCRIPT), "generate", "a red fox", "--provider", "mock", "-o", "fox.png",
+         "--size", "32x32"],
+        cwd=cli.cwd, env=env, capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    saved = cli.artifacts / "fox.png"
+    assert str(saved) in completed.stdout.decode()
+    with Image.open(saved) as decoded:
+        assert decoded.size == (32, 32)

@@ -212,3 +212,15 @@ def test_doctor_reports_quota_when_the_provider_exposes_it(cli: Cli) -> None:
     quota = next(check for check in report["checks"] if check["name"] == "provider_quota")
     assert quota["status"] == "pass", quota
     assert "42" in json.dumps(quota["details"])
+
+
+def test_setup_live_probe_runs_one_generation_after_confirmation(cli: Cli) -> None:
+    result = cli("--json", "setup", "--yes", "--live-probe", env={"PATH": "/nonexistent"})
+    assert result.code == 0, result.stderr
+    probe = result.json()["live_probe"]
+    assert probe["status"] == "passed" and probe["provider"] == "mock" and probe["images"] == 1
+    unconfirmed = cli("--json", "setup", "--non-interactive", "--live-probe")
+    assert unconfirmed.json()["live_probe"] == {
+        "status": "skipped",
+        "reason": "confirmation_required",
+    }

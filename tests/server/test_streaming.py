@@ -17,6 +17,7 @@ from imagebridge.providers.mock import MockProvider
 from imagebridge.server import ServerOptions
 from imagebridge.server.streaming import HEARTBEAT, EventStreamResponse, sse_frame
 from tests.server.conftest import ServeFactory, wait_for
+from tests.server.doubles import png
 from tests.server.rawhttp import open_request, read_until
 
 SLOW = {
@@ -123,6 +124,26 @@ def test_frames_are_one_event_and_one_data_line() -> None:
     assert sse_frame("progress", '{"a":1}') == b'event: progress\ndata: {"a":1}\n\n'
 
 
+BOUNDARY = "bridge-test-boundary"
+
+
+def multipart_edit(prompt: str) -> bytes:
+    return (
+        (
+            f"--{BOUNDARY}\r\n"
+            'Content-Disposition: form-data; name="prompt"\r\n\r\n'
+            f"{prompt}\r\n"
+            f"--{BOUNDARY}\r\n"
+            'Content-Disposition: form-data; name="size"\r\n\r\n8x8\r\n'
+            f"--{BOUNDARY}\r\n"
+            'Content-Disposition: form-data; name="image"; filename="a.png"\r\n'
+            "Content-Type: image/png\r\n\r\n"
+        ).encode()
+        + png(8, 8)
+        + f"\r\n--{BOUNDARY}--\r\n".encode()
+    )
+
+
 def test_heartbeat_comments_reach_a_real_client(serve: ServeFactory) -> None:
     server = serve(options=ServerOptions(heartbeat_interval=0.1))
     body = {**SLOW, "prompt": "[mock:latency=500] slow"}
@@ -139,15 +160,24 @@ def test_heartbeat_comments_reach_a_real_client(serve: ServeFactory) -> None:
         ("/v1/images/stream", SLOW),
         ("/v1/images", SLOW),
         ("/v1/images/generations", {"prompt": SLOW["prompt"], "size": "8x8"}),
+        ("/v1/images/edits", "multipart"),
     ],
 )
 def test_client_disconnect_cancels_the_provider(
-    serve: ServeFactory, path: str, body: dict[str, Any]
+    serve: ServeFactory, path: str, body: dict[str, Any] | str
 ) -> None:
     server = serve()
     mock = server.state.find_provider(MockProvider)
     assert mock is not None
-    sock = open_request(server.port, path, body)
+    if body == "multipart":
+        sock = open_request(
+            server.port,
+            path,
+            multipart_edit(str(SLOW["prompt"])),
+            content_type=f"multipart/form-data; boundary={BOUNDARY}",
+        )
+    else:
+        sock = open_request(server.port, path, body)
     try:
         if path.endswith("stream"):
             assert b"event: started" in read_until(sock, b"event: started")

@@ -201,3 +201,17 @@ def test_newcomer_command_works_with_the_default_configuration(cli: Cli) -> None
     assert str(saved) in completed.stdout.decode()
     with Image.open(saved) as decoded:
         assert decoded.size == (32, 32)
+
+
+def test_a_public_bind_without_a_bearer_only_blocks_listening(cli: Cli) -> None:
+    public = ("--set", 'server.bind="0.0.0.0:8787"')
+    assert cli("--json", *public, "generate", "x", "--dry-run").code == 0
+    assert cli("--json", *public, "preset", "list").code == 0
+    assert cli("--json", *public, "serve").code == 2
+    assert cli("--json", *public, "config", "check").code == 2
+
+
+def test_sessions_is_a_hidden_alias_of_session(cli: Cli) -> None:
+    result = cli("--json", "sessions", "get", "k")
+    assert result.code == 4 and result.error()["code"] == "session"
+    assert "  sessions " not in cli("--help").stdout

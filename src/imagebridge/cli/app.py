@@ -155,6 +155,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 """Command → (defining module in :mod:`imagebridge.cli.commands`, one-line summary)."""
 
+ALIASES = {"sessions": "session"}
+"""Hidden spellings users reach for (the original has only ``session``)."""
+
 
 class _LazyGroup(TyperGroup):
     """The root group: a subcommand's module is imported and its click command built only
@@ -168,6 +171,7 @@ class _LazyGroup(TyperGroup):
         return list(COMMANDS)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        cmd_name = ALIASES.get(cmd_name, cmd_name)
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None

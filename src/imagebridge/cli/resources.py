@@ -109,13 +109,11 @@ def providers_readiness(ctx: CliContext) -> int:
     if ctx.remote_url() is not None:
         raise CliUsageError("providers readiness runs locally; use /health/ready on a bridge")
 
-    async def local(app: Application) -> Any:
-        return await app.runtime.registry.readiness(READINESS_TIMEOUT_S)
+    async def probe() -> Any:
+        async with local_application(ctx) as app:
+            return await app.runtime.registry.readiness(READINESS_TIMEOUT_S)
 
-    async def remote(bridge: RemoteBridge) -> Any:  # pragma: no cover - refused above
-        raise AssertionError
-
-    results = _run(ctx, local, remote)
+    results = asyncio.run(probe())
     ctx.output.value([result.to_wire() for result in results])
     for result in results:
         if result.error is not None:

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 from imagebridge.cli.context import CliUsageError
 from imagebridge.cli.failures import invalid
 from imagebridge.cli.files import read_bounded, read_prompt_stream
-from imagebridge.cli.generation.flags import PARAMETER_FLAGS, GenerationFlags
+from imagebridge.cli.generation.flags import GenerationFlags
 from imagebridge.cli.generation.paths import output_target
 from imagebridge.contract._base import decode_model
 from imagebridge.contract.request import ImageRequest
@@ -279,8 +279,3 @@ def _apply_implicit_delivery(
     )
     if wants_files:
         _set(data, ("output", "response_format"), "artifact")
-
-
-def flag_names() -> list[str]:
-    """Every request-shaping flag (for messages and tests)."""
-    return sorted(PARAMETER_FLAGS.values())

@@ -15,7 +15,6 @@ import contextlib
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
@@ -192,7 +191,3 @@ async def execute_remote(
         raise BridgeError(
             ErrorCode.PROTOCOL, "the bridge sent a malformed image response"
         ) from None
-
-
-def artifact_root_of(execution: Execution) -> Path | None:
-    return None if execution.store is None else execution.store.root

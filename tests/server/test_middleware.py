@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
+from starlette.middleware.exceptions import ExceptionMiddleware
+from starlette.requests import Request
 
+from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.response import SessionMetadata
+from imagebridge.server.errors import bridge_error_handler
+from imagebridge.server.events import OperatorEvents
+from imagebridge.server.middleware import BridgeMiddleware, MiddlewareSettings
 from tests.server.conftest import ServeFactory, wait_for
 from tests.server.doubles import png
 from tests.support.fakes import FakeProvider
@@ -114,3 +123,55 @@ def test_edit_part_over_the_image_limit_is_an_input_error(serve: ServeFactory) -
     assert small.status_code == 200, small.text
     assert large.status_code == 400
     assert large.json()["error"]["code"] == "invalid_image_input"
+
+
+def scope_for(path: str = "/v1/images") -> dict[str, Any]:
+    return {"type": "http", "method": "POST", "path": path, "headers": [], "query_string": b""}
+
+
+async def test_a_stalled_write_gives_up_instead_of_hanging() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x" * 10, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def stalled_send(message: Any) -> None:
+        if message["type"] == "http.response.body":
+            await asyncio.Event().wait()  # the client stopped reading
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    events = OperatorEvents()
+    middleware = BridgeMiddleware(
+        app, settings=MiddlewareSettings(write_timeout_ms=50), events=events
+    )
+    await asyncio.wait_for(middleware(scope_for(), receive, stalled_send), 5)
+    assert events.snapshot()["items"][0]["status"] == 200
+
+
+async def test_a_stalled_body_read_is_a_408_when_enabled() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await Request(scope, receive).body()
+        raise AssertionError("the body never arrives")
+
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def silent_receive() -> Any:
+        await asyncio.Event().wait()
+        return {}
+
+    fastapi_like = ExceptionMiddleware(app)
+    fastapi_like.add_exception_handler(BridgeError, bridge_error_handler)
+    middleware = BridgeMiddleware(
+        fastapi_like,
+        settings=MiddlewareSettings(read_timeout_ms=50),
+        events=OperatorEvents(),
+    )
+    await asyncio.wait_for(middleware(scope_for(), silent_receive, send), 5)
+    assert sent[0]["status"] == 408
+    body = json.loads(sent[1]["body"])
+    assert body["error"]["message"] == "request body was not received in time"

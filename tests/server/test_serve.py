@@ -180,3 +180,25 @@ def test_listener_sockets_are_tcp_so_asyncio_disables_nagle() -> None:
         assert sock.getsockname()[0] == "127.0.0.1"
     finally:
         sock.close()
+
+
+def test_a_failed_start_is_reported_not_swallowed(
+    tmp_path: Path, environment: dict[str, str]
+) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("x")
+    args = ["--bind", "127.0.0.1:0", "--set", f'server.jobs.database="{blocker}/jobs.sqlite3"']
+    for item in MOCK_ONLY:
+        args += ["--set", item]
+    process = subprocess.run(
+        [sys.executable, "-m", "imagebridge.server", *args],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert process.returncode == 2, process.stderr
+    error = json.loads(process.stderr.strip().splitlines()[-1])
+    assert error["code"] in {"configuration", "internal"}
+    assert "listening on" not in process.stderr

@@ -155,7 +155,12 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if state.jobs_enabled:
-            state.jobs = await _open_jobs(config, engine)
+            try:
+                state.jobs = await _open_jobs(config, engine)
+            except BridgeError as error:
+                state.startup_error = error
+                await _close(state, engine)
+                raise
             state.readiness.dependencies.append(state.jobs.jobs.healthy)
         state.readiness.start()
         try:

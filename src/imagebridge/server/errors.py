@@ -27,6 +27,7 @@ from imagebridge.server.ids import mint_request_id
 __all__ = [
     "HttpError",
     "body_too_large",
+    "bridge_error_handler",
     "error_response",
     "error_status",
     "install_error_handlers",
@@ -110,7 +111,8 @@ def _request_id(scope: Scope) -> str:
     return mint_request_id()
 
 
-async def _bridge_error(request: Request, exc: Exception) -> Response:
+async def bridge_error_handler(request: Request, exc: Exception) -> Response:
+    """The exception handler for :class:`BridgeError`: the envelope with its status."""
     assert isinstance(exc, BridgeError)
     return error_response(exc, _request_id(request.scope))
 
@@ -148,7 +150,7 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 def install_error_handlers(app: Any) -> None:
     """Route every failure FastAPI or Starlette would answer itself through the envelope."""
-    app.add_exception_handler(BridgeError, _bridge_error)
+    app.add_exception_handler(BridgeError, bridge_error_handler)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected)

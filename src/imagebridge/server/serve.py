@@ -83,7 +83,11 @@ class _Server(uvicorn.Server):
         self._on_ready = on_ready
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
+        try:
+            await super().startup(sockets=sockets)
+        except SystemExit:  # uvicorn exits the process when the lifespan fails to start
+            self.should_exit = True
+            return
         if self.started and not self.should_exit:
             self._on_ready()
 
@@ -113,7 +117,14 @@ def _activation_lock(path: Path | None) -> Iterator[None]:
         return
     import fcntl
 
-    handle = open(path, "a+b")  # noqa: SIM115 - held for the whole serve
+    try:
+        handle = open(path, "a+b")  # noqa: SIM115 - held for the whole serve
+    except OSError as exc:
+        raise BridgeError(
+            ErrorCode.CONFIGURATION,
+            "the activation lock file cannot be opened",
+            details={"field": "server.activation_lock", "errno": exc.errno},
+        ) from None
     try:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -191,4 +202,7 @@ def run_server(
             server.run(sockets=[sock])
         finally:
             sock.close()
+    if not server.started:
+        state = app.state.bridge
+        raise state.startup_error or BridgeError(ErrorCode.INTERNAL, "the server did not start")
     return 0

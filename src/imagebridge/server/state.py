@@ -16,6 +16,7 @@ from starlette.requests import Request
 from imagebridge.application import Application
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig
+from imagebridge.contract.errors import BridgeError
 from imagebridge.engine.orchestrator import ImageRuntime
 from imagebridge.jobs import JobServices
 from imagebridge.providers.base import Provider
@@ -63,6 +64,8 @@ class BridgeState:
     """Whether the jobs, presets and artifact routes are mounted (``server.jobs.enabled``)."""
     jobs: JobServices | None = None
     """The job manager and preset service, once the lifespan has opened them."""
+    startup_error: BridgeError | None = None
+    """Why the lifespan could not start the app (reported by ``run_server``)."""
 
     @property
     def runtime(self) -> ImageRuntime:

@@ -185,3 +185,16 @@ def test_client_disconnect_cancels_the_provider(
     finally:
         sock.close()
     assert wait_for(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=4)
+
+
+async def test_an_unexpected_failure_still_ends_the_stream_with_one_error() -> None:
+    async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
+        raise KeyError("bug")
+
+    recorder = Recorder()
+    await asyncio.wait_for(
+        EventStreamResponse(operation, request_id="r4")({}, never_disconnects, recorder.send), 5
+    )
+    frames = b"".join(recorder.bodies).decode().strip().split("\n\n")
+    assert [frame.split("\n")[0] for frame in frames] == ["event: started", "event: error"]
+    assert '"code":"internal_error"' in frames[-1] and "bug" not in frames[-1]

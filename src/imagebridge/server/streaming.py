@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 
 from starlette.types import Receive, Scope, Send
 
-from imagebridge.contract.errors import BridgeError, error_envelope
+from imagebridge.contract.errors import BridgeError, ErrorCode, error_envelope
 from imagebridge.contract.events import CompletedEvent, PartialImageEvent, ProgressEvent
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
@@ -25,6 +26,8 @@ from imagebridge.server.errors import json_bytes
 from imagebridge.server.execution import watch_disconnect
 
 __all__ = ["HEARTBEAT", "EventStreamResponse", "sse_frame"]
+
+logger = logging.getLogger("imagebridge.server")
 
 HEARTBEAT = b": heartbeat\n\n"
 STREAM_HEADERS = [
@@ -70,11 +73,21 @@ class EventStreamResponse:
             response = await self._operation(self._sink, self._token)
             terminal = sse_frame("completed", CompletedEvent(response=response).to_json())
         except BridgeError as error:
-            terminal = sse_frame("error", json_bytes(error_envelope(error, self._request_id)))
+            terminal = self._error_frame(error)
+        except Exception as exc:  # a bug must still end the stream with exactly one error
+            logger.error(
+                "unhandled error in an event stream",
+                exc_info=(type(exc), exc, exc.__traceback__),
+                extra={"request_id": self._request_id},
+            )
+            terminal = self._error_frame(BridgeError(ErrorCode.INTERNAL, "internal error"))
         for item in (terminal, None):
             if self._closed:
                 return
             await self._queue.put(item)
+
+    def _error_frame(self, error: BridgeError) -> bytes:
+        return sse_frame("error", json_bytes(error_envelope(error, self._request_id)))
 
     def _drain(self) -> None:
         with contextlib.suppress(asyncio.QueueEmpty):

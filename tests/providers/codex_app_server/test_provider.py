@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import time
 
 import pytest
 
@@ -361,6 +363,21 @@ async def test_edit_sources_and_references_are_staged_as_local_images(
     staging = bridge.data_dir / STAGING_DIR_NAME
     assert staging.is_dir()
     assert list(staging.iterdir()) == []  # the turn's folder is gone
+
+
+async def test_staging_folders_left_by_a_crash_are_swept_on_first_use(
+    bridge: BridgeHarness,
+) -> None:
+    staging = bridge.data_dir / STAGING_DIR_NAME
+    stale, recent = staging / "turn-stale", staging / "turn-recent"
+    for folder in (stale, recent):
+        folder.mkdir(parents=True)
+        (folder / "input.png").write_bytes(FINAL_PNG)
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    app = bridge.app()
+    await app.runtime.execute(image_request())
+    assert not stale.exists()
+    assert recent.is_dir()  # may belong to a turn still running elsewhere
 
 
 async def test_an_input_that_is_not_an_image_is_an_input_error(bridge: BridgeHarness) -> None:

@@ -303,7 +303,12 @@ class CodexAppServerProvider(Provider):
         await context.emit(StartedEvent())
         if not self._swept:
             self._swept = True
-            await self._staging.sweep(older_than_seconds=self.settings.staging_sweep_age_seconds)
+            try:
+                await self._staging.sweep(
+                    older_than_seconds=self.settings.staging_sweep_age_seconds
+                )
+            except OSError as error:  # housekeeping only: never fails a request
+                logger.warning("could not sweep the codex staging folder (errno %s)", error.errno)
         cleanup = TurnCleanup(
             client=self._client,
             batch=self._staging.batch(),

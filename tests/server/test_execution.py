@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import os
 import re
 import uuid
 
 import pytest
+from PIL import Image
 
 from imagebridge.providers.mock import MockProvider
 from tests.server.conftest import LiveServer, ServeFactory
@@ -94,3 +98,21 @@ def test_metrics_label_unresolved_providers(server: LiveServer) -> None:
         client.post("/v1/images", json={**generate("x"), "routing": {"provider": "absent"}})
         text = client.get("/metrics").text
     assert re.search(r'requests_total\{code="invalid_request",provider="unresolved"', text)
+
+
+def test_large_inline_inputs_are_decoded_and_used(server: LiveServer) -> None:
+    noise = Image.frombytes("RGB", (800, 800), os.urandom(800 * 800 * 3))
+    buffer = io.BytesIO()
+    noise.save(buffer, format="PNG")
+    encoded = base64.b64encode(buffer.getvalue()).decode()
+    assert len(encoded) > 1024 * 1024  # takes the worker-thread decoding path
+    body = {
+        "operation": "edit",
+        "prompt": "use the noise",
+        "images": [{"type": "base64", "data": encoded, "filename": "noise.png"}],
+        "parameters": {"size": "8x8"},
+    }
+    with server.client() as client:
+        response = client.post("/v1/images", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["data"][0]["width"] == 8

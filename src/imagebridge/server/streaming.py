@@ -71,7 +71,8 @@ class EventStreamResponse:
     async def _run(self) -> None:
         try:
             response = await self._operation(self._sink, self._token)
-            terminal = sse_frame("completed", CompletedEvent(response=response).to_json())
+            completed = CompletedEvent(response=response)
+            terminal = sse_frame("completed", await asyncio.to_thread(completed.to_json))
         except BridgeError as error:
             terminal = self._error_frame(error)
         except Exception as exc:  # a bug must still end the stream with exactly one error

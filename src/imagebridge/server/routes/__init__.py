@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -10,10 +11,24 @@ from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
+from imagebridge.contract._base import decode_model
 from imagebridge.server.context import request_context
 from imagebridge.server.state import bridge_state
 
-__all__ = ["json_response", "protected_router", "public_router", "require_access"]
+__all__ = [
+    "OFFLOAD_BYTES",
+    "decode_body",
+    "json_response",
+    "large_json_response",
+    "protected_router",
+    "public_router",
+    "require_access",
+]
+
+M = TypeVar("M", bound=BaseModel)
+
+OFFLOAD_BYTES = 1024 * 1024
+"""Bodies above this are decoded in a worker thread, never on the event loop."""
 
 bridge_bearer = HTTPBearer(
     scheme_name="bridgeBearer",
@@ -46,3 +61,17 @@ def public_router(**kwargs: Any) -> APIRouter:
 def json_response(model: BaseModel, status_code: int = 200) -> Response:
     """Serialize a contract model with its omission rules (no re-validation)."""
     return Response(model.model_dump_json(), status_code=status_code, media_type="application/json")
+
+
+async def large_json_response(model: BaseModel, status_code: int = 200) -> Response:
+    """Like :func:`json_response`, serialized in a worker thread (image payloads)."""
+    content = await asyncio.to_thread(model.model_dump_json)
+    return Response(content, status_code=status_code, media_type="application/json")
+
+
+async def decode_body(model: type[M], request: Request, message: str) -> M:
+    """Read and decode a JSON body; large bodies (inline images) decode off the loop."""
+    body = await request.body()
+    if len(body) > OFFLOAD_BYTES:
+        return await asyncio.to_thread(decode_model, model, body, message)
+    return decode_model(model, body, message)

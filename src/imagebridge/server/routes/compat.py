@@ -11,7 +11,6 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.contract._base import decode_model
 from imagebridge.contract.compat import (
     CompatibleGenerationRequest,
     CompatImagesResponse,
@@ -27,7 +26,7 @@ from imagebridge.server.openapi import (
     idempotency_parameter,
     json_request_body,
 )
-from imagebridge.server.routes import json_response, protected_router
+from imagebridge.server.routes import decode_body, large_json_response, protected_router
 from imagebridge.server.state import BridgeState, bridge_state
 
 router = protected_router(tags=["openai-compatible"])
@@ -45,7 +44,7 @@ async def _run(state: BridgeState, request: Request, image_request: ImageRequest
         request,
         lambda: apply_idempotency_header(image_request, idempotency_header(request)),
     )
-    return json_response(compat_response(response))
+    return await large_json_response(compat_response(response))
 
 
 @router.post(
@@ -58,7 +57,7 @@ async def _run(state: BridgeState, request: Request, image_request: ImageRequest
     },
 )
 async def generate_compatible(request: Request) -> Response:
-    body = decode_model(CompatibleGenerationRequest, await request.body(), _GENERATION_DECODE)
+    body = await decode_body(CompatibleGenerationRequest, request, _GENERATION_DECODE)
     try:
         image_request = body.to_request()
     except ValidationError:

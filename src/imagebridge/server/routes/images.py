@@ -5,12 +5,11 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.contract._base import decode_model
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.server.execution import apply_idempotency_header, execute_image, idempotency_header
 from imagebridge.server.openapi import ERROR_RESPONSES, idempotency_parameter, json_request_body
-from imagebridge.server.routes import json_response, protected_router
+from imagebridge.server.routes import decode_body, large_json_response, protected_router
 from imagebridge.server.state import bridge_state
 
 __all__ = ["DECODE_MESSAGE", "decode_image_request", "router"]
@@ -21,7 +20,7 @@ DECODE_MESSAGE = "request body must be valid ImageRequest JSON"
 
 
 async def decode_image_request(request: Request) -> ImageRequest:
-    return decode_model(ImageRequest, await request.body(), DECODE_MESSAGE)
+    return await decode_body(ImageRequest, request, DECODE_MESSAGE)
 
 
 @router.post(
@@ -40,4 +39,4 @@ async def create_image(request: Request) -> Response:
         request,
         lambda: apply_idempotency_header(image_request, idempotency_header(request)),
     )
-    return json_response(response)
+    return await large_json_response(response)

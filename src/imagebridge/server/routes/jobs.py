@@ -10,7 +10,6 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.contract._base import decode_model
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.jobs import ImageJob, ImageJobPage, ImageJobUpdate
@@ -25,7 +24,7 @@ from imagebridge.server.openapi import (
     query_parameter,
 )
 from imagebridge.server.query import MAX_CURSOR_CHARS, MAX_PAGE_LIMIT, strict_query
-from imagebridge.server.routes import json_response, protected_router
+from imagebridge.server.routes import decode_body, json_response, protected_router
 from imagebridge.server.routes.images import decode_image_request
 from imagebridge.server.state import bridge_state
 
@@ -140,7 +139,7 @@ async def cancel_job(id: str, request: Request) -> Response:
 )
 async def update_job(id: str, request: Request) -> Response:
     strict_query(request, (), INVALID_QUERY)
-    update = decode_model(ImageJobUpdate, await request.body(), _UPDATE_DECODE)
+    update = await decode_body(ImageJobUpdate, request, _UPDATE_DECODE)
     return json_response(await manager(request).update(_owner(request), id, update))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.contract._base import decode_model
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.presets import (
     ImagePreset,
@@ -16,7 +15,7 @@ from imagebridge.contract.presets import (
 from imagebridge.jobs import PresetService
 from imagebridge.server.openapi import ERROR_RESPONSES, json_request_body, query_parameter
 from imagebridge.server.query import MAX_CURSOR_CHARS, MAX_PAGE_LIMIT, strict_query
-from imagebridge.server.routes import json_response, protected_router
+from imagebridge.server.routes import decode_body, json_response, protected_router
 from imagebridge.server.state import bridge_state
 
 router = protected_router(tags=["presets"])
@@ -63,7 +62,7 @@ async def list_presets(request: Request) -> Response:
 )
 async def create_preset(request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
-    body = decode_model(ImagePresetCreate, await request.body(), _DECODE)
+    body = await decode_body(ImagePresetCreate, request, _DECODE)
     preset = await service(request).create(body)
     response = json_response(preset, status_code=201)
     response.headers["location"] = f"/v1/presets/{preset.name}"
@@ -88,7 +87,7 @@ async def get_preset(name: str, request: Request) -> Response:
 )
 async def replace_preset(name: str, request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
-    body = decode_model(ImagePresetWrite, await request.body(), _DECODE)
+    body = await decode_body(ImagePresetWrite, request, _DECODE)
     return json_response(await service(request).replace(name, body))
 
 

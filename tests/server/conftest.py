@@ -9,6 +9,7 @@ it (gracefully, bounded) when the test ends. ``server.state`` is the app's
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 import threading
@@ -115,35 +116,9 @@ def start_server(
     )
 
 
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[ServeFactory]:
-    started: list[LiveServer] = []
-
-    def factory(
-        *sets: str,
-        providers: ProviderSpec | None = None,
-        env: Mapping[str, str] | None = None,
-        options: ServerOptions | None = None,
-    ) -> LiveServer:
-        live = start_server(
-            tmp_path / f"server-{len(started)}",
-            sets,
-            providers=providers,
-            env=env,
-            options=options,
-        )
-        started.append(live)
-        return live
-
-    yield factory
-    for live in started:
-        live.stop()
-
-
-@pytest.fixture(scope="module")
-def serve_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeFactory]:
-    """Like ``serve``, but the servers live for the whole test module."""
-    root = tmp_path_factory.mktemp("servers")
+@contextlib.contextmanager
+def servers(root: Path) -> Iterator[ServeFactory]:
+    """A factory of servers under ``root``, all stopped when the context ends."""
     started: list[LiveServer] = []
 
     def factory(
@@ -158,6 +133,21 @@ def serve_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeFact
         started.append(live)
         return live
 
-    yield factory
-    for live in started:
-        live.stop()
+    try:
+        yield factory
+    finally:
+        for live in started:
+            live.stop()
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[ServeFactory]:
+    with servers(tmp_path) as factory:
+        yield factory
+
+
+@pytest.fixture(scope="module")
+def serve_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeFactory]:
+    """Like ``serve``, but the servers live for the whole test module."""
+    with servers(tmp_path_factory.mktemp("servers")) as factory:
+        yield factory

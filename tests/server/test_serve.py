@@ -130,20 +130,22 @@ def test_serves_logs_json_and_stops_gracefully_on_sigterm(running: tuple[Process
     assert SECRET_PROMPT not in "\n".join(process.seen)
 
 
-def test_refuses_a_remote_bind_without_a_bearer(
-    tmp_path: Path, environment: dict[str, str]
-) -> None:
-    args = ["--bind", "0.0.0.0:0"]
-    for item in MOCK_ONLY:
-        args += ["--set", item]
-    process = subprocess.run(
-        [sys.executable, "-m", "imagebridge.server", *args],
-        cwd=tmp_path,
-        env=environment,
+def run_to_exit(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    sets = [arg for item in MOCK_ONLY for arg in ("--set", item)]
+    return subprocess.run(
+        [sys.executable, "-m", "imagebridge.server", *args, *sets],
+        cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_refuses_a_remote_bind_without_a_bearer(
+    tmp_path: Path, environment: dict[str, str]
+) -> None:
+    process = run_to_exit(tmp_path, environment, "--bind", "0.0.0.0:0")
     assert process.returncode == 2
     error = json.loads(process.stderr.strip().splitlines()[-1])
     assert error["code"] == "configuration"
@@ -187,17 +189,8 @@ def test_a_failed_start_is_reported_not_swallowed(
 ) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("x")
-    args = ["--bind", "127.0.0.1:0", "--set", f'server.jobs.database="{blocker}/jobs.sqlite3"']
-    for item in MOCK_ONLY:
-        args += ["--set", item]
-    process = subprocess.run(
-        [sys.executable, "-m", "imagebridge.server", *args],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    database = f'server.jobs.database="{blocker}/jobs.sqlite3"'
+    process = run_to_exit(tmp_path, environment, "--bind", "127.0.0.1:0", "--set", database)
     assert process.returncode == 2, process.stderr
     error = json.loads(process.stderr.strip().splitlines()[-1])
     assert error["code"] in {"configuration", "internal"}

@@ -20,6 +20,7 @@ __all__ = [
     "MAX_PAGE_LIMIT",
     "decode_provider_cursor",
     "encode_provider_cursor",
+    "integer_parameter",
     "page_limit",
     "strict_query",
 ]
@@ -28,6 +29,7 @@ MAX_PAGE_LIMIT = 100
 DEFAULT_PAGE_LIMIT = 20
 MAX_CURSOR_CHARS = 256
 MAX_CURSOR_BYTES = 64
+_MAX_DIGITS = 12
 _ALPHABET = re.compile(r"[A-Za-z0-9_-]*")
 
 
@@ -41,13 +43,24 @@ def strict_query(request: Request, allowed: Collection[str], message: str) -> di
     return values
 
 
-def page_limit(raw: str | None, *, invalid: str, out_of_range: str) -> int:
+def integer_parameter(raw: str | None, *, invalid: str, field: str = "limit") -> int | None:
+    """A non-negative decimal query value (``None`` when absent); huge values saturate.
+
+    Range checks are the caller's: a value too long to matter becomes one past any limit,
+    so it fails them with the range message instead of costing a big-integer parse.
+    """
     if raw is None:
-        return DEFAULT_PAGE_LIMIT
+        return None
     if not raw.isascii() or not raw.isdigit():
-        raise BridgeError.invalid_request(invalid)
-    value = int(raw[:12])  # more digits than this is out of range anyway
-    if not 1 <= value <= MAX_PAGE_LIMIT or len(raw) > 12:
+        raise BridgeError.invalid_request(invalid, field=field)
+    return int(raw) if len(raw) <= _MAX_DIGITS else 10**_MAX_DIGITS
+
+
+def page_limit(raw: str | None, *, invalid: str, out_of_range: str) -> int:
+    value = integer_parameter(raw, invalid=invalid)
+    if value is None:
+        return DEFAULT_PAGE_LIMIT
+    if not 1 <= value <= MAX_PAGE_LIMIT:
         raise BridgeError.invalid_request(out_of_range, field="limit")
     return value
 

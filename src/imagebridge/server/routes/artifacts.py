@@ -18,7 +18,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.server.context import request_context
 from imagebridge.server.errors import HttpError
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter
-from imagebridge.server.query import strict_query
+from imagebridge.server.query import integer_parameter, strict_query
 from imagebridge.server.routes import protected_router
 from imagebridge.server.state import bridge_state
 
@@ -74,11 +74,8 @@ async def get_artifact(id: str, request: Request) -> Response:
 
 
 def _edge(raw: str | None) -> int:
-    if raw is None:
-        return DEFAULT_THUMBNAIL_EDGE
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 5:
-        raise BridgeError.invalid_request(_EDGE_MESSAGE, field="edge")
-    return int(raw)
+    edge = integer_parameter(raw, invalid=_EDGE_MESSAGE, field="edge")
+    return DEFAULT_THUMBNAIL_EDGE if edge is None else edge
 
 
 @router.get(

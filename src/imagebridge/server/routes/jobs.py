@@ -23,7 +23,12 @@ from imagebridge.server.openapi import (
     json_request_body,
     query_parameter,
 )
-from imagebridge.server.query import MAX_CURSOR_CHARS, MAX_PAGE_LIMIT, strict_query
+from imagebridge.server.query import (
+    MAX_CURSOR_CHARS,
+    MAX_PAGE_LIMIT,
+    integer_parameter,
+    strict_query,
+)
 from imagebridge.server.routes import decode_body, json_response, protected_router
 from imagebridge.server.routes.images import decode_image_request
 from imagebridge.server.state import bridge_state
@@ -65,14 +70,6 @@ def _flag(raw: str | None, field: str) -> bool | None:
     return raw == "true"
 
 
-def _limit(raw: str | None) -> int | None:
-    if raw is None:
-        return None
-    if not raw.isascii() or not raw.isdigit():
-        raise BridgeError.invalid_request(INVALID_QUERY, field="limit")
-    return int(raw[:12]) if len(raw) <= 12 else MAX_PAGE_LIMIT + 1
-
-
 @router.post(
     "/v1/jobs",
     operation_id="createImageJob",
@@ -100,7 +97,7 @@ async def list_jobs(request: Request) -> Response:
     query = strict_query(request, _QUERY_KEYS, INVALID_QUERY)
     page = await manager(request).list(
         _owner(request),
-        limit=_limit(query.get("limit")),
+        limit=integer_parameter(query.get("limit"), invalid=INVALID_QUERY),
         cursor=query.get("cursor"),
         status=query.get("status"),
         visibility=query.get("visibility"),

@@ -14,7 +14,12 @@ from imagebridge.contract.presets import (
 )
 from imagebridge.jobs import PresetService
 from imagebridge.server.openapi import ERROR_RESPONSES, json_request_body, query_parameter
-from imagebridge.server.query import MAX_CURSOR_CHARS, MAX_PAGE_LIMIT, strict_query
+from imagebridge.server.query import (
+    MAX_CURSOR_CHARS,
+    MAX_PAGE_LIMIT,
+    integer_parameter,
+    strict_query,
+)
 from imagebridge.server.routes import decode_body, json_response, protected_router
 from imagebridge.server.state import bridge_state
 
@@ -44,12 +49,7 @@ def service(request: Request) -> PresetService:
 )
 async def list_presets(request: Request) -> Response:
     query = strict_query(request, ("limit", "cursor"), _INVALID_QUERY)
-    raw_limit = query.get("limit")
-    limit: int | None = None
-    if raw_limit is not None:
-        if not raw_limit.isascii() or not raw_limit.isdigit():
-            raise BridgeError.invalid_request(_INVALID_QUERY, field="limit")
-        limit = int(raw_limit) if len(raw_limit) <= 12 else MAX_PAGE_LIMIT + 1
+    limit = integer_parameter(query.get("limit"), invalid=_INVALID_QUERY)
     return json_response(await service(request).list(limit=limit, cursor=query.get("cursor")))
 
 

@@ -1,16 +1,27 @@
-"""Shared helpers for the storage tests: paths, deterministic ids, requests, open stores."""
+"""Shared helpers for the storage tests: paths, deterministic ids, requests, open stores.
+
+The session's PostgreSQL server (``tests/support/postgres.py``) is registered here, so every
+storage test module can run on it; ``shared_backend`` / ``open_shared`` run the shared-queue
+tests once per backend.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from imagebridge.storage import PostgresJobStore, SharedJobStore, SqliteSharedJobStore
 from imagebridge.storage.jobs import SqliteJobStore
+from tests.support.postgres import postgres_schema, postgres_server, postgres_url
+
+__all__ = ["postgres_schema", "postgres_server", "postgres_url"]
+
+OpenShared = Callable[[], Awaitable[SharedJobStore]]
 
 SCOPE = "bearer:" + "a" * 64
 OTHER_SCOPE = "anonymous-local"
@@ -88,3 +99,51 @@ async def submit(
         max_pending=max_pending,
         max_database_bytes=max_database_bytes,
     )
+
+
+# -- both backends ---------------------------------------------------------------------------
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def shared_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def open_shared(
+    shared_backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[OpenShared]:
+    """Each call opens one more store (one more "instance") on the same database."""
+    opened: list[SharedJobStore] = []
+    if shared_backend == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        schema = request.getfixturevalue("postgres_schema")
+
+        async def open_store() -> SharedJobStore:
+            store = await PostgresJobStore.open(url, schema=schema)
+            opened.append(store)
+            return store
+
+    else:
+        path = tmp_path / "jobs.sqlite3"
+
+        async def open_store() -> SharedJobStore:
+            store = await SqliteSharedJobStore.open(path, event_poll_interval_s=0.01)
+            opened.append(store)
+            return store
+
+    try:
+        yield open_store
+    finally:
+        for store in opened:
+            await store.close()
+
+
+@pytest.fixture
+async def shared_store(open_shared: OpenShared) -> SharedJobStore:
+    return await open_shared()

@@ -50,7 +50,6 @@ from imagebridge.storage.cursors import (
     encode_preset_cursor,
 )
 from imagebridge.storage.jobs import SqliteJobStore, inspect_job_schema
-from imagebridge.storage.postgres_queue import SqliteSharedJobStore
 from imagebridge.storage.postgres_url import (
     PostgresOptions,
     is_postgres_url,
@@ -58,6 +57,7 @@ from imagebridge.storage.postgres_url import (
     resolve_store_location,
 )
 from imagebridge.storage.presets import SqlitePresetStore, inspect_preset_schema
+from imagebridge.storage.queue import UNROUTED, SqliteSharedJobStore
 from imagebridge.storage.sessions import SqliteSessionStore, inspect_session_schema
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ __all__ = [
     "MAX_ERROR_JSON_BYTES",
     "MAX_RESULT_JSON_BYTES",
     "ROW_OVERHEAD_BYTES",
+    "UNROUTED",
     "CreateResult",
     "JobEvent",
     "JobEventKind",

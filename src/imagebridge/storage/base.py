@@ -11,7 +11,7 @@ import builtins
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
@@ -145,6 +145,9 @@ class JobRecord:
     submission_key_hash: str | None
     request_fingerprint: str | None
     logical_bytes: int
+    provider: str | None = field(default=None, compare=False)
+    """The provider the shared queue routed the job to, on the record
+    :meth:`SharedJobStore.claim_next` returns (``None`` elsewhere, and for unrouted jobs)."""
 
     @property
     def terminal(self) -> bool:
@@ -348,9 +351,11 @@ class SharedJobStore(JobStore, Protocol):
     instance claims the oldest queued job for one of its providers with :meth:`claim_next`
     and holds it under a lease it renews with :meth:`heartbeat`. A running job whose lease
     ran out is marked ``interrupted`` by :meth:`expire_leases`, never run again, exactly like
-    ``recover_interrupted`` does at a single instance's restart. Notifications
-    (:meth:`notify_job_event`, :meth:`subscribe`) only wake instances early; the durable rows
-    (``cancel_requested``, statuses, leases) stay the source of truth.
+    ``recover_interrupted`` does at a single instance's restart. :meth:`queued_by_provider`
+    counts queued jobs per route (unrouted jobs, which any instance may claim, under
+    ``"*"``). Notifications (:meth:`notify_job_event`, :meth:`subscribe`) only wake
+    instances early; the durable rows (``cancel_requested``, statuses, leases) stay the
+    source of truth.
     """
 
     async def create(
@@ -379,6 +384,8 @@ class SharedJobStore(JobStore, Protocol):
     async def expire_leases(self, *, now: int) -> int: ...
 
     async def instance_counts(self) -> dict[str, int]: ...
+
+    async def queued_by_provider(self) -> dict[str, int]: ...
 
     async def notify_job_event(self, kind: JobEventKind | str, job_id: str) -> None: ...
 

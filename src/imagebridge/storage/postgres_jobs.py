@@ -67,7 +67,8 @@ from imagebridge.storage.postgres import (
     quote_schema,
     table_columns,
 )
-from imagebridge.storage.postgres_queue import (
+from imagebridge.storage.queue import (
+    UNROUTED,
     check_event_kind,
     check_heartbeat_jobs,
     check_instance_id,
@@ -296,6 +297,7 @@ def _record(row: Mapping[str, Any]) -> JobRecord:
         submission_key_hash=row["submission_key_hash"],
         request_fingerprint=row["request_fingerprint"],
         logical_bytes=int(row["logical_bytes"] or 0),
+        provider=row.get("provider"),
     )
 
 
@@ -736,7 +738,8 @@ class PostgresJobStore:
                 "started_at = GREATEST(%(now)s, j.updated_at), "
                 "updated_at = GREATEST(%(now)s, j.updated_at), "
                 "lease_owner = %(owner)s, lease_expires_at = %(deadline)s "
-                f"FROM next WHERE j.id = next.id RETURNING {_columns(_RECORD_NAMES, 'j.')}",
+                f"FROM next WHERE j.id = next.id "
+                f"RETURNING {_columns((*_RECORD_NAMES, 'provider'), 'j.')}",
                 {"providers": wanted, "now": now, "owner": owner, "deadline": deadline},
             )
             return None if row is None else _record(row)
@@ -808,6 +811,19 @@ class PostgresJobStore:
                 f"SELECT lease_owner, COUNT(*) FROM {self._t} "  # noqa: S608
                 "WHERE status = 'running' AND lease_owner IS NOT NULL "
                 "GROUP BY lease_owner ORDER BY lease_owner"
+            )
+            return {str(r[0]): int(r[1]) for r in await cursor.fetchall()}
+
+        return await self._db.run(operation)
+
+    async def queued_by_provider(self) -> dict[str, int]:
+        """Queued jobs per recorded provider; unrouted ones under :data:`UNROUTED`."""
+
+        async def operation(conn: Connection) -> dict[str, int]:
+            cursor = await conn.execute(
+                f"SELECT COALESCE(provider, %s), COUNT(*) FROM {self._t} "  # noqa: S608
+                "WHERE status = 'queued' GROUP BY 1 ORDER BY 1",
+                (UNROUTED,),
             )
             return {str(r[0]): int(r[1]) for r in await cursor.fetchall()}
 

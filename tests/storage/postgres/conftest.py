@@ -7,33 +7,20 @@
   fixture swaps those names for openers that map each path to its own schema, so a reopened
   path is the same database, as with SQLite. Nothing is duplicated: the PostgreSQL suites
   import the very same test functions.
-* ``shared_backend`` / ``open_shared``: the new shared-queue tests, once per backend.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from imagebridge.storage import (
-    PostgresJobStore,
-    PostgresPresetStore,
-    PostgresSessionStore,
-    SharedJobStore,
-    SqliteSharedJobStore,
-)
-from tests.support.postgres import postgres_schema, postgres_server, postgres_url
-
-__all__ = ["postgres_schema", "postgres_server", "postgres_url"]
-
-OpenShared = Callable[[], Awaitable[SharedJobStore]]
+from imagebridge.storage import PostgresJobStore, PostgresPresetStore, PostgresSessionStore
 
 
 @pytest.fixture
@@ -79,51 +66,3 @@ def postgres_at_paths(
                 monkeypatch.setattr(module, name, opener)
 
     return patch
-
-
-# -- both backends ---------------------------------------------------------------------------
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("sqlite", id="sqlite"),
-        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-    ]
-)
-def shared_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def open_shared(
-    shared_backend: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[OpenShared]:
-    """Each call opens one more store (one more "instance") on the same database."""
-    opened: list[SharedJobStore] = []
-    if shared_backend == "postgres":
-        url = request.getfixturevalue("postgres_url")
-        schema = request.getfixturevalue("postgres_schema")
-
-        async def open_store() -> SharedJobStore:
-            store = await PostgresJobStore.open(url, schema=schema)
-            opened.append(store)
-            return store
-
-    else:
-        path = tmp_path / "jobs.sqlite3"
-
-        async def open_store() -> SharedJobStore:
-            store = await SqliteSharedJobStore.open(path, event_poll_interval_s=0.01)
-            opened.append(store)
-            return store
-
-    try:
-        yield open_store
-    finally:
-        for store in opened:
-            await store.close()
-
-
-@pytest.fixture
-async def shared_store(open_shared: OpenShared) -> SharedJobStore:
-    return await open_shared()

@@ -23,7 +23,7 @@ from imagebridge.storage import (
     SqliteJobStore,
     SqliteSharedJobStore,
 )
-from imagebridge.storage.postgres_queue import (
+from imagebridge.storage.queue import (
     MAX_HEARTBEAT_JOBS,
     MAX_LEASE_SECS,
     MAX_QUEUE_PROVIDERS,
@@ -32,8 +32,7 @@ from imagebridge.storage.postgres_queue import (
 )
 from imagebridge.storage.rules import MAX_INTEGER
 
-from ..conftest import SCOPE, job_id, request, response
-from .conftest import OpenShared
+from .conftest import SCOPE, OpenShared, job_id, request, response
 
 ROOMY: dict[str, Any] = {"max_pending": 1_000, "max_database_bytes": 1 << 30}
 
@@ -80,15 +79,15 @@ async def test_claim_next_takes_the_oldest_job_for_its_providers(
 
     claimed = await shared_store.claim_next("node-b", ["beta"], now=5, lease_secs=30)
     assert claimed is not None
-    assert claimed.id == job_id(2)
+    assert (claimed.id, claimed.provider) == (job_id(2), "beta")
     # Same transition as claim(): running, stage "starting", timestamps never go backwards.
     assert (claimed.status, claimed.progress_stage) == (ImageJobStatus.RUNNING, "starting")
     assert (claimed.started_at, claimed.updated_at) == (11, 11)
 
     order = []
     while job := await shared_store.claim_next("node-b", ["beta"], now=100, lease_secs=30):
-        order.append(job.id)
-    assert order == [job_id(3), job_id(4)]
+        order.append((job.id, job.provider))
+    assert order == [(job_id(3), None), (job_id(4), "beta")]
     assert await shared_store.claim_next("node-x", ["gamma"], now=100, lease_secs=30) is None
     assert await shared_store.claim_next("node-x", [], now=100, lease_secs=30) is None
     alpha = await shared_store.claim_next("node-a", ["gamma", "alpha"], now=100, lease_secs=30)
@@ -290,6 +289,17 @@ async def test_instance_counts_show_running_leases_per_instance(
     assert done is not None
     await shared_store.fail(SCOPE, done.id, "failed", {"code": "upstream"}, now=201)
     assert await shared_store.instance_counts() == {"a": 2, "b": 1}
+
+
+async def test_queued_jobs_are_counted_per_route(shared_store: SharedJobStore) -> None:
+    assert await shared_store.queued_by_provider() == {}
+    for n, provider in enumerate(["p", "p", "q", None, "p"]):
+        await add(shared_store, n, provider)
+    assert await shared_store.queued_by_provider() == {"*": 1, "p": 3, "q": 1}
+    claimed = await shared_store.claim_next("a", ["q"], now=300, lease_secs=60)
+    assert claimed is not None
+    await shared_store.request_cancel(SCOPE, job_id(1), now=300)  # queued → cancelled
+    assert await shared_store.queued_by_provider() == {"*": 1, "p": 2}
 
 
 async def test_queue_arguments_are_checked_before_any_write(shared_store: SharedJobStore) -> None:

@@ -21,6 +21,7 @@ import json
 import os
 import sqlite3
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any, Self
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -57,6 +58,7 @@ __all__ = [
     "MAX_QUEUE_IDENTIFIER_BYTES",
     "MAX_QUEUE_PROVIDERS",
     "QUEUE_SCHEMA",
+    "UNROUTED",
     "SqliteSharedJobStore",
     "check_event_kind",
     "check_heartbeat_jobs",
@@ -68,6 +70,9 @@ __all__ = [
     "encode_job_event",
     "lease_deadline",
 ]
+
+UNROUTED = "*"
+"""The :meth:`queued_by_provider` key of jobs without a recorded provider (any instance's)."""
 
 MAX_QUEUE_IDENTIFIER_BYTES = 256
 """Longest instance id or provider name the queue stores."""
@@ -400,10 +405,10 @@ class SqliteSharedJobStore(SqliteJobStore):
         if not wanted:
             return None
 
-        def operation(conn: sqlite3.Connection) -> tuple[str, str] | None:
+        def operation(conn: sqlite3.Connection) -> tuple[str, str, str | None] | None:
             with immediate(conn):
                 row = conn.execute(
-                    "SELECT j.auth_scope, j.id FROM image_jobs AS j "  # noqa: S608
+                    "SELECT j.auth_scope, j.id, q.provider FROM image_jobs AS j "  # noqa: S608
                     "LEFT JOIN job_queue AS q ON q.job_id = j.id "
                     "WHERE j.status = 'queued' AND j.cancel_requested = 0 "
                     f"AND (q.provider IS NULL OR q.provider IN ({_placeholders(len(wanted))})) "
@@ -412,7 +417,7 @@ class SqliteSharedJobStore(SqliteJobStore):
                 ).fetchone()
                 if row is None:
                     return None
-                scope, job_id = str(row[0]), str(row[1])
+                scope, job_id, route = str(row[0]), str(row[1]), row[2]
                 conn.execute(
                     "UPDATE image_jobs SET status = 'running', progress_stage = 'starting', "
                     "started_at = MAX(?, updated_at), updated_at = MAX(?, updated_at) "
@@ -426,12 +431,13 @@ class SqliteSharedJobStore(SqliteJobStore):
                     "lease_expires_at = excluded.lease_expires_at",
                     (job_id, owner, deadline, now),
                 )
-                return scope, job_id
+                return scope, job_id, None if route is None else str(route)
 
         claimed = await self._db.run(operation)
         if claimed is None:
             return None
-        return await self.get(*claimed)
+        scope, job_id, route = claimed
+        return replace(await self.get(scope, job_id), provider=route)
 
     async def heartbeat(
         self, instance_id: str, job_ids: Sequence[str], *, now: int, lease_secs: int
@@ -515,6 +521,20 @@ class SqliteSharedJobStore(SqliteJobStore):
                 "JOIN image_jobs AS j ON j.id = q.job_id "
                 "WHERE j.status = 'running' AND q.lease_owner IS NOT NULL "
                 "GROUP BY q.lease_owner ORDER BY q.lease_owner"
+            ).fetchall()
+            return {str(row[0]): int(row[1]) for row in rows}
+
+        return await self._db.run(operation)
+
+    async def queued_by_provider(self) -> dict[str, int]:
+        """Queued jobs per recorded provider; unrouted ones under :data:`UNROUTED`."""
+
+        def operation(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute(
+                "SELECT COALESCE(q.provider, ?), COUNT(*) FROM image_jobs AS j "
+                "LEFT JOIN job_queue AS q ON q.job_id = j.id "
+                "WHERE j.status = 'queued' GROUP BY 1 ORDER BY 1",
+                (UNROUTED,),
             ).fetchall()
             return {str(row[0]): int(row[1]) for row in rows}
 

@@ -1,7 +1,7 @@
 """The application factory: configuration in, a ready FastAPI app out.
 
 ``create_app`` builds (or accepts) the engine, decides which routers exist — metrics only
-when enabled; jobs, presets and artifacts with ``server.jobs.enabled`` —
+when enabled; jobs, presets, artifacts and the dashboard with ``server.jobs.enabled`` —
 installs the one ASGI middleware and the envelope error handlers, and ties the job
 services, background readiness probing and runtime shutdown to the app's lifespan.
 """
@@ -22,6 +22,7 @@ from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError
 from imagebridge.jobs import JobManagerSettings, JobServices
+from imagebridge.server import dashboard
 from imagebridge.server.auth import AccessPolicy, read_bearer_token
 from imagebridge.server.errors import install_error_handlers
 from imagebridge.server.events import OperatorEvents
@@ -65,7 +66,7 @@ def _routers(state: BridgeState) -> list[APIRouter]:
     if state.metrics is not None:
         mounted.append(metrics.router)
     if state.jobs_enabled:
-        mounted.extend([jobs.router, presets.router, artifacts.router])
+        mounted.extend([jobs.router, presets.router, artifacts.router, dashboard.router])
     return mounted
 
 

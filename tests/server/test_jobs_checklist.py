@@ -12,7 +12,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.conftest import LiveServer, ServeFactory, wait_for
 
 TOKEN_A = "jobs-token-a"
 TOKEN_B = "jobs-token-b"
@@ -165,22 +165,97 @@ def test_39_patch_rules_not_found_and_cancelling_a_queued_job(jobs_server: LiveS
         }
 
 
-def test_40_jobs_belong_to_the_bearer_that_created_them(serve: ServeFactory, tmp_path: Any) -> None:
-    shared = f'server.jobs.database="{tmp_path}/shared-jobs.sqlite3"'
-    first = serve(shared, 'server.bearer_token_env="TOKEN"', env={"TOKEN": TOKEN_A})
-    with first.client(headers={"Authorization": f"Bearer {TOKEN_A}"}) as client:
-        job = succeeded_job(client)
-    first.stop()
-    second = serve(shared, 'server.bearer_token_env="TOKEN"', env={"TOKEN": TOKEN_B})
-    with second.client(headers={"Authorization": f"Bearer {TOKEN_B}"}) as client:
-        path = f"/v1/jobs/{job['id']}"
-        assert client.get(path).status_code == 404
-        assert client.delete(path).status_code == 404
-        assert client.patch(path, json={"favorite": True}).status_code == 404
-        assert client.get(f"{path}/partial").status_code == 404
-        assert client.get("/v1/jobs?visibility=all").json()["items"] == []
-        artifact = job["result"]["data"][0]["id"]
-        assert client.get(f"/v1/artifacts/{artifact}").status_code == 404
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def scope_of(token: str) -> str:
+    return "bearer:" + hashlib.sha256(token.encode()).hexdigest()
+
+
+def same_as_unknown(response: httpx.Response, unknown: httpx.Response) -> None:
+    """Another scope's resource is indistinguishable from an id that never existed."""
+    assert response.status_code == unknown.status_code == 404
+    seen, expected = response.json()["error"], unknown.json()["error"]
+    assert (seen["code"], seen["message"]) == (expected["code"], expected["message"])
+    assert seen["imagegen_bridge"]["code"] == expected["imagegen_bridge"]["code"]
+
+
+def test_40_jobs_and_artifacts_belong_to_the_bearer_that_created_them(
+    serve: ServeFactory, tmp_path: Any
+) -> None:
+    """The bridge has one token; rotating it creates a new scope over the same data.
+
+    Three servers share one jobs database and one artifact root: token A, then token B
+    (which also runs A's queued job, so the preview exists in B's own process), then
+    token A again. B's answers for A's resources match its answers for unknown ids, and
+    none of B's attempts changes A's jobs.
+    """
+    shared = (
+        f'server.jobs.database="{tmp_path}/shared/jobs.sqlite3"',
+        f'artifacts.root="{tmp_path}/shared/artifacts"',
+        "server.jobs.max_running=1",
+        'server.bearer_token_env="TOKEN"',
+    )
+    first = serve(*shared, env={"TOKEN": TOKEN_A})
+    with first.client(headers=bearer(TOKEN_A)) as client:
+        done = succeeded_job(client)
+        blocker = client.post("/v1/jobs", json=job_body("[mock:latency=1200] blocker")).json()
+        resumed = client.post(
+            "/v1/jobs", json=job_body("[mock:latency=3000] resumed", partial_images=2)
+        ).json()
+        assert wait_status(client, blocker["id"], {"running"})["status"] == "running"
+    first.stop()  # lets the blocker finish; the other job stays queued for the next server
+    artifact = done["result"]["data"][0]["id"]
+    unknown_job = f"/v1/jobs/{uuid.uuid4()}"
+    unknown_artifact = f"/v1/artifacts/{uuid.uuid4()}"
+
+    second = serve(*shared, env={"TOKEN": TOKEN_B})
+    assert second.state.jobs is not None
+    manager = second.state.jobs.jobs
+    key = (scope_of(TOKEN_A), resumed["id"])
+    with second.client(headers=bearer(TOKEN_B)) as client:
+        # A's job runs in this very process and has a preview: the 404 is the scope's.
+        assert wait_for(lambda: manager.partial(*key) is not None, timeout=20)
+        path = f"/v1/jobs/{resumed['id']}"
+        same_as_unknown(client.get(f"{path}/partial"), client.get(f"{unknown_job}/partial"))
+        assert manager.partial(*key) is not None
+        own = succeeded_job(client, "token b's own job")  # runs after A's job
+        own_artifact = own["result"]["data"][0]["id"]
+        for job_path in (path, f"/v1/jobs/{done['id']}"):
+            same_as_unknown(client.get(job_path), client.get(unknown_job))
+            same_as_unknown(client.delete(job_path), client.delete(unknown_job))
+            update = {"favorite": True}
+            same_as_unknown(
+                client.patch(job_path, json=update), client.patch(unknown_job, json=update)
+            )
+        listed = client.get("/v1/jobs?visibility=all&limit=100").json()["items"]
+        assert [item["id"] for item in listed] == [own["id"]]
+        # A's artifact is intact in this server's store, yet B cannot read it.
+        assert second.state.application.artifacts.read(artifact, scope_of(TOKEN_A))
+        same_as_unknown(client.get(f"/v1/artifacts/{artifact}"), client.get(unknown_artifact))
+        same_as_unknown(
+            client.get(f"/v1/artifacts/{artifact}/thumbnail"),
+            client.get(f"{unknown_artifact}/thumbnail"),
+        )
+        assert client.get(f"/v1/artifacts/{own_artifact}").status_code == 200
+        assert client.get(f"/v1/artifacts/{own_artifact}/thumbnail").status_code == 200
+    second.stop()  # the resumed job finishes during the graceful stop
+
+    third = serve(*shared, env={"TOKEN": TOKEN_A})
+    with third.client(headers=bearer(TOKEN_A)) as client:
+        untouched = client.get(f"/v1/jobs/{done['id']}").json()
+        assert untouched["favorite"] is False
+        finished = client.get(f"/v1/jobs/{resumed['id']}").json()
+        assert finished["status"] == "succeeded", finished
+        assert finished["cancel_requested"] is False and finished["favorite"] is False
+        assert client.get(f"/v1/artifacts/{artifact}").status_code == 200
+        resumed_artifact = finished["result"]["data"][0]["id"]
+        assert client.get(f"/v1/artifacts/{resumed_artifact}/thumbnail").status_code == 200
+        same_as_unknown(client.get(f"/v1/jobs/{own['id']}"), client.get(unknown_job))
+        same_as_unknown(client.get(f"/v1/artifacts/{own_artifact}"), client.get(unknown_artifact))
+        listed = client.get("/v1/jobs?visibility=all&limit=100").json()["items"]
+        assert {item["id"] for item in listed} == {done["id"], blocker["id"], resumed["id"]}
 
 
 def test_41_partial_previews_while_running(jobs_server: LiveServer) -> None:

@@ -109,6 +109,7 @@ DEFAULTS: dict[str, Any] = {
     "providers.mock.failure_rate": 0.0,
     "providers.mock.seed": None,
     "providers.mock.models": ["mock-image-1"],
+    "providers.mock.call_log": None,
     "providers.codex_images.enabled": False,
     "providers.codex_images.base_url": "https://chatgpt.com/backend-api/codex",
     "providers.codex_images.model": "gpt-image-2",
@@ -132,6 +133,15 @@ DEFAULTS: dict[str, Any] = {
     "server.jobs.max_retained": 10_000,
     "server.jobs.max_retained_bytes": 268_435_456,
     "server.jobs.max_database_bytes": 1_073_741_824,
+    "server.jobs.instance_id": None,
+    "server.jobs.lease_secs": 30,
+    "server.jobs.heartbeat_secs": 10,
+    "server.jobs.poll_interval_ms": 500,
+    "server.jobs.postgres_schema": "imagebridge",
+    "server.jobs.postgres_password_env": None,
+    "server.jobs.postgres_pool_min_size": 1,
+    "server.jobs.postgres_pool_max_size": 5,
+    "server.jobs.postgres_connect_timeout_ms": 10_000,
 }
 
 

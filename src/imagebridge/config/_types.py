@@ -9,6 +9,7 @@ rejected value into their messages: the loader reports only the field path.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -28,6 +29,7 @@ __all__ = [
     "Capacity",
     "ConfigPath",
     "Parallelism",
+    "StoreLocation",
     "Str",
     "UnitFloat",
     "capacity_value",
@@ -100,6 +102,24 @@ Parallelism = Annotated[
 
 ConfigPath = Annotated[Path, BeforeValidator(_validate_path)]
 """A filesystem path, kept exactly as configured (relative paths stay relative)."""
+
+_URL_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _validate_store_location(value: Any) -> Path | str:
+    text = _validate_path(value)
+    # A URL stays text: ``Path`` would fold the ``//`` of ``postgresql://host/db``.
+    return str(text) if _URL_PREFIX.match(text) else Path(text)
+
+
+StoreLocation = Annotated[
+    Path | str,
+    PlainValidator(_validate_store_location, json_schema_input_type=str),
+    PlainSerializer(str, when_used="json"),
+]
+"""Where a store lives: a filesystem path (a ``Path``), or a URL kept verbatim (a ``str``).
+
+Which URL schemes are usable (``sqlite:///``, ``postgresql://``) is a semantic check."""
 
 
 def capacity_value(value: int | Literal["unlimited"]) -> int | None:

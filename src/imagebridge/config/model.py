@@ -10,8 +10,12 @@ be inspected and reported on even when it is not usable.
 
 Keys added to the original's tree (all documented on their fields):
 ``[providers.mock]``, ``[providers.codex_images]``,
-``providers.codex_responses.{usage_endpoint, quota_cache_ms}`` and
-``[providers.openai_compatible.<name>]`` (extra OpenAI-compatible upstreams).
+``providers.codex_responses.{usage_endpoint, quota_cache_ms}``,
+``[providers.openai_compatible.<name>]`` (extra OpenAI-compatible upstreams),
+``providers.mock.call_log`` and the multi-instance keys of ``[server.jobs]``
+(``instance_id``, ``lease_secs``, ``heartbeat_secs``, ``poll_interval_ms``, ``postgres_*``).
+``server.jobs.database`` and ``providers.codex_app_server.session_database`` also accept a
+``postgresql://`` URL (see :data:`~imagebridge.config._types.StoreLocation`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from imagebridge.config._types import (
     Capacity,
     ConfigPath,
     Parallelism,
+    StoreLocation,
     Str,
     UnitFloat,
     capacity_value,
@@ -255,8 +260,11 @@ class CodexAppServerSettings(_Section):
     codex_model: Str | None = None
     max_outputs: U8 = 255
     max_parallel_outputs: Parallelism = "auto"
-    session_database: ConfigPath = Field(default_factory=_default_session_database)
-    """Defaults to ``<data dir>/state.sqlite3`` (the original: ``./data/state.sqlite3``)."""
+    session_database: StoreLocation = Field(default_factory=_default_session_database)
+    """Defaults to ``<data dir>/state.sqlite3`` (the original: ``./data/state.sqlite3``).
+
+    Added: a ``postgresql://`` URL keeps session bindings in PostgreSQL (schema, pool and
+    password from the ``server.jobs.postgres_*`` keys), shared by every bridge instance."""
     rpc_max_message_bytes: U64 = 64 * MiB
     rpc_max_notification_bytes: U64 = 48 * MiB
     rpc_timeout_ms: U64 = 60_000
@@ -450,6 +458,9 @@ class MockProviderSettings(_Section):
     """Seed for latency jitter, failures and pixels; unset draws a fresh seed."""
     models: list[Str] = Field(default_factory=lambda: ["mock-image-1"])
     """Model names the mock advertises; the first is its default."""
+    call_log: ConfigPath | None = None
+    """For tests and benchmarks: append one line per generation call to this file, so
+    calls can be counted across processes (the line holds the call's request id only)."""
 
     @property
     def max_parallel_outputs_value(self) -> int:
@@ -507,17 +518,47 @@ class TracingSettings(_Section):
 
 
 class JobSettings(_Section):
-    """Durable jobs; enabling them also enables presets and the dashboard."""
+    """Durable jobs; enabling them also enables presets and the dashboard.
+
+    ``database`` picks the backend: a path (or ``sqlite:///path``) is SQLite, for one bridge
+    instance; a ``postgresql://`` URL is PostgreSQL, which any number of instances share as
+    one queue and one history ("shared mode"). The keys after ``max_database_bytes`` are
+    additions for shared mode; SQLite ignores them.
+    """
 
     enabled: Bool = True
-    database: ConfigPath = Field(default_factory=_default_jobs_database)
-    """Defaults to ``<data dir>/jobs.sqlite3`` (the original: ``./data/jobs.sqlite3``)."""
+    database: StoreLocation = Field(default_factory=_default_jobs_database)
+    """Defaults to ``<data dir>/jobs.sqlite3`` (the original: ``./data/jobs.sqlite3``).
+    A ``postgresql://`` URL must not hold a password (see ``postgres_password_env``)."""
     max_pending: U64 = 1_000
     max_running: U64 = 4
     retention_secs: U64 = 604_800
     max_retained: U64 = 10_000
     max_retained_bytes: U64 = 256 * MiB
     max_database_bytes: U64 = 1024 * MiB
+    instance_id: Str | None = None
+    """This bridge's name in the shared queue (leases, diagnostics). Unset: a fresh
+    ``<hostname>-<pid>-<random>`` per process. Two live instances must never share one."""
+    lease_secs: U64 = 30
+    """How long a claimed job stays this instance's without a heartbeat; after that another
+    instance records it ``interrupted`` (never re-runs it)."""
+    heartbeat_secs: U64 = 10
+    """How often running jobs' leases are renewed (and cancellations noticed without a
+    notification); at most half of ``lease_secs``."""
+    poll_interval_ms: U64 = 500
+    """How often an idle instance looks for queued work when no notification woke it."""
+    postgres_schema: Str = "imagebridge"
+    """The PostgreSQL schema holding jobs, presets and session bindings."""
+    postgres_password_env: Str | None = None
+    """Name of the variable holding the PostgreSQL password (libpq's ``PGPASSWORD`` and
+    ``~/.pgpass`` work too)."""
+    postgres_pool_min_size: U64 = 1
+    """Connections each PostgreSQL store keeps open."""
+    postgres_pool_max_size: U64 = 5
+    """Most connections each PostgreSQL store opens (jobs, presets and sessions each have
+    a pool; shared mode also holds one listening connection)."""
+    postgres_connect_timeout_ms: U64 = 10_000
+    """How long connecting, or waiting for a pooled connection, may take."""
 
 
 class ServerSettings(_Section):

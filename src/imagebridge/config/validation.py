@@ -21,6 +21,7 @@ from imagebridge.config._net import (
     valid_public_base_url,
     valid_upstream_url,
 )
+from imagebridge.config._stores import check_shared_jobs, check_store_location
 from imagebridge.config._types import parallelism_value
 from imagebridge.config.model import (
     CONFIG_VERSION,
@@ -308,6 +309,7 @@ def _check_providers(config: BridgeConfig, report: Report) -> None:
         prefix = "providers.codex_app_server"
         if not app.executable.strip():
             report(f"{prefix}.executable", "required", "the codex executable must not be empty")
+        check_store_location(f"{prefix}.session_database", app.session_database, report)
         _check_outputs(prefix, app.max_outputs, app.max_parallel_outputs, request_max, report)
         if not 1 <= app.rpc_max_message_bytes <= 64 * MiB:
             report(
@@ -595,6 +597,8 @@ def _check_server(config: BridgeConfig, report: Report) -> None:
                 "inconsistent",
                 "retained bytes cannot exceed server.jobs.max_database_bytes",
             )
+        check_store_location("server.jobs.database", jobs.database, report)
+        check_shared_jobs(jobs, report)
 
 
 _UPSTREAM_URL_RULE = (

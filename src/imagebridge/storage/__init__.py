@@ -52,7 +52,9 @@ from imagebridge.storage.cursors import (
 from imagebridge.storage.jobs import SqliteJobStore, inspect_job_schema
 from imagebridge.storage.postgres_url import (
     PostgresOptions,
+    PostgresSection,
     is_postgres_url,
+    postgres_options,
     redact_url,
     resolve_store_location,
 )
@@ -92,6 +94,7 @@ __all__ = [
     "PostgresJobStore",
     "PostgresOptions",
     "PostgresPresetStore",
+    "PostgresSection",
     "PostgresSessionStore",
     "PresetPage",
     "PresetRecord",
@@ -118,6 +121,7 @@ __all__ = [
     "open_job_store",
     "open_preset_store",
     "open_session_store",
+    "postgres_options",
     "redact_url",
 ]
 
@@ -168,7 +172,7 @@ async def open_job_store(
 
     options = postgres or PostgresOptions()
     return await PostgresJobStore.open(
-        target,
+        options.url(target),
         schema=options.schema,
         busy_timeout_ms=busy_timeout_ms,
         connect_timeout_s=options.connect_timeout_s,
@@ -196,7 +200,7 @@ async def open_preset_store(
 
     options = postgres or PostgresOptions()
     return await PostgresPresetStore.open(
-        target,
+        options.url(target),
         schema=options.schema,
         busy_timeout_ms=busy_timeout_ms,
         connect_timeout_s=options.connect_timeout_s,
@@ -223,7 +227,7 @@ async def open_session_store(
 
     options = postgres or PostgresOptions()
     return await PostgresSessionStore.open(
-        target,
+        options.url(target),
         provider=provider,
         schema=options.schema,
         busy_timeout_ms=busy_timeout_ms,
@@ -262,5 +266,5 @@ async def inspect_store_schema(
             inspect_postgres_session_schema as pg_inspect,
         )
     return await pg_inspect(
-        target, schema=options.schema, connect_timeout_s=options.connect_timeout_s
+        options.url(target), schema=options.schema, connect_timeout_s=options.connect_timeout_s
     )

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from typing import Protocol
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
@@ -21,10 +23,13 @@ __all__ = [
     "DEFAULT_POOL_MIN_SIZE",
     "DEFAULT_SCHEMA",
     "PostgresOptions",
+    "PostgresSection",
     "check_schema_name",
     "is_postgres_url",
+    "postgres_options",
     "redact_url",
     "resolve_store_location",
+    "with_password",
 ]
 
 DEFAULT_SCHEMA = "imagebridge"
@@ -51,6 +56,64 @@ class PostgresOptions:
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     pool_min_size: int = DEFAULT_POOL_MIN_SIZE
     pool_max_size: int = DEFAULT_POOL_MAX_SIZE
+    password: str | None = field(default=None, repr=False)
+    """Added to the URL when connecting (the configured URL never holds it)."""
+
+    def url(self, location: str) -> str:
+        """``location`` with :attr:`password` applied, for the store to connect with."""
+        return location if self.password is None else with_password(location, self.password)
+
+
+class PostgresSection(Protocol):
+    """The ``server.jobs`` keys that say how to use PostgreSQL (the config model has them)."""
+
+    @property
+    def postgres_schema(self) -> str: ...
+    @property
+    def postgres_password_env(self) -> str | None: ...
+    @property
+    def postgres_pool_min_size(self) -> int: ...
+    @property
+    def postgres_pool_max_size(self) -> int: ...
+    @property
+    def postgres_connect_timeout_ms(self) -> int: ...
+
+
+def postgres_options(section: PostgresSection, env: Mapping[str, str]) -> PostgresOptions:
+    """The options of ``server.jobs``; the password is read from the variable it names.
+
+    A named variable that is missing or empty is a ``configuration`` error, as for the
+    bearer token: a bridge that would fail every query later refuses to start instead.
+    """
+    password: str | None = None
+    if section.postgres_password_env is not None:
+        password = env.get(section.postgres_password_env) or None
+        if password is None:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "the variable named by server.jobs.postgres_password_env is missing or empty",
+                details={"field": "server.jobs.postgres_password_env"},
+            )
+    return PostgresOptions(
+        schema=section.postgres_schema,
+        connect_timeout_s=section.postgres_connect_timeout_ms / 1000,
+        pool_min_size=section.postgres_pool_min_size,
+        pool_max_size=section.postgres_pool_max_size,
+        password=password,
+    )
+
+
+def with_password(url: str, password: str) -> str:
+    """``url`` with ``password`` as its ``password`` query parameter (percent-encoded).
+
+    libpq reads any connection parameter from the query, and a query parameter needs no
+    user name in the URL (``user:password@`` would). Show the result only through
+    :func:`redact_url`.
+    """
+    parts = urlsplit(url)
+    pair = "password=" + quote(password, safe="")
+    query = f"{parts.query}&{pair}" if parts.query else pair
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
 def is_postgres_url(value: object) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -23,7 +24,10 @@ from imagebridge.storage import (
     open_job_store,
     open_preset_store,
     open_session_store,
+    postgres_options,
+    redact_url,
 )
+from tests.support.postgres import PostgresServer
 
 StoreKind = Literal["jobs", "presets", "sessions"]
 
@@ -103,3 +107,50 @@ async def test_postgres_urls_open_postgres(postgres_url: str, postgres_schema: s
     for store in stores:
         status = await inspect_store_schema(postgres_url, store, postgres=options)
         assert (status.version, status.current) == (1, True)
+
+
+@dataclass(frozen=True)
+class Section:
+    """What ``server.jobs`` offers ``postgres_options``."""
+
+    postgres_schema: str = "imagebridge"
+    postgres_password_env: str | None = None
+    postgres_pool_min_size: int = 0
+    postgres_pool_max_size: int = 3
+    postgres_connect_timeout_ms: int = 2_500
+
+
+def test_options_follow_the_section_and_read_the_password_variable() -> None:
+    options = postgres_options(Section(postgres_password_env="PG_PW"), {"PG_PW": "s3cr&t/@"})
+    assert (options.schema, options.pool_min_size, options.pool_max_size) == ("imagebridge", 0, 3)
+    assert options.connect_timeout_s == 2.5
+    assert "s3cr" not in repr(options)
+    assert options.url("postgresql://u@h/db") == "postgresql://u@h/db?password=s3cr%26t%2F%40"
+    assert options.url("postgresql://h/db?sslmode=require").endswith(
+        "?sslmode=require&password=s3cr%26t%2F%40"
+    )
+    assert redact_url(options.url("postgresql://u@h/db")) == "postgresql://u@h/db?password=***"
+    assert postgres_options(Section(), {}).url("postgresql://h/db") == "postgresql://h/db"
+    for env in ({}, {"PG_PW": ""}):
+        with pytest.raises(BridgeError) as missing:
+            postgres_options(Section(postgres_password_env="PG_PW"), env)
+        assert missing.value.code is ErrorCode.CONFIGURATION
+        assert missing.value.details == {"field": "server.jobs.postgres_password_env"}
+
+
+@pytest.mark.postgres
+async def test_the_password_comes_from_the_options_not_the_url(
+    postgres_server: PostgresServer, postgres_schema: str
+) -> None:
+    bare = f"postgresql://bridge@{postgres_server.host}:{postgres_server.port}/imagebridge_test"
+    section = Section(postgres_schema=postgres_schema, postgres_password_env="PG_PW")
+    options = postgres_options(section, {"PG_PW": postgres_server.password})
+    jobs = await open_job_store(bare, postgres=options)
+    try:
+        assert await jobs.healthy()
+    finally:
+        await jobs.close()
+    wrong = postgres_options(section, {"PG_PW": "not-the-password"})
+    with pytest.raises(BridgeError) as refused:
+        await open_job_store(bare, postgres=wrong)
+    assert "not-the-password" not in str(refused.value.to_dict())

@@ -62,13 +62,8 @@ def request_limits(config: BridgeConfig) -> RequestLimits:
 
 
 def image_limits(config: BridgeConfig) -> ImageLimits:
-    image = config.artifacts.image
-    return ImageLimits(
-        max_encoded_bytes=image.max_encoded_bytes,
-        max_edge=image.max_edge,
-        max_pixels=image.max_pixels,
-        max_decode_alloc=image.max_decode_alloc,
-    )
+    """The ``[artifacts.image]`` bounds every encoded image is held to."""
+    return ImageLimits.from_settings(config.artifacts.image)
 
 
 def _with_fanout(

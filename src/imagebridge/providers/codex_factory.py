@@ -32,19 +32,9 @@ class CodexBuild:
     native_count: int = 1
 
 
-def _image_limits(config: BridgeConfig) -> ImageLimits:
-    image = config.artifacts.image
-    return ImageLimits(
-        max_encoded_bytes=image.max_encoded_bytes,
-        max_edge=image.max_edge,
-        max_pixels=image.max_pixels,
-        max_decode_alloc=image.max_decode_alloc,
-    )
-
-
 def codex_input_loader(config: BridgeConfig) -> InputLoaderFactory:
     """A loader factory: the loader (which checks the roots) is built on first use."""
-    limits = _image_limits(config)
+    limits = ImageLimits.from_settings(config.artifacts.image)
     inputs = config.inputs
     remote = inputs.remote
     max_inline = config.runtime.request.max_inline_encoded_bytes
@@ -52,16 +42,7 @@ def codex_input_loader(config: BridgeConfig) -> InputLoaderFactory:
 
     def loader() -> InputLoader:
         if not built:
-            policy = RemoteFetchPolicy(
-                enabled=remote.enabled,
-                allowed_hosts=frozenset(remote.allowed_hosts),
-                allowed_ports=frozenset(remote.allowed_ports),
-                allow_private_networks=remote.allow_private_networks,
-                max_redirects=remote.max_redirects,
-                timeout_ms=remote.timeout_ms,
-                max_url_bytes=remote.max_url_bytes,
-                max_bytes=limits.max_encoded_bytes,
-            )
+            policy = RemoteFetchPolicy.from_settings(remote, max_bytes=limits.max_encoded_bytes)
             built.append(
                 InputLoader(
                     inputs.local_roots,
@@ -86,7 +67,7 @@ def build_codex_responses(config: BridgeConfig) -> CodexBuild:
         transient_retry_backoff_ms=table.transient_retry_backoff_ms,
         quota_cache_ms=table.quota_cache_ms,
         max_base64_chars=config.artifacts.max_base64_chars,
-        image_limits=_image_limits(config),
+        image_limits=ImageLimits.from_settings(config.artifacts.image),
     )
     return CodexBuild(
         provider=CodexResponsesProvider(options, inputs=codex_input_loader(config)),
@@ -106,7 +87,7 @@ def build_codex_images(config: BridgeConfig) -> CodexBuild:
         quota_cache_ms=shared.quota_cache_ms,
         max_base64_chars=config.artifacts.max_base64_chars,
         max_response_bytes=config.artifacts.max_response_bytes,
-        image_limits=_image_limits(config),
+        image_limits=ImageLimits.from_settings(config.artifacts.image),
     )
     return CodexBuild(
         provider=CodexImagesProvider(options, inputs=codex_input_loader(config)),

@@ -14,11 +14,7 @@ from dataclasses import dataclass
 from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.artifacts.inspect import ImageLimits
 from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
-from imagebridge.config.model import (
-    BridgeConfig,
-    OpenAICapabilityOverrides,
-    RemoteFetchSettings,
-)
+from imagebridge.config.model import BridgeConfig, OpenAICapabilityOverrides
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers.openai_images import (
     OPENAI_PROVIDER,
@@ -50,29 +46,6 @@ def is_openai_provider(config: BridgeConfig, name: str) -> bool:
     return name == OPENAI_PROVIDER or name in config.providers.openai_compatible
 
 
-def _image_limits(config: BridgeConfig) -> ImageLimits:
-    image = config.artifacts.image
-    return ImageLimits(
-        max_encoded_bytes=image.max_encoded_bytes,
-        max_edge=image.max_edge,
-        max_pixels=image.max_pixels,
-        max_decode_alloc=image.max_decode_alloc,
-    )
-
-
-def _policy(settings: RemoteFetchSettings, max_bytes: int) -> RemoteFetchPolicy:
-    return RemoteFetchPolicy(
-        enabled=settings.enabled,
-        allowed_hosts=frozenset(settings.allowed_hosts),
-        allowed_ports=frozenset(settings.allowed_ports),
-        allow_private_networks=settings.allow_private_networks,
-        max_redirects=settings.max_redirects,
-        timeout_ms=settings.timeout_ms,
-        max_url_bytes=settings.max_url_bytes,
-        max_bytes=max_bytes,
-    )
-
-
 def _tuple(values: list[str] | None) -> tuple[str, ...] | None:
     return None if values is None else tuple(values)
 
@@ -99,7 +72,7 @@ def _overrides(table: OpenAICapabilityOverrides) -> CapabilityOverrides | None:
 
 def build_openai_provider(config: BridgeConfig, name: str) -> OpenAIBuild:
     """Build the provider registered as ``name`` (configuration errors if unknown)."""
-    limits = _image_limits(config)
+    limits = ImageLimits.from_settings(config.artifacts.image)
     artifacts = config.artifacts
     request_max = config.runtime.request.max_outputs
     if name == OPENAI_PROVIDER:
@@ -148,7 +121,8 @@ def build_openai_provider(config: BridgeConfig, name: str) -> OpenAIBuild:
     request = config.runtime.request
 
     def loader() -> InputLoader:
-        remote = RemoteImageFetcher(_policy(inputs.remote, limits.max_encoded_bytes), limits)
+        policy = RemoteFetchPolicy.from_settings(inputs.remote, max_bytes=limits.max_encoded_bytes)
+        remote = RemoteImageFetcher(policy, limits)
         return InputLoader(
             inputs.local_roots,
             limits,
@@ -159,7 +133,10 @@ def build_openai_provider(config: BridgeConfig, name: str) -> OpenAIBuild:
     output_fetcher = None
     if artifacts.remote_output.enabled:
         output_fetcher = RemoteImageFetcher(
-            _policy(artifacts.remote_output, limits.max_encoded_bytes), limits
+            RemoteFetchPolicy.from_settings(
+                artifacts.remote_output, max_bytes=limits.max_encoded_bytes
+            ),
+            limits,
         )
     provider = OpenAIImagesProvider(settings, inputs=loader, output_fetcher=output_fetcher)
     return OpenAIBuild(

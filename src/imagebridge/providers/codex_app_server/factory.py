@@ -14,7 +14,7 @@ from pathlib import Path
 from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.artifacts.inspect import ImageLimits
 from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
-from imagebridge.config.model import BridgeConfig, CodexAppServerSettings, RemoteFetchSettings
+from imagebridge.config.model import BridgeConfig, CodexAppServerSettings
 from imagebridge.providers.codex_app_server.capabilities import PROVIDER_NAME
 from imagebridge.providers.codex_app_server.options import AppServerOptions
 from imagebridge.providers.codex_app_server.provider import (
@@ -55,29 +55,6 @@ def staging_root(settings: CodexAppServerSettings) -> Path:
     return Path(settings.session_database).parent / STAGING_DIR_NAME
 
 
-def _image_limits(config: BridgeConfig) -> ImageLimits:
-    image = config.artifacts.image
-    return ImageLimits(
-        max_encoded_bytes=image.max_encoded_bytes,
-        max_edge=image.max_edge,
-        max_pixels=image.max_pixels,
-        max_decode_alloc=image.max_decode_alloc,
-    )
-
-
-def _remote_policy(settings: RemoteFetchSettings, max_bytes: int) -> RemoteFetchPolicy:
-    return RemoteFetchPolicy(
-        enabled=settings.enabled,
-        allowed_hosts=frozenset(settings.allowed_hosts),
-        allowed_ports=frozenset(settings.allowed_ports),
-        allow_private_networks=settings.allow_private_networks,
-        max_redirects=settings.max_redirects,
-        timeout_ms=settings.timeout_ms,
-        max_url_bytes=settings.max_url_bytes,
-        max_bytes=max_bytes,
-    )
-
-
 def build_codex_app_server_provider(config: BridgeConfig) -> CodexBuild:
     """Build the provider (configuration errors surface here; nothing is spawned yet).
 
@@ -85,7 +62,7 @@ def build_codex_app_server_provider(config: BridgeConfig) -> CodexBuild:
     the application wraps it in the fan-out decorator.
     """
     settings = config.providers.codex_app_server
-    limits = _image_limits(config)
+    limits = ImageLimits.from_settings(config.artifacts.image)
     inputs = config.inputs
     max_inline = config.runtime.request.max_inline_encoded_bytes
     database = Path(settings.session_database)
@@ -94,7 +71,8 @@ def build_codex_app_server_provider(config: BridgeConfig) -> CodexBuild:
         return await SqliteSessionStore.open(database, provider=PROVIDER_NAME)
 
     def loader() -> InputLoader:
-        remote = RemoteImageFetcher(_remote_policy(inputs.remote, limits.max_encoded_bytes), limits)
+        policy = RemoteFetchPolicy.from_settings(inputs.remote, max_bytes=limits.max_encoded_bytes)
+        remote = RemoteImageFetcher(policy, limits)
         return InputLoader(
             inputs.local_roots, limits, remote=remote, max_inline_encoded_bytes=max_inline
         )

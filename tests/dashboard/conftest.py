@@ -1,0 +1,214 @@
+"""Fixtures for the dashboard: real bridges on 127.0.0.1 and Debian's Chromium.
+
+``bridge(*sets, providers=..., env=...)`` starts a module-scoped bridge (the mock-only
+configuration plus ``sets``). ``browser`` is one headless Chromium per session, driven by
+Playwright; tests that need it are marked ``browser`` and are skipped, with the reason,
+only when ``/usr/bin/chromium`` is absent. ``open_page`` opens the dashboard in a fresh
+context and returns a :class:`PageWatch` that records every console error or warning,
+uncaught exception, failed request and unexpected HTTP error, so a test can end with
+``watch.assert_clean()``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.server.conftest import LiveServer, ProviderSpec, start_server
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DESKTOP = {"width": 1280, "height": 800}
+MOBILE = {"width": 390, "height": 844}
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "dashboard"
+UI_TIMEOUT_MS = 15_000
+
+BridgeFactory = Callable[..., LiveServer]
+
+
+@pytest.fixture(scope="module")
+def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeFactory]:
+    root = tmp_path_factory.mktemp("dashboard-bridges")
+    started: list[LiveServer] = []
+
+    def factory(
+        *sets: str, providers: ProviderSpec | None = None, env: Mapping[str, str] | None = None
+    ) -> LiveServer:
+        live = start_server(root / f"bridge-{len(started)}", sets, providers=providers, env=env)
+        started.append(live)
+        return live
+
+    yield factory
+    for live in started:
+        live.stop()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip(
+            "Debian's Chromium (/usr/bin/chromium) is not installed; run scripts/install-test-deps"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@dataclass
+class PageWatch:
+    """Everything that went wrong on a page, minus the answers a test said to expect."""
+
+    console: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    responses: list[tuple[int, str]] = field(default_factory=list)
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    allowed: list[tuple[int, re.Pattern[str]]] = field(default_factory=list)
+
+    def allow(self, status: int, path_pattern: str) -> None:
+        """Expect ``status`` answers for URLs whose path matches ``path_pattern``."""
+        self.allowed.append((status, re.compile(path_pattern)))
+
+    def _allowed(self, status: int, url: str) -> bool:
+        path = re.sub(r"^https?://[^/]+", "", url)
+        return any(code == status and pattern.search(path) for code, pattern in self.allowed)
+
+    def on_response(self, status: int, url: str) -> None:
+        if status >= 400 and not self._allowed(status, url):
+            self.responses.append((status, url))
+
+    def on_console(self, kind: str, text: str) -> None:
+        if kind not in ("error", "warning"):
+            return
+        # Chromium reports every HTTP error answer as a console error as well.
+        match = re.search(r"status of (\d{3})", text)
+        if match and "Failed to load resource" in text:
+            return  # judged by on_response, which knows the URL
+        self.console.append(f"{kind}: {text}")
+
+    def posted_jobs(self) -> int:
+        return sum(
+            1 for method, url in self.requests if method == "POST" and url.endswith("/v1/jobs")
+        )
+
+    def assert_clean(self) -> None:
+        assert self.errors == [], f"uncaught page errors: {self.errors}"
+        assert self.console == [], f"console errors or warnings: {self.console}"
+        assert self.failed == [], f"failed requests: {self.failed}"
+        assert self.responses == [], f"unexpected HTTP errors: {self.responses}"
+
+
+@dataclass
+class Dashboard:
+    page: Any
+    watch: PageWatch
+    server: LiveServer
+
+    def screenshot(self, name: str, *, full_page: bool = True) -> Path:
+        """Write ``test-output/dashboard/<name>.png`` (the viewport only for modal views)."""
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=full_page)
+        return path
+
+    def no_horizontal_overflow(self) -> bool:
+        return bool(self.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
+
+
+OpenPage = Callable[..., Dashboard]
+
+
+@pytest.fixture
+def open_page(browser: Any) -> Iterator[OpenPage]:
+    contexts: list[Any] = []
+
+    def opener(
+        server: LiveServer,
+        *,
+        viewport: Mapping[str, int] = DESKTOP,
+        allow: tuple[tuple[int, str], ...] = (),
+        wait_for_connection: bool = True,
+    ) -> Dashboard:
+        context = browser.new_context(viewport=dict(viewport))
+        context.set_default_timeout(UI_TIMEOUT_MS)
+        contexts.append(context)
+        page = context.new_page()
+        watch = PageWatch()
+        for status, pattern in allow:
+            watch.allow(status, pattern)
+        page.on("console", lambda message: watch.on_console(message.type, message.text))
+        page.on("pageerror", lambda error: watch.errors.append(str(error)))
+        page.on("requestfailed", lambda request: watch.failed.append(request.url))
+        page.on("request", lambda request: watch.requests.append((request.method, request.url)))
+        page.on("response", lambda response: watch.on_response(response.status, response.url))
+        page.goto(f"{server.url}/dashboard")
+        if wait_for_connection:
+            page.wait_for_selector("#connection[data-state='online']")
+            page.wait_for_selector("#f-provider option", state="attached")
+            page.wait_for_selector("#provider-note:not(:empty)")
+        return Dashboard(page, watch, server)
+
+    yield opener
+    for context in contexts:
+        context.close()
+
+
+# -- helpers shared by the browser tests ---------------------------------------------------
+
+
+def create_job(server: LiveServer, prompt: str, **parameters: Any) -> str:
+    """Submit a small job through the API (as another client would) and return its id."""
+    body: dict[str, Any] = {
+        "operation": "generate",
+        "prompt": prompt,
+        "parameters": {"size": "16x16", **parameters},
+    }
+    with server.client() as client:
+        response = client.post("/v1/jobs", json=body)
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+def job(server: LiveServer, job_id: str) -> dict[str, Any]:
+    with server.client() as client:
+        response = client.get(f"/v1/jobs/{job_id}")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def wait_terminal(server: LiveServer, job_id: str, timeout: float = 15.0) -> dict[str, Any]:
+    """Poll the API (bounded) until the job has finished."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = job(server, job_id)
+        if current["status"] not in ("queued", "running") or time.monotonic() > deadline:
+            return current
+        time.sleep(0.05)
+
+
+def jobs_with_prompt(server: LiveServer, prompt: str) -> list[dict[str, Any]]:
+    with server.client() as client:
+        response = client.get("/v1/jobs", params={"search": prompt, "visibility": "all"})
+    assert response.status_code == 200, response.text
+    return [job(server, item["id"]) for item in response.json()["items"]]

@@ -1,7 +1,7 @@
 """Fixtures for the dashboard: real bridges on 127.0.0.1 and Debian's Chromium.
 
 ``bridge(*sets, providers=..., env=...)`` starts a module-scoped bridge (the mock-only
-configuration plus ``sets``). ``browser`` is one headless Chromium per session, driven by
+configuration plus ``sets``). ``browser`` is one headless Chromium per test module, driven by
 Playwright; tests that need it are marked ``browser`` and are skipped, with the reason,
 only when ``/usr/bin/chromium`` is absent. ``open_page`` opens the dashboard in a fresh
 context and returns a :class:`PageWatch` that records every console error or warning,
@@ -57,8 +57,13 @@ def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeFactory]:
         live.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one test module.
+
+    Module scope, not session: Playwright's sync API keeps an event loop running in this
+    thread while it is open, which would break asyncio tests collected after it.
+    """
     if not CHROMIUM.exists():
         pytest.skip(
             "Debian's Chromium (/usr/bin/chromium) is not installed; run scripts/install-test-deps"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 
 import httpx
@@ -137,7 +138,9 @@ def test_the_cli_launcher_recognizes_the_page(server: LiveServer) -> None:
         async with RemoteBridge(server.url) as remote:
             return await remote.dashboard_is_running(5.0)
 
-    assert asyncio.run(probe()) is True
+    # In a thread of its own: a browser test module may hold this thread's event loop.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        assert pool.submit(asyncio.run, probe()).result(timeout=30) is True
 
 
 def _static(name: str) -> str:

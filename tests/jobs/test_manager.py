@@ -335,7 +335,11 @@ async def test_header_and_body_keys_must_agree(make_bridge: BridgeFactory) -> No
             SCOPE, keyed(image_request(), "body-key"), idempotency_key="header-key"
         )
     assert caught.value.code is ErrorCode.INVALID_REQUEST
+    assert caught.value.http_status == 422
     assert caught.value.field == "idempotency_key"
+    # api.md §1.1: the same words as the HTTP routes use.
+    assert caught.value.message == "Idempotency-Key conflicts with the request body"
+    assert (await bridge.manager.statistics())["total"] == 0
 
 
 # -- capacity --------------------------------------------------------------------------------

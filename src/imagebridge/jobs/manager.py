@@ -391,7 +391,7 @@ class JobManager:
         body_key = request.idempotency_key
         if idempotency_key is not None and body_key is not None and idempotency_key != body_key:
             raise BridgeError.invalid_request(
-                "Idempotency-Key header conflicts with the request body",
+                "Idempotency-Key conflicts with the request body",
                 field="idempotency_key",
             )
         key = idempotency_key if idempotency_key is not None else body_key

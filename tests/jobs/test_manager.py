@@ -791,4 +791,11 @@ async def test_statistics_report_counts_and_bounds(make_bridge: BridgeFactory) -
         "max_retained",
         "max_retained_bytes",
         "max_database_bytes",
+        "shared",
+        "instance_id",
+        "leases",
+        "queued_by_provider",
     }
+    # A single SQLite instance: no leases, nothing queued, its own generated name.
+    assert (stats["shared"], stats["leases"], stats["queued_by_provider"]) == (False, {}, {})
+    assert stats["instance_id"] == bridge.manager.instance_id

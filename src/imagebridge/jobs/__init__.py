@@ -3,8 +3,9 @@
 :class:`JobManager` persists image requests, runs them through the runtime with bounded
 concurrency and keeps their history; :class:`PresetService` stores named request templates.
 Both sit on the storage protocols (:mod:`imagebridge.storage`) and speak contract models.
-Session bindings need no glue here: providers use
-:class:`imagebridge.storage.SqliteSessionStore` directly.
+Session bindings need no glue here: providers open them with
+:func:`imagebridge.storage.open_session_store`. Several bridge instances may share one
+PostgreSQL database (shared mode, :mod:`imagebridge.jobs.shared`).
 """
 
 from imagebridge.jobs.manager import JobManager, progress_stage
@@ -13,6 +14,7 @@ from imagebridge.jobs.previews import PartialPreview
 from imagebridge.jobs.query import JobQuery, job_query
 from imagebridge.jobs.services import JobServices
 from imagebridge.jobs.settings import JobManagerSettings
+from imagebridge.jobs.shared import SharedQueueSettings, default_instance_id
 from imagebridge.jobs.trimming import TRIMMED_WARNING
 
 __all__ = [
@@ -23,6 +25,8 @@ __all__ = [
     "JobServices",
     "PartialPreview",
     "PresetService",
+    "SharedQueueSettings",
+    "default_instance_id",
     "job_query",
     "progress_stage",
     "template_request",

@@ -7,6 +7,13 @@ pruned. The database is the source of truth: a job left ``running`` by a stopped
 recorded ``interrupted`` at the next start and never re-run (its upstream call may have
 happened), while ``queued`` jobs simply resume.
 
+Shared mode (``shared=``, several instances on one PostgreSQL database): the queue lives in
+the store instead of this process. Workers claim the oldest job routed to one of this
+instance's providers under a lease, heartbeats keep the leases, expired leases end
+``interrupted``, and notifications carry new work and cancellations between instances
+(:mod:`imagebridge.jobs.shared`). Nothing is recovered at start: another instance's
+``running`` jobs are alive until their lease says otherwise.
+
 Every blocking step (SQLite, JSON of large requests, preview decoding) runs off the event
 loop. Logs name job ids and error codes only, never prompts or image bytes.
 """
@@ -40,10 +47,24 @@ from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.jobs.previews import PartialPreview, PreviewCache
 from imagebridge.jobs.query import job_query
 from imagebridge.jobs.settings import JobManagerSettings
+from imagebridge.jobs.shared import (
+    CANCEL_REASON,
+    LEASE_LOST_REASON,
+    SharedQueue,
+    SharedQueueSettings,
+    default_instance_id,
+)
 from imagebridge.jobs.trimming import fit_result, result_text
 from imagebridge.jobs.views import job_view, page_view
 from imagebridge.providers.base import ProviderEventT
-from imagebridge.storage.base import JobIdentity, JobRecord, JobStore, JobVisibility
+from imagebridge.storage.base import (
+    JobEventKind,
+    JobIdentity,
+    JobRecord,
+    JobStore,
+    JobVisibility,
+    SharedJobStore,
+)
 
 __all__ = ["EVENT_BUFFER", "QUEUED_PAGE", "JobManager", "progress_stage"]
 
@@ -58,7 +79,7 @@ EVENT_BUFFER = 16
 QUEUED_PAGE = 500
 """Queued rows read per query while scheduling at start."""
 _SHUTDOWN_REASON = "shutdown"
-_CANCEL_REASON = "cancelled"
+_CANCEL_REASON = CANCEL_REASON
 _RECOVERY = "inspect_history_before_retrying"
 
 
@@ -92,9 +113,17 @@ def _prepare_submission(
     return stored, result_text(stored.to_wire()), request_fingerprint(stored)
 
 
-def _stored_request(record: JobRecord) -> ImageRequest:
-    """Blocking: the request a worker executes, read back from the durable row."""
-    return job_view(record).request
+def _stored_request(record: JobRecord, route: str | None = None) -> ImageRequest:
+    """Blocking: the request a worker executes, read back from the durable row.
+
+    ``route`` is the provider the shared queue routed the job to; a request that names no
+    provider runs there, so the instance that claims it uses the submitter's choice.
+    """
+    request = job_view(record).request
+    if route is None or request.routing.provider is not None:
+        return request
+    routing = request.routing.model_copy(update={"provider": route})
+    return request.model_copy(update={"routing": routing})
 
 
 class _ProgressRelay:
@@ -169,7 +198,9 @@ class JobManager:
     """Submits, schedules, executes, cancels and lists durable image jobs.
 
     Call :meth:`start` once before serving and :meth:`shutdown` before closing the runtime
-    and the store (the manager closes neither: it does not own them).
+    and the store (the manager closes neither: it does not own them). With ``shared``, the
+    store must be a :class:`SharedJobStore` and the manager runs in shared mode (module
+    docstring); ``instance_id`` names a single-instance manager in diagnostics.
     """
 
     def __init__(
@@ -181,6 +212,8 @@ class JobManager:
         clock: Callable[[], float] = time.time,
         settle_timeout_s: float = 30.0,
         queued_page: int = QUEUED_PAGE,
+        shared: SharedQueueSettings | None = None,
+        instance_id: str | None = None,
     ) -> None:
         self._runtime = runtime
         self._store = store
@@ -203,6 +236,24 @@ class JobManager:
         self._started = False
         self._stopping = False
         self._stopped: asyncio.Future[None] | None = None
+        self._running_ids: dict[str, CancelToken] = {}
+        self._shared: SharedQueue | None = None
+        self._instance_id = instance_id or default_instance_id()
+        if shared is not None:
+            if not isinstance(store, SharedJobStore):
+                raise BridgeError(
+                    ErrorCode.CONFIGURATION, "shared job mode needs a shared job store"
+                )
+            self._instance_id = shared.instance_id
+            self._shared = SharedQueue(
+                store,
+                shared,
+                providers=runtime.registry.names,
+                slots=self._slots,
+                launch=self._launch_claimed,
+                running=lambda: self._running_ids,
+                now=self._now,
+            )
 
     # -- state -------------------------------------------------------------------------------
 
@@ -227,32 +278,54 @@ class JobManager:
     def retention_healthy(self) -> bool:
         return self._retention_healthy
 
+    @property
+    def shared(self) -> bool:
+        """Whether this manager shares its queue with other instances (shared mode)."""
+        return self._shared is not None
+
+    @property
+    def instance_id(self) -> str:
+        return self._instance_id
+
+    @property
+    def shared_queue(self) -> SharedQueue | None:
+        """The shared-mode loops (tests drive heartbeats and reaping through it)."""
+        return self._shared
+
     def _now(self) -> int:
         return max(0, int(self._clock()))
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Recover, prune, schedule every queued job oldest first, start the loops."""
+        """Recover, prune, schedule every queued job oldest first, start the loops.
+
+        Shared mode recovers nothing (leases do) and schedules nothing: it starts claiming.
+        """
         async with self._start_lock:
             if self._started:
                 return
             if self._stopping:
                 raise BridgeError(ErrorCode.INTERNAL, "durable job manager was shut down")
-            recovered = await self._store.recover_interrupted(now=self._now())
-            if recovered:
-                logger.warning(
-                    "durable jobs interrupted by a previous stop", extra={"count": recovered}
-                )
+            if self._shared is None:
+                recovered = await self._store.recover_interrupted(now=self._now())
+                if recovered:
+                    logger.warning(
+                        "durable jobs interrupted by a previous stop", extra={"count": recovered}
+                    )
             with contextlib.suppress(BridgeError):  # recorded as unhealthy retention
                 await self.run_retention()
             self._started = True  # submissions from here on schedule themselves
             try:
-                await self._schedule_queued()
+                if self._shared is None:
+                    await self._schedule_queued()
+                else:
+                    await self._shared.start()
             except BaseException:
                 self._started = False
                 raise
-            self._dispatcher = asyncio.create_task(self._dispatch(), name="imagebridge-jobs")
+            if self._shared is None:
+                self._dispatcher = asyncio.create_task(self._dispatch(), name="imagebridge-jobs")
             self._retention = asyncio.create_task(
                 self._retention_loop(), name="imagebridge-jobs-retention"
             )
@@ -286,11 +359,22 @@ class JobManager:
 
     async def _shutdown(self, timeout_s: float) -> None:
         self._stopping = True
+        if self._shared is not None:
+            await self._shared.stop_claiming()  # heartbeats go on while jobs drain
         for task in (self._dispatcher, self._retention):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        try:
+            await self._drain(timeout_s)
+        finally:
+            if self._shared is not None:
+                await self._shared.stop()
+        if self._pruner is not None:
+            await asyncio.gather(self._pruner, return_exceptions=True)
+
+    async def _drain(self, timeout_s: float) -> None:
         pending = set(self._tasks)
         if pending:
             _, pending = await asyncio.wait(pending, timeout=max(0.0, timeout_s))
@@ -302,11 +386,9 @@ class JobManager:
             for token in list(self._tokens.values()):
                 token.cancel(_SHUTDOWN_REASON)
             _, pending = await asyncio.wait(pending, timeout=self._settle_timeout_s)
-            for task in pending:  # left running in the database: recovered at next start
+            for task in pending:  # left running: recovered at next start (or lease expiry)
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        if self._pruner is not None:
-            await asyncio.gather(self._pruner, return_exceptions=True)
 
     async def healthy(self) -> bool:
         """Ready to take work: started, not stopping, retention working, store answering."""
@@ -399,20 +481,28 @@ class JobManager:
             _prepare_submission, request, key, self._runtime.settings.request_limits
         )
         settings = self._settings
-        result = await self._store.create(
-            scope,
-            str(uuid7()),
-            text,
-            stored.prompt,
-            submission_key=key,
-            fingerprint=fingerprint if key is not None else None,
-            now=self._now(),
-            max_pending=settings.max_pending,
-            max_database_bytes=settings.max_database_bytes,
-        )
+        job_id = str(uuid7())
+        common: dict[str, Any] = {
+            "submission_key": key,
+            "fingerprint": fingerprint if key is not None else None,
+            "now": self._now(),
+            "max_pending": settings.max_pending,
+            "max_database_bytes": settings.max_database_bytes,
+        }
+        if isinstance(self._store, SharedJobStore):
+            route = stored.routing.provider or self._runtime.registry.default
+            result = await self._store.create(
+                scope, job_id, text, stored.prompt, provider=route, **common
+            )
+        else:
+            result = await self._store.create(scope, job_id, text, stored.prompt, **common)
         job = await asyncio.to_thread(job_view, result.job, stored if result.created else None)
-        if result.created and self._started and not self._stopping:
-            self._schedule((scope, result.job.id))
+        if result.created:
+            if self._shared is not None:
+                self._shared.wake()
+                await self._shared.notify(JobEventKind.QUEUED, job_id)
+            elif self._started and not self._stopping:
+                self._schedule((scope, result.job.id))
         return job, result.created
 
     async def get(self, scope: str, job_id: str) -> ImageJob:
@@ -454,12 +544,18 @@ class JobManager:
         return page_view(page)
 
     async def cancel(self, scope: str, job_id: str) -> ImageJob:
-        """Queued → cancelled at once; running → flagged durably, then its token is cancelled."""
+        """Queued → cancelled at once; running → flagged durably, then its token is cancelled.
+
+        In shared mode a job running on another instance is reached by a notification (and,
+        failing that, by that instance's next heartbeat).
+        """
         record = await self._store.request_cancel(scope, job_id, now=self._now())
         if record.status is ImageJobStatus.RUNNING:
             token = self._tokens.get((scope, job_id))
             if token is not None:
                 token.cancel(_CANCEL_REASON)
+            elif self._shared is not None:
+                await self._shared.notify(JobEventKind.CANCEL_REQUESTED, job_id)
         return await asyncio.to_thread(job_view, record)
 
     async def update(self, scope: str, job_id: str, update: ImageJobUpdate) -> ImageJob:
@@ -499,6 +595,22 @@ class JobManager:
             "max_retained": settings.max_retained,
             "max_retained_bytes": settings.max_retained_bytes,
             "max_database_bytes": settings.max_database_bytes,
+            **await self._queue_statistics(),
+        }
+
+    async def _queue_statistics(self) -> dict[str, Any]:
+        """Who runs what (issue 14): this instance, running leases per instance, queue
+        depth per provider route (``"*"``: jobs any instance may claim)."""
+        leases: dict[str, int] = {}
+        queued: dict[str, int] = {}
+        if isinstance(self._store, SharedJobStore):
+            leases = await self._store.instance_counts()
+            queued = await self._store.queued_by_provider()
+        return {
+            "shared": self._shared is not None,
+            "instance_id": self._instance_id,
+            "leases": leases,
+            "queued_by_provider": queued,
         }
 
     # -- scheduling --------------------------------------------------------------------------
@@ -554,23 +666,48 @@ class JobManager:
                 return
             if not claimed:  # cancelled while queued, or already taken
                 return
-            self._previews.open(key)
-            try:
-                outcome = await self._execute(key, token)
-            finally:
-                self._previews.close(key)
-            await self._record(key, token, outcome)
+            await self._run_claimed(key, token, None)
         finally:
             self._tokens.pop(key, None)
         self._request_prune()
 
-    async def _execute(self, key: JobKey, token: CancelToken) -> ImageResponse | BridgeError:
+    def _launch_claimed(self, record: JobRecord) -> None:
+        """Shared mode: run a job the store just gave this instance (its slot is held)."""
+        key = (record.auth_scope, record.id)
+        token = CancelToken()
+        self._tokens[key] = token
+        self._running_ids[record.id] = token
+        task = asyncio.create_task(
+            self._work_claimed(key, token, record.provider), name="imagebridge-job"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(functools.partial(self._work_done, key=key))
+
+    async def _work_claimed(self, key: JobKey, token: CancelToken, route: str | None) -> None:
+        try:
+            await self._run_claimed(key, token, route)
+        finally:
+            self._tokens.pop(key, None)
+            self._running_ids.pop(key[1], None)
+        self._request_prune()
+
+    async def _run_claimed(self, key: JobKey, token: CancelToken, route: str | None) -> None:
+        self._previews.open(key)
+        try:
+            outcome = await self._execute(key, token, route)
+        finally:
+            self._previews.close(key)
+        await self._record(key, token, outcome)
+
+    async def _execute(
+        self, key: JobKey, token: CancelToken, route: str | None
+    ) -> ImageResponse | BridgeError:
         scope, job_id = key
         try:
             record = await self._store.get(scope, job_id)
             if record.cancel_requested:
                 token.cancel(_CANCEL_REASON)
-            request = await asyncio.to_thread(_stored_request, record)
+            request = await asyncio.to_thread(_stored_request, record, route)
         except BridgeError as error:
             return error
         if token.cancelled:
@@ -606,6 +743,12 @@ class JobManager:
         self, key: JobKey, token: CancelToken, outcome: ImageResponse | BridgeError
     ) -> None:
         scope, job_id = key
+        if token.reason == LEASE_LOST_REASON:
+            # Another instance already recorded the job interrupted: its row is final.
+            logger.warning(
+                "durable job outcome dropped after its lease was lost", extra={"job_id": job_id}
+            )
+            return
         if isinstance(outcome, ImageResponse):
             text, trimmed = await asyncio.to_thread(
                 fit_result, outcome, self._store.max_result_bytes

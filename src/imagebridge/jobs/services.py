@@ -1,8 +1,11 @@
-"""Open the job manager and the preset service on one SQLite file, and close them in order.
+"""Open the job manager and the preset service on one database, and close them in order.
 
 Presets live in the jobs database (``server.jobs.database``), each store with its own
-migrations. Surfaces (server, CLI, benchmarks) use this instead of repeating the wiring;
-the runtime stays theirs to build and to close *after* :meth:`JobServices.aclose`.
+migrations. The location picks the backend: a path is SQLite, for one bridge instance; a
+``postgresql://`` URL is PostgreSQL, shared by every instance pointed at it, and the
+manager then runs in shared mode. Surfaces (server, CLI, benchmarks) use this instead of
+repeating the wiring; the runtime stays theirs to build and to close *after*
+:meth:`JobServices.aclose`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,15 @@ from imagebridge.engine.orchestrator import ImageRuntime
 from imagebridge.jobs.manager import JobManager
 from imagebridge.jobs.presets import PresetService
 from imagebridge.jobs.settings import JobManagerSettings
-from imagebridge.storage import SqliteJobStore, SqlitePresetStore
+from imagebridge.jobs.shared import SharedQueueSettings
+from imagebridge.storage import (
+    PostgresOptions,
+    PresetStore,
+    SharedJobStore,
+    is_postgres_url,
+    open_job_store,
+    open_preset_store,
+)
 
 __all__ = ["JobServices"]
 
@@ -26,8 +37,8 @@ __all__ = ["JobServices"]
 class JobServices:
     jobs: JobManager
     presets: PresetService
-    job_store: SqliteJobStore
-    preset_store: SqlitePresetStore
+    job_store: SharedJobStore
+    preset_store: PresetStore
 
     @classmethod
     async def open(
@@ -37,16 +48,35 @@ class JobServices:
         settings: JobManagerSettings | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        queue: SharedQueueSettings | None = None,
+        postgres: PostgresOptions | None = None,
+        shared: bool | None = None,
     ) -> Self:
-        """Open both stores (not yet started: call :meth:`start` when ready to serve)."""
-        job_store = await SqliteJobStore.open(database)
+        """Open both stores (not yet started: call :meth:`start` when ready to serve).
+
+        ``queue`` names this instance and times its leases; ``postgres`` says how to use a
+        PostgreSQL location. ``shared`` forces shared mode on or off (default: on exactly
+        for PostgreSQL; SQLite supports it on one host, which tests use).
+        """
+        job_store = await open_job_store(database, postgres=postgres)
         try:
-            preset_store = await SqlitePresetStore.open(database)
+            preset_store = await open_preset_store(database, postgres=postgres)
         except BaseException:
             await job_store.close()
             raise
+        queue = queue or SharedQueueSettings()
+        if shared is None:
+            shared = is_postgres_url(database)
+        manager = JobManager(
+            runtime,
+            job_store,
+            settings,
+            clock=clock,
+            shared=queue if shared else None,
+            instance_id=queue.instance_id,
+        )
         return cls(
-            jobs=JobManager(runtime, job_store, settings, clock=clock),
+            jobs=manager,
             presets=PresetService(preset_store, runtime.settings.request_limits, clock=clock),
             job_store=job_store,
             preset_store=preset_store,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -21,7 +21,7 @@ from imagebridge.application import Application, build_application
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError
-from imagebridge.jobs import JobManagerSettings, JobServices
+from imagebridge.jobs import JobManagerSettings, JobServices, SharedQueueSettings
 from imagebridge.server import dashboard
 from imagebridge.server.auth import AccessPolicy, read_bearer_token
 from imagebridge.server.errors import install_error_handlers
@@ -45,6 +45,7 @@ from imagebridge.server.routes import (
     stream,
 )
 from imagebridge.server.state import BridgeState, ServerOptions
+from imagebridge.storage import is_postgres_url, postgres_options
 
 __all__ = ["create_app"]
 
@@ -70,12 +71,20 @@ def _routers(state: BridgeState) -> list[APIRouter]:
     return mounted
 
 
-async def _open_jobs(config: BridgeConfig, engine: Application) -> JobServices:
+async def _open_jobs(
+    config: BridgeConfig, engine: Application, env: Mapping[str, str]
+) -> JobServices:
+    """The job services on ``server.jobs.database``: shared mode for a PostgreSQL URL."""
+    jobs = config.server.jobs
     grace_s = config.runtime.shutdown_grace_ms / 1000
+    location = jobs.database
+    postgres = postgres_options(jobs, env) if is_postgres_url(location) else None
     services = await JobServices.open(
-        config.server.jobs.database,
+        location,
         engine.runtime,
-        JobManagerSettings.from_config(config.server.jobs, shutdown_timeout_s=grace_s),
+        JobManagerSettings.from_config(jobs, shutdown_timeout_s=grace_s),
+        queue=SharedQueueSettings.from_config(jobs),
+        postgres=postgres,
     )
     try:
         await services.start()
@@ -157,7 +166,8 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if state.jobs_enabled:
             try:
-                state.jobs = await _open_jobs(config, engine)
+                env = options.env if options.env is not None else os.environ
+                state.jobs = await _open_jobs(config, engine, env)
             except BridgeError as error:
                 state.startup_error = error
                 await _close(state, engine)

@@ -66,6 +66,18 @@ def test_resource_not_found_maps_to_404() -> None:
     assert BridgeError.invalid_request("bad").http_status == 422
 
 
+def test_an_unknown_provider_is_a_missing_resource() -> None:
+    missing = BridgeError.invalid_request(
+        "requested provider is not registered", resource="provider", provider="nope"
+    )
+    assert missing.http_status == 404
+    assert BridgeError.from_dict(missing.to_dict()).http_status == 404
+    for other in ("preset_record", "artifact", 7):
+        assert BridgeError.invalid_request("bad", resource=other).http_status == 422
+    elsewhere = BridgeError(ErrorCode.CONFIGURATION, "x", details={"resource": "provider"})
+    assert elsewhere.http_status == 500
+
+
 def test_unknown_outcome_forces_non_retryable() -> None:
     error = BridgeError(ErrorCode.TIMEOUT, "deadline", retryable=True).mark_unknown_outcome()
     assert error.retryable is False

@@ -275,10 +275,15 @@ class BridgeError(Exception):
 
     @property
     def http_status(self) -> int:
-        """Status from the code table, with the route-independent overrides of the contract."""
+        """Status from the code table, with the route-independent overrides of the contract.
+
+        A missing job, preset or provider (``details.resource``) is the caller's missing
+        resource: 404, whichever route or layer raised it.
+        """
         if self.code is ErrorCode.INVALID_REQUEST and self.details.get("resource") in {
             "job",
             "preset",
+            "provider",
         }:
             return 404
         return ERROR_TABLE[self.code].http_status

@@ -3,8 +3,9 @@
 Every non-2xx JSON answer is :func:`imagebridge.contract.errors.error_envelope`. The status
 comes from the contract's code table (``BridgeError.http_status``) except where the server
 decides it: transport-level refusals (413, 431, 404/405 routing) and the decided
-deviations documented in ``docs/api-decisions.md`` (unknown provider → 404, artifact name
-collision → 409).
+deviation documented in ``docs/api-decisions.md`` for an artifact name collision (409).
+An unknown provider's 404 (also a decided deviation) comes from the code table itself:
+``details.resource == "provider"``.
 """
 
 from __future__ import annotations
@@ -59,15 +60,15 @@ def body_too_large(limit: int) -> HttpError:
     )
 
 
-def provider_not_found(name: str | None, *, field: str | None = None) -> HttpError:
+def provider_not_found(name: str | None, *, field: str | None = None) -> BridgeError:
     """An unknown provider is a missing resource (404), not a server misconfiguration."""
     details: dict[str, Any] = {"resource": "provider"}
     if name is not None:
         details["provider"] = name
     if field is not None:
         details["field"] = field
-    return HttpError(
-        404, ErrorCode.INVALID_REQUEST, "requested provider is not registered", details=details
+    return BridgeError(
+        ErrorCode.INVALID_REQUEST, "requested provider is not registered", details=details
     )
 
 

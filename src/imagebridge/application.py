@@ -8,15 +8,20 @@ store, admission limits and breakers. Surfaces (server, CLI, MCP) call
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from imagebridge.artifacts.inspect import ImageLimits
 from imagebridge.artifacts.store import ArtifactStore
 from imagebridge.config.model import BridgeConfig, CircuitBreakerSettings, ConcurrencySettings
+from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.request import ImageRequest
+from imagebridge.contract.response import ImageResponse, SessionMetadata
 from imagebridge.engine.breaker import BreakerConfig
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.idempotency import IdempotencyConfig
@@ -24,7 +29,7 @@ from imagebridge.engine.materialize import MaterializeLimits, Materializer, Publ
 from imagebridge.engine.orchestrator import GateLimits, ImageRuntime, RuntimeSettings
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.validation import RequestLimits
-from imagebridge.providers.base import Provider
+from imagebridge.providers.base import Provider, ProviderContext
 from imagebridge.providers.codex_app_server.factory import build_codex_app_server_provider
 from imagebridge.providers.codex_factory import (
     CodexBuild,
@@ -37,6 +42,7 @@ from imagebridge.providers.openai_factory import build_openai_provider, is_opena
 __all__ = [
     "PROVIDER_FACTORIES",
     "Application",
+    "CallLogProvider",
     "StoreSink",
     "build_application",
     "build_providers",
@@ -80,9 +86,57 @@ def _with_fanout(
     )
 
 
+class CallLogProvider(Provider):
+    """Appends ``<pid> <request id>`` to a file before each call of the provider it wraps.
+
+    For tests and benchmarks that count provider calls across processes
+    (``providers.mock.call_log``): each line is one ``O_APPEND`` write, so lines from
+    several processes never interleave, and a line is written before the call starts, so a
+    process killed mid-call still counts it. Nothing else (no prompt) is written.
+    """
+
+    def __init__(self, inner: Provider, path: Path) -> None:
+        self.inner = inner
+        self.path = path
+
+    @property
+    def descriptor(self) -> ProviderDescriptor:
+        return self.inner.descriptor
+
+    async def capabilities(self, model: str | None) -> ProviderCapabilities:
+        return await self.inner.capabilities(model)
+
+    async def check_ready(self) -> None:
+        await self.inner.check_ready()
+
+    async def get_session(self, key: str) -> SessionMetadata:
+        return await self.inner.get_session(key)
+
+    async def delete_session(self, key: str) -> None:
+        await self.inner.delete_session(key)
+
+    def restart_count(self) -> int | None:
+        return self.inner.restart_count()
+
+    async def shutdown(self) -> None:
+        await self.inner.shutdown()
+
+    async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+        line = f"{os.getpid()} {context.request_id}\n".encode()
+        await asyncio.to_thread(self._append, line)
+        return await self.inner.execute(request, context)
+
+    def _append(self, line: bytes) -> None:
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(descriptor, line)
+        finally:
+            os.close(descriptor)
+
+
 def _mock(config: BridgeConfig) -> Provider:
     settings = config.providers.mock
-    provider = MockProvider(
+    provider: Provider = MockProvider(
         MockSettings(
             native_count=settings.native_count,
             latency_ms=settings.latency_ms,
@@ -92,6 +146,8 @@ def _mock(config: BridgeConfig) -> Provider:
             models=tuple(settings.models),
         )
     )
+    if settings.call_log is not None:
+        provider = CallLogProvider(provider, Path(settings.call_log))
     return _with_fanout(
         provider,
         settings.native_count,

@@ -8,6 +8,7 @@ import pytest
 
 from imagebridge.config import BridgeConfig, ConfigIssue, check, require_valid
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.providers.codex_app_server.factory import app_server_options
 
 MiB = 1024 * 1024
 
@@ -278,8 +279,10 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
             ("max_outputs", 0, "out_of_range"),
             ("max_parallel_outputs", 0, "out_of_range"),
             ("rpc_max_message_bytes", 0, "out_of_range"),
+            ("rpc_max_message_bytes", 1023, "out_of_range"),
             ("rpc_max_message_bytes", 64 * MiB + 1, "out_of_range"),
             ("rpc_max_notification_bytes", 0, "out_of_range"),
+            ("rpc_max_notification_bytes", 1023, "out_of_range"),
             ("rpc_max_notification_bytes", 48 * MiB + 1, "out_of_range"),
             ("notification_capacity", 0, "out_of_range"),
             ("notification_capacity", 65, "out_of_range"),
@@ -503,6 +506,12 @@ def test_rule_reports_its_issue(settings: dict[str, Any], expected: tuple[str, s
                 "providers.codex_app_server.max_parallel_outputs": 2,
             }
         ),
+        _cfg(
+            **{
+                "providers.codex_app_server.rpc_max_message_bytes": 1024,
+                "providers.codex_app_server.rpc_max_notification_bytes": 1024,
+            }
+        ),
         {"runtime": {"providers": {"codex-responses": {"max_queued": 0}}}},
         {"runtime": {"circuit_breakers": {"codex-app-server": {"failure_threshold": 1}}}},
         _cfg(default_provider="mock"),
@@ -510,6 +519,32 @@ def test_rule_reports_its_issue(settings: dict[str, Any], expected: tuple[str, s
 )
 def test_valid_settings_report_nothing(settings: dict[str, Any]) -> None:
     assert _issues(settings) == set()
+
+
+@pytest.mark.parametrize(
+    ("message", "notification"),
+    [(1023, 1023), (1024, 1023), (1023, 1024), (1024, 1024), (4096, 2048), (MiB, 2 * MiB)],
+)
+def test_rpc_bounds_pass_the_check_exactly_when_the_transport_accepts_them(
+    message: int, notification: int
+) -> None:
+    """``config check`` catches every bound the codex app-server transport would refuse."""
+    config = BridgeConfig.model_validate(
+        _cfg(
+            **{
+                "providers.codex_app_server.rpc_max_message_bytes": message,
+                "providers.codex_app_server.rpc_max_notification_bytes": notification,
+            }
+        )
+    )
+    reported = {issue.field for issue in check(config) if ".rpc_max_" in issue.field}
+    try:
+        app_server_options(config.providers.codex_app_server)
+    except BridgeError:
+        accepted = False
+    else:
+        accepted = True
+    assert accepted == (not reported), reported
 
 
 def test_issues_are_sorted_and_collected_together() -> None:

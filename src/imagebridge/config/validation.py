@@ -57,6 +57,8 @@ _MAX_OPEN_DURATION_MS = 24 * 60 * 60 * 1000
 _MAX_BACKOFF_MS = 30_000
 _MAX_MOCK_LATENCY_MS = 60 * 60 * 1000
 _MAX_QUOTA_CACHE_MS = 24 * 60 * 60 * 1000
+_MIN_RPC_BYTES = 1024
+"""Smallest codex app-server message/notification bound the transport accepts."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -311,17 +313,21 @@ def _check_providers(config: BridgeConfig, report: Report) -> None:
             report(f"{prefix}.executable", "required", "the codex executable must not be empty")
         check_store_location(f"{prefix}.session_database", app.session_database, report)
         _check_outputs(prefix, app.max_outputs, app.max_parallel_outputs, request_max, report)
-        if not 1 <= app.rpc_max_message_bytes <= 64 * MiB:
+        # The transport refuses bounds below 1 KiB (AppServerOptions): report them here,
+        # with the other issues, instead of failing when the provider is built.
+        if not _MIN_RPC_BYTES <= app.rpc_max_message_bytes <= 64 * MiB:
             report(
                 f"{prefix}.rpc_max_message_bytes",
                 "out_of_range",
-                "message bound must be between 1 byte and 64 MiB",
+                "message bound must be between 1 KiB and 64 MiB",
             )
-        if not 1 <= app.rpc_max_notification_bytes <= min(app.rpc_max_message_bytes, 48 * MiB):
+        notification_max = min(app.rpc_max_message_bytes, 48 * MiB)
+        if not _MIN_RPC_BYTES <= app.rpc_max_notification_bytes <= notification_max:
             report(
                 f"{prefix}.rpc_max_notification_bytes",
                 "out_of_range",
-                "notification bound must be positive, at most rpc_max_message_bytes and 48 MiB",
+                "notification bound must be at least 1 KiB, "
+                "at most rpc_max_message_bytes and 48 MiB",
             )
         if not 1 <= app.notification_capacity <= 64:
             report(

@@ -6,7 +6,9 @@ provider. A second process on the same data directory must then show every job; 
 each one that was still queued; record each one that was running as ``interrupted`` with
 ``details.recovery = "inspect_history_before_retrying"`` and never run it again; leave no
 half-written artifact under a published name; and keep a database that passes
-``PRAGMA integrity_check``.
+``PRAGMA integrity_check``. Provider calls are counted directly: the mock appends
+``<pid> <request id>`` to a call log before each call (``providers.mock.call_log``), and a
+job's request id is its job id.
 
 The test only polls (bounded, generous deadlines), so it holds on a loaded 2-core machine.
 """
@@ -53,6 +55,7 @@ enabled = false
 
 [providers.mock]
 latency_ms = {FIRST_LATENCY_MS}
+call_log = "{{calls}}"
 
 [server.jobs]
 max_running = {MAX_RUNNING}
@@ -118,7 +121,7 @@ class Bridge:
 def launch(tmp_path: Path) -> Iterator[Callable[..., Bridge]]:
     """Start bridges on one data directory; any still running at the end are killed."""
     config = tmp_path / "bridge.toml"
-    config.write_text(CONFIG)
+    config.write_text(CONFIG.replace("{calls}", str(tmp_path / "calls.log")))
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEGEN_BRIDGE")}
     env["IMAGEGEN_BRIDGE_DATA_DIR"] = str(tmp_path / "data")
     started: list[Bridge] = []
@@ -181,6 +184,15 @@ def markers(root: Path) -> dict[str, dict[str, Any]]:
     return owned
 
 
+def provider_calls(log: Path) -> list[tuple[int, str]]:
+    """(process id, job id) for every provider call, in call order."""
+    calls = []
+    for line in log.read_text().splitlines():
+        pid, request_id = line.split(" ")
+        calls.append((int(pid), request_id))
+    return calls
+
+
 def is_complete_image(path: Path) -> bool:
     try:
         with Image.open(path) as image:
@@ -194,6 +206,7 @@ def test_a_killed_bridge_recovers_every_job_without_rerunning_uncertain_work(
     launch: Callable[..., Bridge], tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
+    log = tmp_path / "calls.log"
     first = launch()
     with httpx.Client(base_url=first.url, timeout=30) as client:
         ids = []
@@ -218,6 +231,7 @@ def test_a_killed_bridge_recovers_every_job_without_rerunning_uncertain_work(
 
         before = poll(busy, "jobs to be running with more still queued", timeout=60)
         first.kill()
+    first_calls = provider_calls(log)
 
     database = data / "jobs.sqlite3"
     assert integrity(database) == "ok"  # the state the crash itself left behind
@@ -246,6 +260,17 @@ def test_a_killed_bridge_recovers_every_job_without_rerunning_uncertain_work(
     # Only jobs a worker held at the kill are interrupted: at most one per worker.
     assert 1 <= len(interrupted) <= MAX_RUNNING
     assert finished_before <= succeeded
+    # At most one provider call per job over both lives of the bridge: every finished job
+    # was called once; an interrupted one at most once, before the kill (a kill between
+    # the claim and the call leaves it uncalled), and never by the restarted bridge.
+    calls = provider_calls(log)
+    called = [job_id for _, job_id in calls]
+    assert len(called) == len(set(called)), "a job reached the provider twice"
+    assert succeeded <= set(called) <= set(ids)
+    assert {pid for pid, _ in first_calls} == {first.popen.pid}
+    after_restart = calls[len(first_calls) :]
+    assert {pid for pid, _ in after_restart} == {second.popen.pid}
+    assert not interrupted & {job_id for _, job_id in after_restart}
     for job_id in interrupted:
         job = final[job_id]
         assert before[job_id]["status"] in {"queued", "running"}

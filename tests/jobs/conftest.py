@@ -1,4 +1,8 @@
-"""A real runtime over the mock provider, a real SQLite job store, and a job manager on top."""
+"""A real runtime over the mock provider, a real job store, and a job manager on top.
+
+``make_bridge`` builds single-instance bridges on SQLite; ``make_instance`` builds shared-mode
+instances on one database, once on SQLite and once on the session's PostgreSQL server.
+"""
 
 from __future__ import annotations
 
@@ -15,10 +19,19 @@ from imagebridge.config import load_config
 from imagebridge.contract.jobs import ImageJob
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.fanout import FanoutProvider
-from imagebridge.jobs import JobManager, JobManagerSettings
+from imagebridge.jobs import JobManager, JobManagerSettings, SharedQueueSettings
+from imagebridge.jobs.shared import SharedQueue
 from imagebridge.providers.base import Provider
-from imagebridge.providers.mock import MockProvider
-from imagebridge.storage import SqliteJobStore
+from imagebridge.providers.mock import MockProvider, MockSettings
+from imagebridge.storage import (
+    PostgresJobStore,
+    SharedJobStore,
+    SqliteJobStore,
+    SqliteSharedJobStore,
+)
+from tests.support.postgres import postgres_schema, postgres_server, postgres_url
+
+__all__ = ["postgres_schema", "postgres_server", "postgres_url"]
 
 SCOPE = "bearer:" + "a" * 64
 OTHER_SCOPE = "anonymous-local"
@@ -153,3 +166,129 @@ async def make_bridge(tmp_path: Path) -> AsyncIterator[BridgeFactory]:
         await bridge.manager.shutdown(timeout_s=0)
         await bridge.app.aclose()
         await bridge.store.close()
+
+
+# -- shared mode: several instances on one database -----------------------------------------
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@dataclass
+class Instance:
+    """One bridge instance in shared mode: its own runtime, store handle and manager."""
+
+    name: str
+    app: Application
+    store: SharedJobStore
+    manager: JobManager
+    clock: FakeClock
+
+    def provider(self, name: str = "mock") -> MockProvider:
+        for provider in self.app.providers:
+            if isinstance(provider, MockProvider) and provider.name == name:
+                return provider
+        raise LookupError(name)
+
+    @property
+    def queue(self) -> SharedQueue:
+        queue = self.manager.shared_queue
+        assert queue is not None
+        return queue
+
+    async def settled(self, job_id: str, scope: str = SCOPE) -> ImageJob:
+        latest: list[ImageJob] = []
+
+        async def terminal() -> bool:
+            job = await self.manager.get(scope, job_id)
+            latest[:] = [job]
+            return job.status.terminal
+
+        await wait_until(terminal)
+        return latest[0]
+
+    async def reached(self, job_id: str, predicate: Callable[[ImageJob], bool]) -> ImageJob:
+        latest: list[ImageJob] = []
+
+        async def check() -> bool:
+            job = await self.manager.get(SCOPE, job_id)
+            latest[:] = [job]
+            return predicate(job)
+
+        await wait_until(check)
+        return latest[0]
+
+
+InstanceFactory = Callable[..., Awaitable[Instance]]
+
+
+@pytest.fixture
+async def make_instance(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[InstanceFactory]:
+    """Each call starts one more instance on the test's database (SQLite file or schema)."""
+    built: list[Instance] = []
+    shared_clock = FakeClock()
+
+    async def open_store(store_class: type[Any] | None) -> SharedJobStore:
+        if backend == "postgres":
+            url = request.getfixturevalue("postgres_url")
+            schema = request.getfixturevalue("postgres_schema")
+            return await (store_class or PostgresJobStore).open(url, schema=schema)
+        path = tmp_path / "jobs.sqlite3"
+        opened: SharedJobStore = await (store_class or SqliteSharedJobStore).open(
+            path, event_poll_interval_s=0.01
+        )
+        return opened
+
+    async def factory(
+        name: str,
+        *sets: str,
+        providers: tuple[str, ...] = ("mock",),
+        settings: JobManagerSettings | None = None,
+        lease_secs: int = 60,
+        heartbeat_secs: float | None = None,
+        poll_interval_s: float = 0.05,
+        start: bool = True,
+        clock: FakeClock | None = None,
+        store_class: type[Any] | None = None,
+    ) -> Instance:
+        env = {"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)}
+        config = load_config(env=env, sets=[*MOCK_ONLY, *sets], cwd=tmp_path).config
+        mocks = [MockProvider(MockSettings(name=provider)) for provider in providers]
+        app = build_application(config, providers=mocks)
+        store = await open_store(store_class)
+        chosen = clock or shared_clock
+        manager = JobManager(
+            app.runtime,
+            store,
+            settings or JobManagerSettings(),
+            clock=chosen,
+            settle_timeout_s=5,
+            shared=SharedQueueSettings(
+                instance_id=name,
+                lease_secs=lease_secs,
+                # Default: half the lease in real seconds, longer than any test, so
+                # heartbeats and reaping only happen when a test calls them.
+                heartbeat_secs=heartbeat_secs or lease_secs / 2,
+                poll_interval_s=poll_interval_s,
+            ),
+        )
+        instance = Instance(name, app, store, manager, chosen)
+        built.append(instance)
+        if start:
+            await manager.start()
+        return instance
+
+    yield factory
+    for instance in reversed(built):
+        await instance.manager.shutdown(timeout_s=0)
+        await instance.app.aclose()
+        await instance.store.close()

@@ -40,6 +40,14 @@ UI_TIMEOUT_MS = 15_000
 BridgeFactory = Callable[..., LiveServer]
 
 
+@pytest.fixture(autouse=True)
+def _ui_timeout() -> None:
+    """UI assertions wait for the page's own polling (2.5 s while jobs run)."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=UI_TIMEOUT_MS)
+
+
 @pytest.fixture(scope="module")
 def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeFactory]:
     root = tmp_path_factory.mktemp("dashboard-bridges")

@@ -162,8 +162,9 @@ def open_page(browser: Any) -> Iterator[OpenPage]:
         viewport: Mapping[str, int] = DESKTOP,
         allow: tuple[tuple[int, str], ...] = (),
         wait_for_connection: bool = True,
+        color_scheme: str = "light",
     ) -> Dashboard:
-        context = browser.new_context(viewport=dict(viewport))
+        context = browser.new_context(viewport=dict(viewport), color_scheme=color_scheme)
         context.set_default_timeout(UI_TIMEOUT_MS)
         contexts.append(context)
         page = context.new_page()

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.dashboard.conftest import OpenPage
+from tests.dashboard.conftest import BridgeFactory, OpenPage
 from tests.server.conftest import LiveServer
 
 pytestmark = pytest.mark.browser
@@ -18,7 +17,7 @@ TOKEN_KEY = "imagegen-bridge.dashboard.bearer"
 
 
 @pytest.fixture(scope="module")
-def server(bridge: Any) -> LiveServer:
+def server(bridge: BridgeFactory) -> LiveServer:
     return bridge('server.bearer_token_env="DASHBOARD_TOKEN"', env={"DASHBOARD_TOKEN": TOKEN})
 
 

@@ -11,7 +11,13 @@ import pytest
 from PIL import Image
 from playwright.sync_api import expect
 
-from tests.dashboard.conftest import Dashboard, OpenPage, jobs_with_prompt, wait_terminal
+from tests.dashboard.conftest import (
+    BridgeFactory,
+    Dashboard,
+    OpenPage,
+    jobs_with_prompt,
+    wait_terminal,
+)
 from tests.server.conftest import LiveServer
 from tests.server.doubles import with_mock
 from tests.support.fakes import FakeProvider
@@ -20,7 +26,7 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def server(bridge: Any) -> LiveServer:
+def server(bridge: BridgeFactory) -> LiveServer:
     """The mock, plus a restricted provider ("ready": 1–2 images, auto size, png only)."""
     return bridge(providers=with_mock(FakeProvider("ready")))
 

@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.dashboard.conftest import (
+    BridgeFactory,
     Dashboard,
     OpenPage,
     create_job,
@@ -24,7 +25,7 @@ PARTIAL_404 = (404, r"^/v1/jobs/[^/]+/partial$")  # a preview can vanish as its 
 
 
 @pytest.fixture(scope="module")
-def server(bridge: Any) -> LiveServer:
+def server(bridge: BridgeFactory) -> LiveServer:
     return bridge()
 
 
@@ -161,9 +162,12 @@ def test_polling_slows_when_idle_and_hurries_back_when_visible(
     dashboard = open_page(server)
     page = dashboard.page
     page.wait_for_timeout(500)
-    lists = lambda: sum(  # noqa: E731
-        1 for method, url in dashboard.watch.requests if method == "GET" and "/v1/jobs?" in url
-    )
+
+    def lists() -> int:
+        return sum(
+            1 for method, url in dashboard.watch.requests if method == "GET" and "/v1/jobs?" in url
+        )
+
     idle_start = lists()
     page.wait_for_timeout(3000)
     assert lists() == idle_start  # idle: 15 s between polls, not 2.5 s

@@ -86,6 +86,20 @@ def test_dialogs_fit_the_screen(
     dashboard.watch.assert_clean()
 
 
+@pytest.mark.parametrize(
+    ("scheme", "background"), [("light", "rgb(245, 246, 248)"), ("dark", "rgb(18, 20, 24)")]
+)
+def test_the_page_follows_the_colour_scheme(
+    server: LiveServer, open_page: OpenPage, scheme: str, background: str
+) -> None:
+    dashboard = open_page(server, color_scheme=scheme)
+    page = dashboard.page
+    colour = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+    assert colour == background
+    dashboard.screenshot(f"desktop-{scheme}", full_page=False)
+    dashboard.watch.assert_clean()
+
+
 def test_keyboard_reaches_the_composer_and_dialogs_close_with_escape(
     server: LiveServer, open_page: OpenPage
 ) -> None:

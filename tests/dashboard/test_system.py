@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from playwright.sync_api import expect
 
-from tests.dashboard.conftest import OpenPage, wait_terminal
+from tests.dashboard.conftest import BridgeFactory, OpenPage, wait_terminal
 from tests.server.conftest import LiveServer
 from tests.server.doubles import with_mock
 from tests.support.fakes import FakeProvider
@@ -18,7 +16,7 @@ SESSION_KEY = "dashboard-session"
 
 
 @pytest.fixture(scope="module")
-def server(bridge: Any) -> LiveServer:
+def server(bridge: BridgeFactory) -> LiveServer:
     live = bridge(providers=with_mock(FakeProvider("ready")))
     body = {
         "operation": "generate",

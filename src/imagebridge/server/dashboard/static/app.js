@@ -1036,7 +1036,9 @@ class Library {
     card.prompt.textContent = prompt || "…";
     card.prompt.title = prompt;
     const result = detail && detail.result;
-    const provider = result ? result.provider : request && request.routing && request.routing.provider ? request.routing.provider : "default provider";
+    const routed = request && request.routing && request.routing.provider;
+    const failedOn = detail && detail.error && detail.error.provider;
+    const provider = result ? result.provider : failedOn || routed || "default provider";
     const model = result ? result.model : request && request.routing && request.routing.model ? request.routing.model : "";
     const outputs = result ? plural(result.data.length, "image") : request ? `${plural((request.parameters && request.parameters.n) || 1, "image")} requested` : "";
     card.meta.textContent = [provider, model, outputs].filter(Boolean).join(" · ");

@@ -157,3 +157,32 @@ def test_a_public_bind_is_refused_before_listening(dirs: tuple[Path, Path]) -> N
     assert completed.returncode == 1
     assert b"loopback" in completed.stderr
     assert completed.stdout == b""
+
+
+SCRIPT = Path(sys.executable).with_name("imagegen-bridge")
+
+
+async def test_the_cli_entry_serves_stdio(dirs: tuple[Path, Path]) -> None:
+    data_dir, inputs = dirs
+    sets = [*MOCK_ONLY, f'inputs.local_roots=["{inputs}"]']
+    params = StdioServerParameters(
+        command=str(SCRIPT),
+        args=["mcp", *[arg for item in sets for arg in ("--set", item)]],
+        env=server_env(data_dir),
+        cwd=str(data_dir.parent),
+    )
+    async with Client(params) as client:
+        result = await client.call_tool("generate_image", {"prompt": "fox", "size": "16x16"})
+        assert result.is_error is False
+        assert Path(result.structured_content["images"][0]["path"]).is_relative_to(data_dir)
+
+
+def test_the_cli_entry_refuses_a_public_bind(dirs: tuple[Path, Path]) -> None:
+    data_dir, _ = dirs
+    completed = subprocess.run(
+        [str(SCRIPT), "mcp", "--transport", "streamable-http", "--bind", "0.0.0.0:8788"],
+        env=server_env(data_dir), capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 2
+    assert b"loopback" in completed.stderr
+    assert completed.stdout == b""

@@ -31,7 +31,7 @@ __all__ = ["PROG_NAME", "build_app", "main"]
 PROG_NAME = "imagegen-bridge"
 COMPLETE_VAR = "_IMAGEGEN_BRIDGE_COMPLETE"
 GENERATION_COMMANDS = frozenset({"generate", "edit"})
-REMOTE_COMMANDS = frozenset({"generate", "edit", "preset", "session", "providers", "jobs"})
+REMOTE_COMMANDS = frozenset({"generate", "edit", "preset", "session", "providers", "jobs", "mcp"})
 _GLOBAL = "Global options"
 HELP = (
     "Image generation from your own Codex/ChatGPT login: a local CLI, an HTTP bridge "
@@ -118,7 +118,7 @@ def root(
             )
     if remote is not None and ctx.invoked_subcommand not in REMOTE_COMMANDS:
         raise CliUsageError(
-            "--remote applies only to generate, edit, preset, session, providers and jobs"
+            "--remote applies only to generate, edit, preset, session, providers, jobs and mcp"
         )
     invocation.context = CliContext(
         options=GlobalOptions(
@@ -152,6 +152,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("admin", "Print the contract JSON Schema or the OpenAPI document."),
     "completions": ("admin", "Print a shell completion script."),
     "man": ("admin", "Print the manual page (roff)."),
+    "mcp": ("mcp", "Run the MCP server (tools for Claude, Cursor, VS Code, Codex …)."),
 }
 """Command → (defining module in :mod:`imagebridge.cli.commands`, one-line summary)."""
 

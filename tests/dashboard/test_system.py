@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from playwright.sync_api import expect
 
@@ -15,9 +17,26 @@ pytestmark = pytest.mark.browser
 SESSION_KEY = "dashboard-session"
 
 
+class QuotaProvider(FakeProvider):
+    """A provider that reports usage windows through the optional diagnostics hook."""
+
+    async def diagnostics(self) -> dict[str, Any]:
+        return {
+            "provider": self.name,
+            "quota": {
+                "status": "available",
+                "plan_type": "plus",
+                "windows": [
+                    {"name": "primary", "used_percent": 42.5, "window_minutes": 300},
+                    {"name": "secondary", "used_percent": 7.0, "window_minutes": 10080},
+                ],
+            },
+        }
+
+
 @pytest.fixture(scope="module")
 def server(bridge: BridgeFactory) -> LiveServer:
-    live = bridge(providers=with_mock(FakeProvider("ready")))
+    live = bridge(providers=with_mock(QuotaProvider("ready")))
     body = {
         "operation": "generate",
         "prompt": "a persistent conversation",
@@ -54,6 +73,11 @@ def test_the_operator_view_summarizes_the_bridge(server: LiveServer, open_page: 
     ready_row = matrix.filter(has_text="test-image")
     expect(ready_row).to_contain_text("native")
     expect(ready_row).to_contain_text("1–2")
+
+    quota = summary.locator("table", has_text="Window")
+    expect(quota.locator("tbody tr")).to_have_count(2)
+    expect(quota.locator("tbody tr").first).to_contain_text("42.5%")
+    expect(quota.locator("tbody tr").first).to_contain_text("300 min")
 
     events = dialog.locator("#sys-events")
     expect(events).to_contain_text("/v1/jobs")

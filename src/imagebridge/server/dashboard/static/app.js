@@ -33,7 +33,6 @@ const SEARCH_DEBOUNCE_MS = 300;
 const TOAST_MS = 4000;
 const CARD_THUMBNAIL_EDGE = 640;
 const DETAIL_CONCURRENCY = 4;
-const BLOB_CACHE_LIMIT = 240;
 const ACTIVE = new Set(["queued", "running"]);
 
 const api = new BridgeApi();
@@ -128,25 +127,23 @@ function confirmAction(title, message, confirmLabel = "Confirm") {
   });
 }
 
-/** Object URLs for authenticated image blobs, shared by key and revoked when evicted. */
+/**
+ * Object URLs for authenticated image blobs, one per key (a thumbnail or a full image).
+ * Whoever shows an image drops its key when the image leaves the screen, so memory
+ * follows what is displayed.
+ */
 class BlobUrls {
-  constructor(limit) {
-    this.limit = limit;
+  constructor() {
     this.entries = new Map();
   }
 
   get(key, load) {
-    const found = this.entries.get(key);
-    if (found) {
-      this.entries.delete(key);
-      this.entries.set(key, found);
-      return found;
+    if (!this.entries.has(key)) {
+      const promise = load().then((blob) => (blob ? URL.createObjectURL(blob) : null));
+      this.entries.set(key, promise);
+      promise.catch(() => this.entries.delete(key));
     }
-    const promise = load().then((blob) => (blob ? URL.createObjectURL(blob) : null));
-    this.entries.set(key, promise);
-    promise.catch(() => this.entries.delete(key));
-    this.evict();
-    return promise;
+    return this.entries.get(key);
   }
 
   drop(key) {
@@ -155,16 +152,9 @@ class BlobUrls {
     this.entries.delete(key);
     found.then((url) => url && URL.revokeObjectURL(url), () => {});
   }
-
-  evict() {
-    while (this.entries.size > this.limit) {
-      const oldest = this.entries.keys().next().value;
-      this.drop(oldest);
-    }
-  }
 }
 
-const blobs = new BlobUrls(BLOB_CACHE_LIMIT);
+const blobs = new BlobUrls();
 
 // -- connection and authentication --------------------------------------------------------
 
@@ -982,6 +972,7 @@ class Library {
       card.node.remove();
       this.cards.delete(id);
       this.dropPreview(id);
+      if (card.imageKey.startsWith("thumb:")) blobs.drop(card.imageKey);
     }
     for (const id of this.details.keys()) {
       if (!shown.has(id) && id !== jobDialog.id) this.details.delete(id);
@@ -1224,10 +1215,13 @@ class JobDialog {
     else $("job-dialog-body").replaceChildren(h("p", { class: "muted", text: "Loading…" }));
     if (!this.dialog.open) this.dialog.showModal();
     const job = await library.reloadJob(id);
-    if (job && this.id === id) {
+    if (this.id !== id) return;
+    if (job) {
       this.job = job;
       this.render();
       library.render();
+    } else if (!this.job) {
+      $("job-dialog-body").replaceChildren(h("p", { class: "error-text", text: "This job is no longer available." }));
     }
   }
 
@@ -1235,6 +1229,8 @@ class JobDialog {
     this.id = null;
     this.job = null;
     this.previewFigure = null;
+    for (const key of this.imageKeys) blobs.drop(key);
+    this.imageKeys = [];
   }
 
   async refreshIfActive() {
@@ -1379,6 +1375,7 @@ class JobDialog {
 
   figure(item) {
     const key = `full:${item.id}`;
+    if (!this.imageKeys.includes(key)) this.imageKeys.push(key);
     const image = h("img", { alt: `Output ${item.index + 1}: ${item.name}`, width: item.width, height: item.height });
     const open = h("button", { type: "button", class: "image-button", title: "Open the full image in a new tab" }, image);
     const download = h("a", { class: "button", download: item.name.split("/").pop(), text: "Download", "aria-disabled": "true" });

@@ -80,6 +80,10 @@ def test_a_generation_of_two_images_shows_both(server: LiveServer, open_page: Op
     expect(dialog.locator("figure.output a", has_text="Download").first).to_have_attribute(
         "href", re.compile(r"^blob:")
     )
+    with page.context.expect_page() as opened:
+        dialog.locator("figure.output .image-button").first.click()
+    assert opened.value.url.startswith("blob:")
+    opened.value.close()
     expect(dialog).to_contain_text("Requested and effective parameters")
     expect(dialog.locator(".raw summary")).to_have_text("Raw metadata")
 

@@ -86,6 +86,21 @@ def test_dialogs_fit_the_screen(
     dashboard.watch.assert_clean()
 
 
+def test_a_stopped_bridge_shows_as_offline(bridge: BridgeFactory, open_page: OpenPage) -> None:
+    server = bridge()
+    dashboard = open_page(server)
+    page = dashboard.page
+    connection = page.locator("#connection")
+    expect(connection).to_have_attribute("data-state", "online")
+    server.stop()
+    page.get_by_role("button", name="Refresh").click()
+    expect(connection).to_have_attribute("data-state", "offline")
+    expect(connection).to_have_text("Offline: the bridge cannot be reached")
+    expect(page.locator("#library-status")).to_contain_text("could not be loaded")
+    assert dashboard.watch.failed and all("/v1/" in url for url in dashboard.watch.failed)
+    assert dashboard.watch.errors == []
+
+
 @pytest.mark.parametrize(
     ("scheme", "background"), [("light", "rgb(245, 246, 248)"), ("dark", "rgb(18, 20, 24)")]
 )

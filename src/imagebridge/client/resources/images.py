@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypedDict, cast
-
-from typing_extensions import Unpack
+from typing import Any, Literal, TypedDict, Unpack, cast
 
 from imagebridge.client._config import TimeoutTypes
 from imagebridge.client._constants import IDEMPOTENCY_HEADER

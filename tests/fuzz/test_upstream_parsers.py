@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any, Final
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
@@ -230,6 +230,7 @@ LIMITS: Final = SseLimits(max_line_bytes=64 * 1024, max_event_bytes=64 * 1024, m
 
 @FUZZ
 @given(chunks=sse_streams())
+@example(chunks=[b'data: {"type": []}\n\n', b'data: {"type": {"a": 1}}\n\n'])
 def test_responses_streams_end_in_a_result_or_a_clean_error(chunks: list[bytes]) -> None:
     try:
         result = parse_responses_events(
@@ -313,3 +314,17 @@ def test_rate_limit_headers_never_raise(head: dict[str, str]) -> None:
     snapshot = parse_rate_limit_headers(head, now=NOW)
     if snapshot is not None:
         json.dumps(snapshot.to_dict())
+
+
+def test_an_event_type_that_is_not_a_string_is_ignored_like_an_unknown_event() -> None:
+    """Found by the fuzz above: ``{"type": []}`` raised TypeError inside the fold."""
+    image = {"type": "image_generation_call", "status": "completed", "result": PNG_B64}
+    events = [
+        {"type": []},
+        {"type": {"nested": True}},
+        {"type": "response.output_item.done", "item": image},
+        {"type": "response.completed", "response": {}},
+    ]
+    chunks = [f"data: {json.dumps(event)}\n\n".encode() for event in events]
+    result = parse_responses_events(iter_sse_events(chunks), clock=lambda: NOW)
+    assert result.image_b64 == PNG_B64

@@ -150,7 +150,7 @@ class ResponsesStreamState:
             self._scan_item(payload.get("item"))
         elif kind == "response.completed":
             self._on_completed(payload.get("response"))
-        elif kind in _FAILURE_EVENTS and self._failure is None:
+        elif isinstance(kind, str) and kind in _FAILURE_EVENTS and self._failure is None:
             self._failure = stream_failure_error(payload, now=self._clock(), secrets=self._secrets)
         return None
 

@@ -22,12 +22,15 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.providers.codex_app_server.images import TurnImageCollector
+from imagebridge.providers.codex_app_server.images import (
+    TurnImageCollector,
+    read_generated_image,
+)
 from imagebridge.providers.codex_app_server.options import AppServerOptions
 from imagebridge.providers.codex_app_server.rpc import RpcConnection
 
@@ -265,9 +268,38 @@ def codex_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+NUL_SAVED_PATH: Final = json.dumps(
+    {
+        "method": "item/completed",
+        "params": {
+            "threadId": THREAD,
+            "turnId": TURN,
+            "item": {
+                "type": "imageGeneration",
+                "id": "img-1",
+                "status": "completed",
+                "savedPath": "{home}/generated_images/thr-1/img\x00-9.png",
+            },
+        },
+    }
+)
+
+
 @FUZZ
 @given(feed=child_output(), cut_last=st.booleans())
+@example(feed=[NUL_SAVED_PATH], cut_last=False)
 async def test_any_child_output_ends_in_bridge_errors_only(
     codex_home: Path, feed: list[str], cut_last: bool
 ) -> None:
     await asyncio.wait_for(_drive(feed, cut_last, codex_home), timeout=20)
+
+
+def test_a_saved_path_with_a_nul_byte_is_refused_not_raised(codex_home: Path) -> None:
+    """Found by the fuzz above: ``savedPath`` with ``\\u0000`` raised ValueError."""
+    bad = codex_home / "generated_images" / THREAD / "img\x00-9.png"
+    with pytest.raises(BridgeError) as caught:
+        read_generated_image(codex_home, bad, 1 << 20)
+    assert caught.value.code is ErrorCode.PROTOCOL
+    assert caught.value.details["reason"] == "not_found"
+    good = codex_home / "generated_images" / THREAD / "img-9.png"
+    assert read_generated_image(codex_home, good, 1 << 20).startswith(PNG_SIGNATURE)

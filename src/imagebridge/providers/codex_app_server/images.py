@@ -118,13 +118,14 @@ def read_generated_image(codex_home: Path, saved_path: str | Path, max_bytes: in
     path = Path(saved_path)
     if not path.is_absolute():
         raise _refused("relative_path")
+    # ValueError: a path with a NUL byte (JSON allows "\u0000") cannot name a file.
     try:
         root = (codex_home / GENERATED_IMAGES_DIR).resolve(strict=True)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):
         raise _refused("generated_images_missing") from None
     try:
         real = path.resolve(strict=True)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):
         raise _refused("not_found") from None
     if real == root or not real.is_relative_to(root):
         raise _refused("outside_generated_images")

@@ -697,6 +697,8 @@ class JobManager:
             outcome = await self._execute(key, token, route)
         finally:
             self._previews.close(key)
+            # Settled here: heartbeats stop renewing it while its outcome is written.
+            self._running_ids.pop(key[1], None)
         await self._record(key, token, outcome)
 
     async def _execute(

@@ -152,9 +152,19 @@ class Dashboard:
 OpenPage = Callable[..., Dashboard]
 
 
+@pytest.fixture(scope="module")
+def browser_context(browser: Any) -> Iterator[Any]:
+    """One context per module; every test gets its own tab (and so its own
+    sessionStorage, the only browser storage the page uses)."""
+    context = browser.new_context(viewport=dict(DESKTOP))
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    yield context
+    context.close()
+
+
 @pytest.fixture
-def open_page(browser: Any) -> Iterator[OpenPage]:
-    contexts: list[Any] = []
+def open_page(browser_context: Any) -> Iterator[OpenPage]:
+    pages: list[Any] = []
 
     def opener(
         server: LiveServer,
@@ -164,10 +174,10 @@ def open_page(browser: Any) -> Iterator[OpenPage]:
         wait_for_connection: bool = True,
         color_scheme: str = "light",
     ) -> Dashboard:
-        context = browser.new_context(viewport=dict(viewport), color_scheme=color_scheme)
-        context.set_default_timeout(UI_TIMEOUT_MS)
-        contexts.append(context)
-        page = context.new_page()
+        page = browser_context.new_page()
+        pages.append(page)
+        page.set_viewport_size(dict(viewport))
+        page.emulate_media(color_scheme=color_scheme)
         watch = PageWatch()
         for status, pattern in allow:
             watch.allow(status, pattern)
@@ -184,8 +194,9 @@ def open_page(browser: Any) -> Iterator[OpenPage]:
         return Dashboard(page, watch, server)
 
     yield opener
-    for context in contexts:
-        context.close()
+    for page in pages:
+        if not page.is_closed():
+            page.close()
 
 
 # -- helpers shared by the browser tests ---------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import re
 from typing import Any
 
@@ -16,7 +17,6 @@ from tests.dashboard.conftest import (
     Dashboard,
     OpenPage,
     jobs_with_prompt,
-    wait_terminal,
 )
 from tests.server.conftest import LiveServer
 from tests.server.doubles import with_mock
@@ -27,8 +27,25 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def server(bridge: BridgeFactory) -> LiveServer:
-    """The mock, plus a restricted provider ("ready": 1–2 images, auto size, png only)."""
-    return bridge(providers=with_mock(FakeProvider("ready")))
+    """The mock, a restricted provider ("ready": 1–2 images, auto size, png only) and one
+    that takes only tiny input files ("tiny")."""
+    tiny_inputs = {
+        "support": "native",
+        "max_count": 2,
+        "max_bytes_each": 1000,
+        "max_bytes_total": 1500,
+    }
+    tiny = FakeProvider("tiny", caps={"edit_images": tiny_inputs, "reference_images": tiny_inputs})
+    return bridge(providers=with_mock(FakeProvider("ready"), tiny))
+
+
+def noise_png(width: int, height: int) -> bytes:
+    """A PNG that does not compress (random pixels), to reach a byte size on purpose."""
+    buffer = io.BytesIO()
+    Image.frombytes("RGB", (width, height), os.urandom(width * height * 3)).save(
+        buffer, format="PNG"
+    )
+    return buffer.getvalue()
 
 
 def png(width: int, height: int, color: tuple[int, int, int]) -> bytes:
@@ -146,6 +163,47 @@ def test_a_file_that_is_not_an_image_is_refused_on_selection(
     page.get_by_role("button", name="Edit", exact=True).click()
     expect(page.locator("#form-errors")).to_contain_text("An edit needs at least one image.")
     assert dashboard.watch.posted_jobs() == 0
+
+
+def test_files_beyond_the_provider_s_limit_are_not_read(
+    server: LiveServer, open_page: OpenPage
+) -> None:
+    dashboard = open_page(server)
+    page = dashboard.page
+    page.select_option("#f-provider", "tiny")
+    expect(page.locator("#provider-note")).to_contain_text("1–2 images")
+    page.select_option("#f-operation", "edit")
+    big = noise_png(32, 32)
+    assert len(big) > 1000
+    page.set_input_files(
+        "#f-images", files=[{"name": "big.png", "mimeType": "image/png", "buffer": big}]
+    )
+    expect(page.locator("#hint-images")).to_have_text("big.png is larger than 1000 B.")
+    expect(page.locator("#hint-images")).to_have_class(re.compile(r"\binvalid\b"))
+    page.fill("#f-prompt", "too big to send")
+    page.get_by_role("button", name="Edit", exact=True).click()
+    expect(page.locator("#form-errors")).to_contain_text("An edit needs at least one image.")
+    assert dashboard.watch.posted_jobs() == 0
+    dashboard.watch.assert_clean()
+
+
+def test_a_request_beyond_the_bridge_s_body_limit_is_not_sent(
+    bridge: BridgeFactory, open_page: OpenPage
+) -> None:
+    small = bridge("server.max_body_bytes=8192")
+    dashboard = open_page(small)
+    page = dashboard.page
+    page.select_option("#f-operation", "edit")
+    page.set_input_files(
+        "#f-images",
+        files=[{"name": "noise.png", "mimeType": "image/png", "buffer": noise_png(48, 48)}],
+    )
+    expect(page.locator("#hint-images")).to_contain_text("1 image selected")
+    page.fill("#f-prompt", "an edit too large for this bridge")
+    page.get_by_role("button", name="Edit", exact=True).click()
+    expect(page.locator("#form-errors")).to_contain_text("this bridge accepts at most 8.0 KiB")
+    assert dashboard.watch.posted_jobs() == 0
+    dashboard.watch.assert_clean()
 
 
 @pytest.mark.parametrize(
@@ -280,11 +338,23 @@ def test_capabilities_drive_the_form(server: LiveServer, open_page: OpenPage) ->
         "Images must be a whole number from 1 to 2"
     )
 
+    assert dashboard.watch.posted_jobs() == 0
+
+    prompt = "routed to the restricted provider"
+    page.fill("#f-prompt", prompt)
+    page.fill("#f-n", "1")
+    page.locator("#submit-button").click()
+    item = card(dashboard, prompt)
+    expect(item).to_have_attribute("data-status", "succeeded")
+    expect(item.locator(".meta")).to_contain_text("ready · test-image · 1 image")
+    request = jobs_with_prompt(server, prompt)[0]["request"]
+    assert request["routing"]["provider"] == "ready"
+    assert request["parameters"]["quality"] == "auto"  # locked to the provider's only value
+
     page.select_option("#f-provider", "mock")
     expect(page.locator("#f-quality")).to_be_enabled()
     expect(page.locator("#f-user")).to_be_enabled()
     expect(page.locator("#f-session_mode option[value='persistent']")).to_be_enabled()
-    assert dashboard.watch.posted_jobs() == 0
     dashboard.watch.assert_clean()
 
 
@@ -352,26 +422,4 @@ def test_presets_save_apply_edit_and_delete(server: LiveServer, open_page: OpenP
     expect(page.locator("#preset-select option[value='web-hero']")).to_have_count(0)
     with server.client() as client:
         assert client.get("/v1/presets/web-hero").status_code == 404
-    dashboard.watch.assert_clean()
-
-
-def test_a_submitted_job_runs_with_the_chosen_provider(
-    server: LiveServer, open_page: OpenPage
-) -> None:
-    dashboard = open_page(server)
-    page = dashboard.page
-    prompt = "routed to the restricted provider"
-    page.select_option("#f-provider", "ready")
-    expect(page.locator("#f-quality")).to_be_disabled()
-    page.fill("#f-prompt", prompt)
-    page.locator("#submit-button").click()
-    item = card(dashboard, prompt)
-    expect(item).to_have_attribute("data-status", "succeeded")
-    expect(item.locator(".meta")).to_contain_text("ready · test-image · 1 image")
-    stored = jobs_with_prompt(server, prompt)[0]
-    wait_terminal(server, stored["id"])
-    assert stored["request"]["routing"]["provider"] == "ready"
-    assert "quality" not in stored["request"]["parameters"] or (
-        stored["request"]["parameters"]["quality"] == "auto"
-    )
     dashboard.watch.assert_clean()

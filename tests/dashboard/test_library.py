@@ -36,7 +36,7 @@ def card(dashboard: Dashboard, prompt: str) -> Any:
 def test_a_running_job_shows_live_partial_previews(server: LiveServer, open_page: OpenPage) -> None:
     dashboard = open_page(server, allow=(PARTIAL_404,))
     page = dashboard.page
-    prompt = "[mock:latency=6000] a slowly developing photograph"
+    prompt = "[mock:latency=5000] a slowly developing photograph"
     page.fill("#f-prompt", prompt)
     page.locator("#group-image > summary").click()
     page.select_option("#f-size", "custom")
@@ -169,7 +169,7 @@ def test_polling_slows_when_idle_and_hurries_back_when_visible(
         )
 
     idle_start = lists()
-    page.wait_for_timeout(3000)
+    page.wait_for_timeout(2800)
     assert lists() == idle_start  # idle: 15 s between polls, not 2.5 s
     page.evaluate(
         """() => {
@@ -177,7 +177,7 @@ def test_polling_slows_when_idle_and_hurries_back_when_visible(
           document.dispatchEvent(new Event('visibilitychange'));
         }"""
     )
-    page.wait_for_timeout(1000)
+    page.wait_for_timeout(700)
     assert lists() == idle_start + 1  # becoming visible polls after 250 ms
     job_id = create_job(server, "[mock:latency=4000] keeps the library busy")
     page.get_by_role("button", name="Refresh").click()

@@ -33,6 +33,7 @@ const SEARCH_DEBOUNCE_MS = 300;
 const TOAST_MS = 4000;
 const CARD_THUMBNAIL_EDGE = 640;
 const DETAIL_CONCURRENCY = 4;
+const DEFAULT_MAX_FILE_BYTES = 32 * 1024 * 1024;
 const ACTIVE = new Set(["queued", "running"]);
 
 const api = new BridgeApi();
@@ -313,8 +314,10 @@ function fillModels() {
   $("model-list").replaceChildren(...(descriptor ? descriptor.models : []).map((model) => h("option", { value: model })));
 }
 
-async function loadProviders() {
+/** Providers, with the default chosen once diagnostics (which name it) have answered. */
+async function loadProviders(diagnosticsReady = Promise.resolve()) {
   const page = await api.providers();
+  await diagnosticsReady;
   state.providers = page.items || [];
   fillProviders();
   await loadCapabilities();
@@ -506,11 +509,21 @@ async function readImage(file) {
   return { name: safeFilename(file.name), size: file.size, type, dataUrl: `data:${type};base64,${payload}` };
 }
 
+/** The largest file of this kind the provider takes; nothing bigger is even read. */
+function maxFileBytes(name) {
+  const caps = state.capabilities;
+  const limits = caps ? { images: caps.edit_images, mask: caps.masks, references: caps.reference_images }[name] : null;
+  return limits && limits.max_bytes_each > 0 ? limits.max_bytes_each : DEFAULT_MAX_FILE_BYTES;
+}
+
 async function onFilesChosen(event) {
   const input = event.target;
   const name = input.name;
   const files = [...input.files];
   try {
+    const limit = maxFileBytes(name);
+    const large = files.find((file) => file.size > limit);
+    if (large) throw new Error(`${large.name} is larger than ${formatBytes(limit)}.`);
     const items = await Promise.all(files.map(readImage));
     if (name === "mask") state.inputs.mask = items[0] || null;
     else state.inputs[name] = items;
@@ -572,10 +585,17 @@ async function submitComposer(event) {
     if (first) revealField(fieldOf(first.field));
     return;
   }
+  const request = buildRequest(values, inputs);
+  const maxBody = state.diagnostics ? state.diagnostics.configuration.max_body_bytes : 0;
+  const size = maxBody ? utf8Length(JSON.stringify(request)) : 0;
+  if (maxBody && size > maxBody) {
+    showFormErrors(`The request is ${formatBytes(size)}; this bridge accepts at most ${formatBytes(maxBody)}.`, [{ field: "images", message: "Send fewer or smaller images." }]);
+    return;
+  }
   const button = $("submit-button");
   button.disabled = true;
   try {
-    const job = await api.createJob(buildRequest(values, inputs));
+    const job = await api.createJob(request);
     toast("Job queued.");
     fieldOf("idempotency_key").value = "";
     await library.refresh();
@@ -1621,8 +1641,8 @@ function wireDialogs() {
 
 async function reloadAll() {
   state.capabilityCache.clear();
-  await loadDiagnostics().catch(() => null);
-  const results = await Promise.allSettled([loadProviders(), loadPresets(), library.reset()]);
+  const diagnostics = loadDiagnostics().catch(() => null);
+  const results = await Promise.allSettled([loadProviders(diagnostics), loadPresets(), library.reset()]);
   const failed = results.find((result) => result.status === "rejected");
   if (failed && !(failed.reason instanceof ApiError && failed.reason.status === 401)) {
     toast(`Some data could not be loaded: ${describeError(failed.reason)}`);

@@ -322,3 +322,27 @@ def test_queue_settings_from_config_use_the_configured_or_a_fresh_id() -> None:
     assert fresh.instance_id != SharedQueueSettings.from_config(Section()).instance_id
     Section.instance_id = "node-7"
     assert SharedQueueSettings.from_config(Section()).instance_id == "node-7"
+
+
+async def test_claim_failures_are_retried_and_logged_once(
+    make_instance: InstanceFactory, backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    base: Any = SqliteSharedJobStore if backend == "sqlite" else PostgresJobStore
+
+    class FlakyStore(base):  # type: ignore[misc]
+        failures = 5
+
+        async def claim_next(
+            self, instance_id: str, providers: Sequence[str], *, now: int, lease_secs: int
+        ) -> JobRecord | None:
+            if type(self).failures:
+                type(self).failures -= 1
+                raise BridgeError(ErrorCode.INTERNAL, "durable job database is unavailable")
+            return await super().claim_next(instance_id, providers, now=now, lease_secs=lease_secs)
+
+    flaky = await make_instance("node-a", store_class=FlakyStore, poll_interval_s=0.01)
+    job, _ = await flaky.manager.submit(SCOPE, image_request("fox"))
+    assert (await flaky.settled(job.id)).status is ImageJobStatus.SUCCEEDED
+    assert FlakyStore.failures == 0
+    warnings = [r for r in caplog.records if r.getMessage() == "could not claim queued jobs"]
+    assert len(warnings) == 1

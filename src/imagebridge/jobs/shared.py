@@ -159,6 +159,7 @@ class SharedQueue:
         self._wake = asyncio.Event()
         self._closing = False
         self._late: JobRecord | None = None
+        self._claims_failing = False
         self._claimer: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -245,15 +246,21 @@ class SharedQueue:
             )
         )
         try:
-            return await asyncio.shield(claim)
+            record = await asyncio.shield(claim)
         except asyncio.CancelledError:
             # The claim may commit anyway, and a job claimed here must run here.
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 self._late = await claim
             raise
         except BridgeError as error:
-            logger.warning("could not claim queued jobs", extra={"code": error.code.value})
+            if not self._claims_failing:  # once per outage, not once per poll
+                logger.warning("could not claim queued jobs", extra={"code": error.code.value})
+            self._claims_failing = True
             return None
+        if self._claims_failing:
+            logger.info("claiming queued jobs works again")
+            self._claims_failing = False
+        return record
 
     # -- leases ------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Fixtures for running store tests on PostgreSQL, and on both backends side by side.
+"""Fixtures for running the store tests on PostgreSQL (the server itself, and the
+both-backend ``shared_backend`` / ``open_shared`` fixtures, are in ``tests/storage/conftest.py``).
 
 * ``pg_job_store`` / ``pg_preset_store``: open stores on the session's test server, each test
   in its own schema.

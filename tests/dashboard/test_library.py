@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -14,7 +15,6 @@ from tests.dashboard.conftest import (
     OpenPage,
     create_job,
     job,
-    jobs_with_prompt,
     wait_terminal,
 )
 from tests.server.conftest import LiveServer
@@ -168,23 +168,37 @@ def test_polling_slows_when_idle_and_hurries_back_when_visible(
             1 for method, url in dashboard.watch.requests if method == "GET" and "/v1/jobs?" in url
         )
 
+    def seconds_until_next_list(limit: float) -> float:
+        """How long until the page asks for the list again (bounded by ``limit``)."""
+        before = lists()
+        started = time.monotonic()
+        while lists() == before and time.monotonic() - started < limit:
+            page.wait_for_timeout(50)
+        return time.monotonic() - started
+
+    def set_hidden(hidden: bool) -> None:
+        page.evaluate(
+            """(hidden) => {
+              Object.defineProperty(document, 'hidden', {configurable: true, get: () => hidden});
+              document.dispatchEvent(new Event('visibilitychange'));
+            }""",
+            hidden,
+        )
+
     idle_start = lists()
     page.wait_for_timeout(2800)
     assert lists() == idle_start  # idle: 15 s between polls, not 2.5 s
-    page.evaluate(
-        """() => {
-          Object.defineProperty(document, 'hidden', {configurable: true, get: () => false});
-          document.dispatchEvent(new Event('visibilitychange'));
-        }"""
-    )
-    page.wait_for_timeout(700)
-    assert lists() == idle_start + 1  # becoming visible polls after 250 ms
-    job_id = create_job(server, "[mock:latency=4000] keeps the library busy")
+    set_hidden(False)
+    assert seconds_until_next_list(5.0) < 2.0  # becoming visible polls after 250 ms
+
+    job_id = create_job(server, "[mock:latency=20000] keeps the library busy")
     page.get_by_role("button", name="Refresh").click()
     expect(card(dashboard, "keeps the library busy")).to_have_attribute("data-status", "running")
-    busy_start = lists()
-    page.wait_for_timeout(3000)
-    assert lists() >= busy_start + 1  # active: every 2.5 s
-    wait_terminal(server, job_id)
-    assert jobs_with_prompt(server, "keeps the library busy")[0]["status"] == "succeeded"
+    assert seconds_until_next_list(8.0) < 5.0  # active: every 2.5 s, not 15 s
+    set_hidden(True)
+    assert 4.0 <= seconds_until_next_list(9.0) < 7.0  # hidden while active: every 5 s
+    set_hidden(False)
+    with server.client() as client:
+        assert client.delete(f"/v1/jobs/{job_id}").status_code == 200
+    assert wait_terminal(server, job_id)["status"] == "cancelled"
     dashboard.watch.assert_clean()

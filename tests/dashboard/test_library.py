@@ -92,9 +92,12 @@ def test_favourite_hide_and_restore(server: LiveServer, open_page: OpenPage) -> 
     item = card(dashboard, prompt)
     expect(item).to_have_attribute("data-status", "succeeded")
     expect(item.locator(".fav-mark")).to_be_hidden()
-    item.get_by_role("button", name="Favorite", exact=True).click()
+    favorite = item.get_by_role("button", name="Favorite", exact=True)
+    expect(favorite).to_have_attribute("aria-pressed", "false")
+    favorite.click()
     expect(item.locator(".fav-mark")).to_be_visible()
-    expect(item.get_by_role("button", name="Unfavorite")).to_have_attribute("aria-pressed", "true")
+    expect(favorite).to_have_attribute("aria-pressed", "true")
+    expect(favorite).to_have_attribute("title", "Remove from favorites")
     assert job(server, job_id)["favorite"] is True
 
     page.check("#favorites-filter")

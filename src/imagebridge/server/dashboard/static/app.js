@@ -1021,7 +1021,7 @@ class Library {
     const meta = h("p", { class: "meta muted" });
     const stage = h("p", { class: "stage muted" });
     const details = h("button", { type: "button", onclick: () => jobDialog.open(id), text: "Details" });
-    const favoriteButton = h("button", { type: "button", class: "favorite", onclick: () => toggleFavorite(id) });
+    const favoriteButton = h("button", { type: "button", class: "favorite", onclick: () => toggleFavorite(id), text: "Favorite" });
     const cancel = h("button", { type: "button", class: "danger", onclick: () => cancelJob(id), text: "Cancel" });
     const hide = h("button", { type: "button", onclick: () => toggleHidden(id) });
     const node = h(
@@ -1060,8 +1060,8 @@ class Library {
     if (detail && detail.error) stage = `${detail.error.code}: ${detail.error.message}`;
     card.stage.textContent = stage;
     card.stage.classList.toggle("error-text", Boolean(detail && detail.error));
-    card.favoriteButton.textContent = summary.favorite ? "Unfavorite" : "Favorite";
     card.favoriteButton.setAttribute("aria-pressed", summary.favorite ? "true" : "false");
+    card.favoriteButton.title = summary.favorite ? "Remove from favorites" : "Add to favorites";
     card.cancel.hidden = !ACTIVE.has(summary.status);
     card.cancel.disabled = Boolean(detail && detail.cancel_requested);
     card.hide.hidden = ACTIVE.has(summary.status);
@@ -1277,7 +1277,7 @@ class JobDialog {
 
   renderActions(job) {
     const actions = [
-      h("button", { type: "button", onclick: () => toggleFavorite(job.id), "aria-pressed": job.favorite ? "true" : "false", text: job.favorite ? "Unfavorite" : "Favorite" }),
+      h("button", { type: "button", class: "favorite", onclick: () => toggleFavorite(job.id), "aria-pressed": job.favorite ? "true" : "false", title: job.favorite ? "Remove from favorites" : "Add to favorites", text: "Favorite" }),
     ];
     if (ACTIVE.has(job.status)) actions.push(h("button", { type: "button", class: "danger", disabled: job.cancel_requested, onclick: () => cancelJob(job.id), text: job.cancel_requested ? "Cancellation requested" : "Cancel" }));
     else actions.push(h("button", { type: "button", onclick: () => toggleHidden(job.id), text: job.deleted ? "Restore" : "Hide" }));

@@ -29,9 +29,6 @@ from imagebridge.storage import (
     SqliteJobStore,
     SqliteSharedJobStore,
 )
-from tests.support.postgres import postgres_schema, postgres_server, postgres_url
-
-__all__ = ["postgres_schema", "postgres_server", "postgres_url"]
 
 SCOPE = "bearer:" + "a" * 64
 OTHER_SCOPE = "anonymous-local"

@@ -1,4 +1,4 @@
-"""Real uvicorn servers on 127.0.0.1 for black-box tests (and the session's PostgreSQL).
+"""Real uvicorn servers on 127.0.0.1 for black-box tests.
 
 ``serve(*sets, providers=..., env=..., options=...)`` starts the app built from the mock-only
 configuration plus ``sets`` (where ``{data}`` names the server's data directory) in a
@@ -29,9 +29,6 @@ from imagebridge.providers.base import Provider
 from imagebridge.server import ServerOptions, create_app
 from imagebridge.server.serve import uvicorn_config
 from imagebridge.server.state import BridgeState
-from tests.support.postgres import postgres_schema, postgres_server, postgres_url
-
-__all__ = ["postgres_schema", "postgres_server", "postgres_url"]
 
 MOCK_ONLY = (
     'default_provider="mock"',

@@ -1,7 +1,7 @@
 """Shared helpers for the storage tests: paths, deterministic ids, requests, open stores.
 
-The session's PostgreSQL server (``tests/support/postgres.py``) is registered here, so every
-storage test module can run on it; ``shared_backend`` / ``open_shared`` run the shared-queue
+The session's PostgreSQL server (``tests/support/postgres.py``) is registered once for the
+whole suite in ``tests/conftest.py``; ``shared_backend`` / ``open_shared`` run the shared-queue
 tests once per backend.
 """
 
@@ -17,9 +17,6 @@ import pytest
 
 from imagebridge.storage import PostgresJobStore, SharedJobStore, SqliteSharedJobStore
 from imagebridge.storage.jobs import SqliteJobStore
-from tests.support.postgres import postgres_schema, postgres_server, postgres_url
-
-__all__ = ["postgres_schema", "postgres_server", "postgres_url"]
 
 OpenShared = Callable[[], Awaitable[SharedJobStore]]
 

@@ -13,7 +13,8 @@ Tests using it skip, saying why, only when no PostgreSQL binaries are installed
 (``postgres_schema``): the stores take the schema as a parameter, so tests never share
 tables and need no cleanup.
 
-    from tests.support.postgres import postgres_server, postgres_url, postgres_schema
+The fixtures are registered once, as a plugin in ``tests/conftest.py``, so the whole run
+shares one server; import only the helpers (``PostgresServer`` …) from here.
 """
 
 from __future__ import annotations

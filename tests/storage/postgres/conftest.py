@@ -1,5 +1,6 @@
-"""Fixtures for running the store tests on PostgreSQL (the server itself, and the
-both-backend ``shared_backend`` / ``open_shared`` fixtures, are in ``tests/storage/conftest.py``).
+"""Fixtures for running the store tests on PostgreSQL (the server itself is registered for the
+whole suite in ``tests/conftest.py``; the both-backend ``shared_backend`` / ``open_shared``
+fixtures are in ``tests/storage/conftest.py``).
 
 * ``pg_job_store`` / ``pg_preset_store``: open stores on the session's test server, each test
   in its own schema.

@@ -275,3 +275,37 @@ async def test_embedded_record_reports_optional_fields_omitted_for_container_por
     import json
 
     assert len(json.dumps(record, separators=(",", ":"))) <= 40 * 1024
+
+
+async def test_the_provider_base64_is_released_before_the_pixels_are_decoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Peak memory: the base64 text (1.33x the image) must not live during verification."""
+    import tracemalloc
+
+    from imagebridge.engine import materialize as module
+
+    noisy = np.random.default_rng(3).integers(0, 256, (700, 700, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(noisy, "RGB").save(buffer, format="PNG", compress_level=1)
+    data = buffer.getvalue()
+    text_bytes = len(base64.b64encode(data))
+    seen: list[int] = []
+    real_inspect = module.inspect_image
+
+    def inspect(payload: bytes, limits: Any) -> Any:
+        seen.append(tracemalloc.get_traced_memory()[0])
+        return real_inspect(payload, limits)
+
+    monkeypatch.setattr(module, "inspect_image", inspect)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        provider_response = response([image_item(0, data)])  # the text is traced from here
+        result = await Materializer().materialize(provider_response, request(), None, owner="o")
+    finally:
+        tracemalloc.stop()
+    assert base64.b64decode(result.data[0].b64_json or "") == data
+    assert provider_response.data[0].b64_json is None
+    # while the pixels were decoded, the bridge held the decoded bytes, not bytes + text
+    assert seen and seen[0] - before < len(data) + text_bytes // 2

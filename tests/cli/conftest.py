@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from imagebridge.cli.app import main
+from imagebridge.storage import PostgresOptions
+from tests.support.postgres import APP_DATABASE, APP_ROLE, PostgresServer
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[3] / "shared" / "contract" / "config.example.toml"
 OFFLINE = {
@@ -184,3 +186,37 @@ def fake_executable(directory: Path, name: str, script: str) -> Path:
 def issues_of(result: Result, *, json_mode: bool = True) -> list[tuple[str, str]]:
     error = result.error() if json_mode else {}
     return [(issue["field"], issue["code"]) for issue in error.get("details", {}).get("issues", [])]
+
+
+# -- PostgreSQL stores (the session's throwaway server, tests/support/postgres.py) -------------
+
+PG_PASSWORD_ENV = "IMAGEBRIDGE_TEST_PG_PASSWORD"
+
+
+def postgres_location(server: PostgresServer) -> str:
+    """The test database as a config value: a URL without a password (config refuses one)."""
+    return f"postgresql://{APP_ROLE}@{server.host}:{server.port}/{APP_DATABASE}"
+
+
+def postgres_toml(server: PostgresServer, schema: str, *, sessions: bool = True) -> str:
+    """A config file keeping durable jobs (and, with ``sessions``, session bindings) in
+    PostgreSQL, in ``schema``, with the password read from :data:`PG_PASSWORD_ENV`."""
+    url = postgres_location(server)
+    lines = ["version = 1"]
+    if sessions:
+        lines += ["[providers.codex_app_server]", f'session_database = "{url}"']
+    lines += [
+        "[server.jobs]",
+        f'database = "{url}"',
+        f'postgres_schema = "{schema}"',
+        f'postgres_password_env = "{PG_PASSWORD_ENV}"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def postgres_env(server: PostgresServer) -> dict[str, str]:
+    return {PG_PASSWORD_ENV: server.password}
+
+
+def postgres_options_for(server: PostgresServer, schema: str) -> PostgresOptions:
+    return PostgresOptions(schema=schema, password=server.password)

@@ -4,7 +4,8 @@ Each check reports ``pass``, ``warn``, ``fail`` or ``skip``. Provider checks run
 every local prerequisite passed. Unlike the original, a missing ``codex`` executable only
 blocks them when the codex-app-server provider (the one that runs it) is enabled. The live
 probe — one real, possibly paid generation — runs only with ``--live-probe`` and a
-confirmation (or ``--yes``).
+confirmation (or ``--yes``). A store at a ``postgresql://`` URL (jobs, sessions) has its
+schema read in PostgreSQL, read-only, and no local directory is checked for it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import contextlib
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,7 +35,7 @@ from imagebridge.cli.probes import (
     run_live_probe,
     write_probe,
 )
-from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.errors import BridgeError, ErrorCode
 
 if TYPE_CHECKING:
     from imagebridge.config import BridgeConfig, LoadedConfig
@@ -115,43 +117,111 @@ def _storage(doctor: Doctor, name: str, directory: Path) -> None:
             doctor.add(name, "fail", f"directory is not writable ({reason})", details)
 
 
-def _schema_check(doctor: Doctor, name: str, status: Any, path: Path) -> None:
-    details = {"path": str(path), **status.to_dict()}
+def _schema_check(
+    doctor: Doctor, name: str, status: Any, where: dict[str, str], *, postgres: bool
+) -> None:
+    details = {**where, **status.to_dict()}
     if status.current:
         doctor.add(name, "pass", "database schema is current", details)
     elif not status.initialized:
-        doctor.add(name, "warn", "database does not exist yet; it is created on first use", details)
+        missing = (
+            "database schema has no tables yet; they are created on first use"
+            if postgres
+            else "database does not exist yet; it is created on first use"
+        )
+        doctor.add(name, "warn", missing, details)
     elif status.version is not None and status.version > status.current_version:
         doctor.add(name, "fail", "database was written by a newer bridge", details)
     else:
         doctor.add(name, "warn", "database schema is older; it is migrated on first use", details)
 
 
-async def _databases(doctor: Doctor, config: BridgeConfig) -> None:
-    from imagebridge.storage import inspect_job_schema, inspect_session_schema
+def _where(location: str | Path) -> dict[str, str]:
+    """How a store location is shown: a path, or a PostgreSQL URL without its password."""
+    from imagebridge.storage import is_postgres_url, redact_url
 
-    session_db = Path(config.providers.codex_app_server.session_database)
+    if is_postgres_url(location):
+        return {"url": redact_url(str(location))}
+    return {"path": str(location)}
+
+
+def _local_path(location: str | Path, label: str) -> Path | None:
+    """The SQLite file a location names, or ``None`` for PostgreSQL (nothing on disk)."""
+    from imagebridge.storage.postgres_url import resolve_store_location
+
+    target = resolve_store_location(location, ErrorCode.CONFIGURATION, label)
+    return target if isinstance(target, Path) else None
+
+
+async def _inspect(
+    doctor: Doctor,
+    name: str,
+    location: str | Path,
+    store: Literal["jobs", "sessions"],
+    config: BridgeConfig,
+    env: Mapping[str, str],
+) -> None:
+    """One store's schema: a SQLite file or, for a URL, the configured PostgreSQL schema."""
+    from imagebridge.storage import inspect_store_schema, is_postgres_url, postgres_options
+
+    where = _where(location)
+    postgres = is_postgres_url(location)
     try:
-        _schema_check(
-            doctor, "database_migrations", await inspect_session_schema(session_db), session_db
-        )
+        options = postgres_options(config.server.jobs, env) if postgres else None
+        if options is not None:
+            where["schema"] = options.schema
+        status = await inspect_store_schema(location, store, postgres=options)
     except BridgeError as error:
-        doctor.add("database_migrations", "fail", error.message, {"path": str(session_db)})
+        doctor.add(name, "fail", error.message, where)
+        return
+    _schema_check(doctor, name, status, where, postgres=postgres)
+
+
+async def _databases(doctor: Doctor, config: BridgeConfig, env: Mapping[str, str]) -> None:
+    session_db = config.providers.codex_app_server.session_database
+    await _inspect(doctor, "database_migrations", session_db, "sessions", config, env)
     jobs = config.server.jobs
-    if jobs.database.parent != session_db.parent and jobs.enabled:
-        _storage(doctor, "job_state_storage", Path(jobs.database).parent)
     if not jobs.enabled:
         doctor.add("job_database_migrations", "skip", "durable jobs are disabled")
         return
     try:
-        _schema_check(
-            doctor,
-            "job_database_migrations",
-            await inspect_job_schema(jobs.database),
-            Path(jobs.database),
-        )
+        jobs_path = _local_path(jobs.database, "durable job database")
     except BridgeError as error:
-        doctor.add("job_database_migrations", "fail", error.message)
+        doctor.add("job_state_storage", "fail", error.message, _where(jobs.database))
+    else:
+        if jobs_path is None:
+            doctor.add(
+                "job_state_storage",
+                "skip",
+                "durable jobs live in PostgreSQL",
+                _where(jobs.database),
+            )
+        elif jobs_path.parent != _session_directory(session_db):
+            _storage(doctor, "job_state_storage", jobs_path.parent)
+    await _inspect(doctor, "job_database_migrations", jobs.database, "jobs", config, env)
+
+
+def _session_directory(session_db: str | Path) -> Path | None:
+    """The directory ``state_storage`` checks (``None``: none, or not a usable location)."""
+    with contextlib.suppress(BridgeError):
+        path = _local_path(session_db, "session database")
+        return None if path is None else path.parent
+    return None
+
+
+def _state_storage(doctor: Doctor, session_db: str | Path) -> None:
+    """The session database's directory, unless the bindings live in PostgreSQL."""
+    try:
+        path = _local_path(session_db, "session database")
+    except BridgeError as error:
+        doctor.add("state_storage", "fail", error.message, _where(session_db))
+        return
+    if path is None:
+        doctor.add(
+            "state_storage", "skip", "session bindings live in PostgreSQL", _where(session_db)
+        )
+    else:
+        _storage(doctor, "state_storage", path.parent)
 
 
 def _server_port(doctor: Doctor, bind: str) -> None:
@@ -310,10 +380,8 @@ def run_checks(ctx: CliContext, provider: str | None) -> tuple[Doctor, LoadedCon
     else:
         doctor.add("codex_oauth", "skip", "no Codex provider is enabled")
     _storage(doctor, "artifact_storage", Path(config.artifacts.root))
-    _storage(
-        doctor, "state_storage", Path(config.providers.codex_app_server.session_database).parent
-    )
-    asyncio.run(_databases(doctor, config))
+    _state_storage(doctor, config.providers.codex_app_server.session_database)
+    asyncio.run(_databases(doctor, config, ctx.env))
     _server_port(doctor, config.server.bind)
     if doctor.prerequisites_passed() and not loaded.issues:
         asyncio.run(_providers(doctor, config, provider))

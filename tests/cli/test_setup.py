@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
+import tomllib
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
-from tests.cli.conftest import Cli, fake_executable
+from imagebridge.storage import inspect_store_schema
+from tests.cli.conftest import (
+    Cli,
+    fake_executable,
+    postgres_env,
+    postgres_location,
+    postgres_options_for,
+    postgres_toml,
+)
+from tests.support.postgres import PostgresServer
 
 PLAN_KINDS = [
     "create_config",
@@ -224,3 +236,96 @@ def test_setup_live_probe_runs_one_generation_after_confirmation(cli: Cli) -> No
         "status": "skipped",
         "reason": "confirmation_required",
     }
+
+
+# -- databases in PostgreSQL -------------------------------------------------------------------
+
+
+def _pg_status(
+    server: PostgresServer, schema: str, store: Literal["jobs", "presets", "sessions"]
+) -> tuple[bool, int | None]:
+    location, options = postgres_location(server), postgres_options_for(server, schema)
+    status = asyncio.run(inspect_store_schema(location, store, postgres=options))
+    return status.initialized, status.version
+
+
+def _pg_paths(root: Path) -> list[Path]:
+    """Anything a URL mistaken for a path would have created (``postgresql:/…``)."""
+    return [path for path in root.rglob("*") if "postgres" in path.name]
+
+
+@pytest.mark.postgres
+def test_setup_migrates_postgres_databases_and_creates_no_local_state(
+    cli: Cli, postgres_server: PostgresServer, postgres_schema: str
+) -> None:
+    toml = postgres_toml(postgres_server, postgres_schema)
+    config = cli.write("imagegen-bridge.toml", toml)
+    env = postgres_env(postgres_server)
+    url = postgres_location(postgres_server)
+
+    plan = cli("--json", "setup", "--dry-run", env=env).json()
+    assert plan["planned_changes"] == [
+        {"kind": "create_output_directory", "path": str(cli.artifacts)},
+        {"kind": "migrate_session_database", "path": url},
+        {"kind": "migrate_job_database", "path": url},
+    ]
+    assert plan["state_root"] is None
+    assert _pg_status(postgres_server, postgres_schema, "jobs") == (False, None)
+
+    applied = cli("--json", "setup", "--yes", env=env)
+    assert applied.code == 0, applied.stderr
+    body = applied.json()
+    assert body["state_root"] is None
+    assert body["database_schema"]["version"] == body["database_schema"]["current_version"]
+    assert body["job_database_schema"]["version"] == body["job_database_schema"]["current_version"]
+    for store in ("sessions", "jobs", "presets"):
+        assert _pg_status(postgres_server, postgres_schema, store) == (True, 1)
+    assert config.read_text() == toml  # the URLs stay; nothing else needed writing
+    assert _pg_paths(cli.root) == []
+    assert not (Path(cli.env["XDG_STATE_HOME"]) / "imagegen-bridge").exists()
+    assert postgres_server.password not in applied.stdout + applied.stderr
+
+    again = cli("--json", "setup", "--yes", env=env).json()
+    assert again["changed"] is False and again["applied_changes"] == []
+
+
+@pytest.mark.postgres
+def test_setup_state_root_moves_sqlite_files_but_keeps_postgres_urls(
+    cli: Cli, postgres_server: PostgresServer, postgres_schema: str
+) -> None:
+    jobs_only = postgres_toml(postgres_server, postgres_schema, sessions=False)
+    config = cli.write("imagegen-bridge.toml", jobs_only)
+    state = cli.root / "state"
+    env = postgres_env(postgres_server)
+    result = cli("--json", "setup", "--yes", "--state-root", str(state), env=env)
+    assert result.code == 0, result.stderr
+    kinds = [(change["kind"], change["path"]) for change in result.json()["applied_changes"]]
+    assert kinds == [
+        ("update_config", str(config)),
+        ("create_private_state_directory", str(state)),
+        ("create_output_directory", str(cli.artifacts)),
+        ("migrate_session_database", str(state / "sessions.sqlite3")),
+        ("migrate_job_database", postgres_location(postgres_server)),
+    ]
+    written = tomllib.loads(config.read_text())
+    assert written["server"]["jobs"]["database"] == postgres_location(postgres_server)
+    assert written["providers"]["codex_app_server"]["session_database"] == str(
+        state / "sessions.sqlite3"
+    )
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert sorted(path.name for path in state.iterdir()) == ["sessions.sqlite3"]
+    assert _pg_status(postgres_server, postgres_schema, "jobs") == (True, 1)
+    assert _pg_paths(cli.root) == []
+
+
+@pytest.mark.postgres
+def test_setup_refuses_a_postgres_database_without_its_password_variable(
+    cli: Cli, postgres_server: PostgresServer, postgres_schema: str
+) -> None:
+    cli.write("imagegen-bridge.toml", postgres_toml(postgres_server, postgres_schema))
+    result = cli("--json", "setup", "--yes")
+    assert result.code == 2
+    assert result.error()["code"] == "configuration"
+    assert "postgres_password_env" in result.error()["message"]
+    assert not cli.artifacts.exists()
+    assert _pg_status(postgres_server, postgres_schema, "jobs") == (False, None)

@@ -2,7 +2,10 @@
 
 The plan writes three paths into the config file (the Codex app-server session database,
 the jobs database and the artifact root), creates the private state directories (0700)
-and the output directory, and brings both databases to the current schema. It also
+and the output directory, and brings both databases to the current schema. A database
+configured at a ``postgresql://`` URL stays there (``--state-root`` moves only SQLite
+files): setup creates no directory for it and migrates its schema through the store
+factories, with the ``server.jobs.postgres_*`` options. It also
 reports whether the ``codex`` CLI runs and whether its ChatGPT login can be borrowed
 (the token itself is never read into output or copied). Running it again changes
 nothing: ``changed:false``.
@@ -15,7 +18,7 @@ import copy
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
@@ -32,6 +35,15 @@ from imagebridge.cli.probes import (
     run_live_probe,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.storage.postgres_url import (
+    is_postgres_url,
+    postgres_options,
+    redact_url,
+    resolve_store_location,
+)
+
+if TYPE_CHECKING:
+    from imagebridge.storage import PostgresOptions
 
 __all__ = ["Change", "SetupPlan", "default_output_root", "default_state_root", "setup_command"]
 
@@ -41,13 +53,21 @@ PRIVATE_DIR_MODE = 0o700
 CONFIRMATION_REQUIRED = "confirmation is required; rerun with --yes or use --dry-run"
 
 
+Location = Path | str
+"""A store's location: an absolute SQLite path, or a PostgreSQL URL (kept as text)."""
+
+
+def _shown(location: Location) -> str:
+    return redact_url(location) if isinstance(location, str) else str(location)
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
     kind: str
-    path: Path
+    path: Location
 
     def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "path": str(self.path)}
+        return {"kind": self.kind, "path": _shown(self.path)}
 
 
 @dataclass(slots=True)
@@ -55,11 +75,13 @@ class SetupPlan:
     config_path: Path
     config_exists: bool
     tree: dict[str, Any]
-    state_root: Path
+    state_root: Path | None
+    """The local state directory (``None`` when every database is in PostgreSQL)."""
     output_root: Path
-    session_database: Path
-    jobs_database: Path
+    session_database: Location
+    jobs_database: Location
     jobs_enabled: bool
+    postgres: PostgresOptions | None
     changes: list[Change]
     codex: dict[str, Any]
     codex_required: bool
@@ -70,6 +92,18 @@ class SetupPlan:
 def _absolute(value: str, cwd: Path) -> Path:
     path = Path(value).expanduser()
     return Path(os.path.normpath(path if path.is_absolute() else cwd / path))
+
+
+def _location(value: Path | str, cwd: Path, field: str) -> Location:
+    """A PostgreSQL URL as is; a path or ``sqlite:///`` URL as an absolute path."""
+    if is_postgres_url(value):
+        return str(value)
+    target = resolve_store_location(value, ErrorCode.CONFIGURATION, field)
+    return _absolute(str(target), cwd)
+
+
+def _local_parent(location: Location) -> Path | None:
+    return location.parent if isinstance(location, Path) else None
 
 
 def _xdg(env: dict[str, str] | Any, name: str) -> Path | None:
@@ -160,9 +194,10 @@ def make_plan(ctx: CliContext, state_root: str | None, output_root: str | None) 
     output = _absolute(output_root, ctx.cwd) if output_root else default_output_root(ctx.env)
     if not exists:
         tree.setdefault("version", 1)
-    if not exists or state_root is not None:
+    if not exists or (state_root is not None and not _in_postgres(tree, SESSION_KEY)):
         _set(tree, SESSION_KEY, str(state / "sessions.sqlite3"))
-    if not exists or state_root is not None or not _has(tree, JOBS_KEY):
+    moves_jobs = state_root is not None and not _in_postgres(tree, JOBS_KEY)
+    if not exists or moves_jobs or not _has(tree, JOBS_KEY):
         _set(tree, JOBS_KEY, str(state / "jobs.sqlite3"))
     if not exists or output_root is not None:
         _set(tree, ROOT_KEY, str(output))
@@ -174,17 +209,27 @@ def make_plan(ctx: CliContext, state_root: str | None, output_root: str | None) 
             details={"issues": [issue.to_dict() for issue in loaded.issues]},
         ).with_suggestion("Fix the listed keys in the existing config file, then rerun setup.")
     config = loaded.config
-    session_db = _absolute(str(config.providers.codex_app_server.session_database), ctx.cwd)
-    jobs_db = _absolute(str(config.server.jobs.database), ctx.cwd)
+    session_db = _location(
+        config.providers.codex_app_server.session_database, ctx.cwd, "session database"
+    )
+    jobs_db = _location(config.server.jobs.database, ctx.cwd, "durable job database")
+    postgres = (
+        postgres_options(config.server.jobs, ctx.env)
+        if is_postgres_url(session_db) or is_postgres_url(jobs_db)
+        else None
+    )
     artifacts = _absolute(str(config.artifacts.root), ctx.cwd)
     changes: list[Change] = []
     if not exists:
         changes.append(Change("create_config", path))
     elif tree != original:
         changes.append(Change("update_config", path))
-    changes += _directory_change(session_db.parent, "private_state_directory")
-    if jobs_db.parent != session_db.parent and config.server.jobs.enabled:
-        changes += _directory_change(jobs_db.parent, "private_job_state_directory")
+    session_dir = _local_parent(session_db)
+    jobs_dir = _local_parent(jobs_db) if config.server.jobs.enabled else None
+    if session_dir is not None:
+        changes += _directory_change(session_dir, "private_state_directory")
+    if jobs_dir is not None and jobs_dir != session_dir:
+        changes += _directory_change(jobs_dir, "private_job_state_directory")
     output_state = directory_state(artifacts)
     if output_state.symlink or (output_state.exists and not output_state.is_directory):
         raise BridgeError(
@@ -194,7 +239,7 @@ def make_plan(ctx: CliContext, state_root: str | None, output_root: str | None) 
         )
     if not output_state.exists:
         changes.append(Change("create_output_directory", artifacts))
-    schemas = asyncio.run(_schemas(session_db, jobs_db, config.server.jobs.enabled))
+    schemas = asyncio.run(_schemas(session_db, jobs_db, config.server.jobs.enabled, postgres))
     if not schemas["session"].current:
         changes.append(Change("migrate_session_database", session_db))
     job_schemas = [schemas[name] for name in ("jobs", "presets") if name in schemas]
@@ -205,17 +250,26 @@ def make_plan(ctx: CliContext, state_root: str | None, output_root: str | None) 
         config_path=path,
         config_exists=exists,
         tree=tree,
-        state_root=session_db.parent,
+        state_root=session_dir or jobs_dir,
         output_root=artifacts,
         session_database=session_db,
         jobs_database=jobs_db,
         jobs_enabled=config.server.jobs.enabled,
+        postgres=postgres,
         changes=changes,
         codex=version.to_dict(),
         codex_required=codex_needed(config),
         oauth_ready=oauth_error(ctx.env) is None,
         oauth_required=oauth_needed(config),
     )
+
+
+def _in_postgres(tree: dict[str, Any], key: tuple[str, ...]) -> bool:
+    """Whether the existing config keeps this database in PostgreSQL."""
+    node: Any = tree
+    for name in key:
+        node = node.get(name) if isinstance(node, dict) else None
+    return is_postgres_url(node)
 
 
 def _directory_change(path: Path, what: str) -> list[Change]:
@@ -233,18 +287,26 @@ def _directory_change(path: Path, what: str) -> list[Change]:
     return []
 
 
-async def _schemas(session_db: Path, jobs_db: Path, jobs_enabled: bool) -> dict[str, Any]:
-    from imagebridge.storage import (
-        inspect_job_schema,
-        inspect_preset_schema,
-        inspect_session_schema,
-    )
+async def _schemas(
+    session_db: Location,
+    jobs_db: Location,
+    jobs_enabled: bool,
+    postgres: PostgresOptions | None,
+) -> dict[str, Any]:
+    """Read-only schema versions (SQLite files or PostgreSQL schemas; nothing is created)."""
+    from imagebridge.storage import inspect_store_schema
 
-    result: dict[str, Any] = {"session": await inspect_session_schema(session_db)}
+    result: dict[str, Any] = {
+        "session": await inspect_store_schema(session_db, "sessions", postgres=postgres)
+    }
     if jobs_enabled:
-        result["jobs"] = await inspect_job_schema(jobs_db)
-        result["presets"] = await inspect_preset_schema(jobs_db)
+        result["jobs"] = await inspect_store_schema(jobs_db, "jobs", postgres=postgres)
+        result["presets"] = await inspect_store_schema(jobs_db, "presets", postgres=postgres)
     return result
+
+
+def _state_root(plan: SetupPlan) -> str | None:
+    return None if plan.state_root is None else str(plan.state_root)
 
 
 def _plan_body(plan: SetupPlan) -> dict[str, Any]:
@@ -253,7 +315,7 @@ def _plan_body(plan: SetupPlan) -> dict[str, Any]:
         "complete": False,
         "changed": False,
         "config_path": str(plan.config_path),
-        "state_root": str(plan.state_root),
+        "state_root": _state_root(plan),
         "output_root": str(plan.output_root),
         "codex": plan.codex,
         "oauth_ready": plan.oauth_ready,
@@ -267,6 +329,8 @@ def _apply(plan: SetupPlan) -> None:
 
     for change in plan.changes:
         kind, path = change.kind, change.path
+        if not isinstance(path, Path):
+            continue  # a migration of a PostgreSQL schema (below)
         if kind.startswith("create_private"):
             path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
             os.chmod(path, PRIVATE_DIR_MODE)
@@ -283,16 +347,20 @@ def _apply(plan: SetupPlan) -> None:
 
 
 async def _migrate(plan: SetupPlan) -> None:
-    from imagebridge.storage import SqliteJobStore, SqlitePresetStore, SqliteSessionStore
+    """Open (and so migrate) each planned store through the factories, then close it."""
+    from imagebridge.storage import open_job_store, open_preset_store, open_session_store
 
     kinds = {change.kind for change in plan.changes}
+    postgres = plan.postgres
     if "migrate_session_database" in kinds:
-        session = await SqliteSessionStore.open(plan.session_database, provider="codex-app-server")
+        session = await open_session_store(
+            plan.session_database, provider="codex-app-server", postgres=postgres
+        )
         await session.close()
     if "migrate_job_database" in kinds:
-        jobs = await SqliteJobStore.open(plan.jobs_database)
+        jobs = await open_job_store(plan.jobs_database, postgres=postgres)
         await jobs.close()
-        presets = await SqlitePresetStore.open(plan.jobs_database)
+        presets = await open_preset_store(plan.jobs_database, postgres=postgres)
         await presets.close()
 
 
@@ -339,7 +407,9 @@ def setup_command(
 def _finish(
     ctx: CliContext, plan: SetupPlan, *, yes: bool, non_interactive: bool, live_probe: bool
 ) -> int:
-    schemas = asyncio.run(_schemas(plan.session_database, plan.jobs_database, plan.jobs_enabled))
+    schemas = asyncio.run(
+        _schemas(plan.session_database, plan.jobs_database, plan.jobs_enabled, plan.postgres)
+    )
     codex_ok = plan.codex["available"] or not plan.codex_required
     oauth_ok = plan.oauth_ready or not plan.oauth_required
     probe: dict[str, Any] = {"status": "skipped"}
@@ -357,7 +427,7 @@ def _finish(
         "complete": codex_ok and oauth_ok,
         "changed": bool(plan.changes),
         "config_path": str(plan.config_path),
-        "state_root": str(plan.state_root),
+        "state_root": _state_root(plan),
         "output_root": str(plan.output_root),
         "codex": plan.codex,
         "oauth_ready": plan.oauth_ready,

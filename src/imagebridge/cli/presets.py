@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imagebridge.contract._base import decode_model
@@ -40,19 +41,42 @@ def preset_not_found(name: str) -> BridgeError:
 
 @asynccontextmanager
 async def local_presets(
-    config: BridgeConfig, *, create: bool = True
+    config: BridgeConfig, *, create: bool = True, env: Mapping[str, str] | None = None
 ) -> AsyncIterator[PresetService | None]:
-    """The preset service over ``server.jobs.database``; ``None`` when the database does not
-    exist and ``create`` is false (a read then needs no new file)."""
+    """The preset service over ``server.jobs.database`` (a SQLite file or a PostgreSQL URL,
+    whose password variable is read from ``env``, default the process environment).
+
+    ``None`` when the store does not exist yet and ``create`` is false: a read then creates
+    no file and no PostgreSQL tables.
+    """
     from imagebridge.application import request_limits
     from imagebridge.jobs.presets import PresetService
-    from imagebridge.storage.presets import SqlitePresetStore
+    from imagebridge.storage import (
+        inspect_store_schema,
+        is_postgres_url,
+        open_preset_store,
+        postgres_options,
+    )
+    from imagebridge.storage.postgres_url import resolve_store_location
 
-    path = config.server.jobs.database
-    if not create and not await asyncio.to_thread(os.path.lexists, path):
-        yield None
-        return
-    store = await SqlitePresetStore.open(path)
+    jobs = config.server.jobs
+    location = jobs.database
+    postgres = (
+        postgres_options(jobs, os.environ if env is None else env)
+        if is_postgres_url(location)
+        else None
+    )
+    if not create:
+        target = resolve_store_location(location, ErrorCode.INTERNAL, "preset database")
+        if isinstance(target, Path):
+            exists = await asyncio.to_thread(os.path.lexists, target)
+        else:
+            schema = await inspect_store_schema(target, "presets", postgres=postgres)
+            exists = schema.initialized
+        if not exists:
+            yield None
+            return
+    store = await open_preset_store(location, postgres=postgres)
     try:
         yield PresetService(store, request_limits(config))
     finally:

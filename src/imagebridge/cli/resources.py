@@ -182,7 +182,7 @@ def _run_presets(
         if url is not None:
             async with remote_bridge(ctx, url) as bridge:
                 return await remote(bridge)
-        async with local_presets(ctx.config(), create=create) as service:
+        async with local_presets(ctx.config(), create=create, env=ctx.env) as service:
             if service is None:
                 assert missing is not None
                 return missing()

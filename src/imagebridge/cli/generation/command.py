@@ -46,7 +46,7 @@ async def _load_preset(ctx: CliContext, name: str) -> dict[str, Any]:
         if not isinstance(template, dict):
             raise BridgeError(ErrorCode.PROTOCOL, "the bridge sent a malformed preset")
         return template
-    async with presets.local_presets(ctx.config(), create=False) as service:
+    async with presets.local_presets(ctx.config(), create=False, env=ctx.env) as service:
         if service is None:
             raise presets.preset_not_found(name)
         preset = await service.get(name)

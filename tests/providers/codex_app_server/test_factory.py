@@ -97,13 +97,21 @@ async def test_the_application_registers_it_behind_fan_out(tmp_path: Path) -> No
 def test_transport_bounds_the_transport_cannot_honour_are_configuration_errors(
     tmp_path: Path,
 ) -> None:
+    # Both at or above the 1 KiB floor (config and transport agree on it), but a notification
+    # larger than a whole message is a bound the transport cannot honour.
+    loaded = load_config(
+        env={"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path / "data")},
+        sets=[
+            'default_provider="codex-app-server"',
+            "providers.codex_responses.enabled=false",
+            "providers.codex_app_server.rpc_max_message_bytes=2048",
+            "providers.codex_app_server.rpc_max_notification_bytes=4096",
+        ],
+        cwd=tmp_path,
+    )
+    field = "providers.codex_app_server.rpc_max_notification_bytes"
+    assert [issue.field for issue in loaded.issues] == [field]  # `config check` says so first
     with pytest.raises(BridgeError) as caught:
-        build_codex_app_server_provider(
-            config(
-                tmp_path,
-                "providers.codex_app_server.rpc_max_message_bytes=100",
-                "providers.codex_app_server.rpc_max_notification_bytes=100",
-            )
-        )
+        build_codex_app_server_provider(loaded.config)  # and so does the build, unchecked
     assert caught.value.code is ErrorCode.CONFIGURATION
-    assert caught.value.details["field"] == "providers.codex_app_server.rpc_max_message_bytes"
+    assert caught.value.details["field"] == field

@@ -182,3 +182,32 @@ def _png() -> Any:
     from imagebridge.contract.enums import OutputFormat
 
     return OutputFormat.PNG
+
+
+def test_small_renders_are_drawn_once_and_large_ones_every_time() -> None:
+    """Under load the same small image is asked for again and again: draw it once."""
+    from imagebridge.contract.enums import OutputFormat
+    from imagebridge.providers import mock as module
+
+    module._render_cached.cache_clear()
+    first = render_image("cache fox", 0, 64, 64, OutputFormat.PNG)
+    again = render_image("cache fox", 0, 64, 64, OutputFormat.PNG)
+    other = render_image("cache fox", 1, 64, 64, OutputFormat.PNG)
+    info = module._render_cached.cache_info()
+    assert first == again != other
+    assert (info.hits, info.misses) == (1, 2)
+    big = render_image("cache fox", 0, 300, 300, OutputFormat.PNG)
+    assert module._render_cached.cache_info().misses == 2  # beyond the bound: not cached
+    assert Image.open(io.BytesIO(big)).size == (300, 300)
+
+
+async def test_capabilities_are_built_once_and_callers_get_their_own_copy() -> None:
+    provider = MockProvider(MockSettings(models=["mock-image-1", "mock-image-2"]))
+    first = await provider.capabilities(None)
+    first.model = "changed by a caller"
+    again = await provider.capabilities("mock-image-1")
+    assert again.model == "mock-image-1"
+    assert (await provider.capabilities("mock-image-2")).model == "mock-image-2"
+    with pytest.raises(BridgeError) as caught:
+        await provider.capabilities("not-served")
+    assert caught.value.code is ErrorCode.UNSUPPORTED_CAPABILITY

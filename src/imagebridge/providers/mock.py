@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import hashlib
 import io
 import random
@@ -120,7 +121,43 @@ def render_image(
     compression: int | None = None,
     source: Image.Image | None = None,
 ) -> bytes:
-    """Deterministic pixels for (prompt, index): a two-colour gradient with a disc."""
+    """Deterministic pixels for (prompt, index): a two-colour gradient with a disc.
+
+    The same small image is drawn again and again under load (tests, benchmarks, partial
+    previews): those come from a bounded cache, since the bytes depend only on the inputs.
+    """
+    if source is None and width * height <= _CACHED_RENDER_PIXELS:
+        return _render_cached(prompt, index, width, height, output_format, transparent, compression)
+    return _render(prompt, index, width, height, output_format, transparent, compression, source)
+
+
+_CACHED_RENDER_PIXELS = 256 * 256
+"""Renders up to this size are cached: at most 64 entries of ≤ ~260 KiB each."""
+
+
+@functools.lru_cache(maxsize=64)
+def _render_cached(
+    prompt: str,
+    index: int,
+    width: int,
+    height: int,
+    output_format: OutputFormat,
+    transparent: bool,
+    compression: int | None,
+) -> bytes:
+    return _render(prompt, index, width, height, output_format, transparent, compression, None)
+
+
+def _render(
+    prompt: str,
+    index: int,
+    width: int,
+    height: int,
+    output_format: OutputFormat,
+    transparent: bool,
+    compression: int | None,
+    source: Image.Image | None,
+) -> bytes:
     seed = _seed_bytes(prompt, index)
     start = np.frombuffer(seed[0:3], dtype=np.uint8).astype(np.float32)
     end = np.frombuffer(seed[3:6], dtype=np.uint8).astype(np.float32)
@@ -192,6 +229,7 @@ class MockProvider(Provider):
         self._rng = random.Random(self.settings.seed)
         self._sessions: dict[str, str] = {}
         self._threads: set[str] = set()
+        self._capabilities: dict[str, ProviderCapabilities] = {}
         self._before_output = before_output
         self.calls = 0
         self.in_flight = 0
@@ -210,6 +248,13 @@ class MockProvider(Provider):
 
     async def capabilities(self, model: str | None) -> ProviderCapabilities:
         chosen = model or self.settings.models[0]
+        cached = self._capabilities.get(chosen)
+        if cached is None:
+            cached = self._capabilities[chosen] = self._describe(chosen)
+        # the document depends only on the settings: build and validate it once per model
+        return cached.model_copy()
+
+    def _describe(self, chosen: str) -> ProviderCapabilities:
         if chosen not in self.settings.models:
             raise BridgeError(
                 ErrorCode.UNSUPPORTED_CAPABILITY,

@@ -1,0 +1,239 @@
+"""Load: 2 000 requests at concurrency 100 through ``/v1/images``, then finite admission.
+
+The server is a child process (``python -m imagebridge.server`` on 127.0.0.1) so its RSS
+can be read from ``/proc``; the mock provider answers every call after
+``LATENCY_S`` (500 ms) with a small explicit size (64×64).
+
+1. Unlimited admission: zero errors; p99 of the client-side latency within
+   ``P99_FACTOR`` (1.3) × the provider latency, i.e. the bridge adds at most 150 ms at
+   the 99th percentile while ~200 requests/s flow through it; RSS growth over the
+   post-warm-up baseline below ``RSS_GROWTH_LIMIT`` (150 MiB).
+2. Finite admission (``runtime.global``: 10 running, 20 queued): a burst of 100
+   concurrent clients. Whatever does not fit gets 503 ``overloaded`` (``details.limit``
+   = ``global``) with ``Retry-After``, at once; nothing else fails; the admitted ones
+   succeed; afterwards the queue is empty and normal traffic succeeds again.
+
+The driver: ``CLIENT_SHARDS`` httpx ``AsyncClient`` s sharing the 100 connections (4 × 25).
+One httpx pool of 100 connections costs ~20 ms of client CPU per request here (its pool
+bookkeeping grows with pool size × waiting requests), which would make the load
+generator, not the bridge, the bottleneck; sharded, it costs ~2 ms. The 100 workers start
+over one provider latency (a ramp, as load generators do) rather than in the same
+millisecond: with a constant provider latency, a lockstep start would stay in lockstep
+and measure the herd, not the bridge. Results are printed with ``-s`` and written to
+``test-output/load.txt``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import pytest
+
+from tests.resilience.harness import ServerProcess, Table, percentile, wait_until
+
+pytestmark = pytest.mark.slow
+
+LATENCY_S: Final = 0.5
+REQUESTS: Final = 2_000
+CONCURRENCY: Final = 100
+CLIENT_SHARDS: Final = 4
+P99_FACTOR: Final = 1.3
+MiB: Final = 1024 * 1024
+RSS_GROWTH_LIMIT: Final = 150 * MiB
+WARMUP: Final = 50
+ADMISSION_RUNNING: Final = 10
+ADMISSION_QUEUED: Final = 20
+BURST_REQUESTS: Final = 300
+BODY: Final = {"operation": "generate", "prompt": "a load fox", "parameters": {"size": "64x64"}}
+SETS: Final = (
+    f"providers.mock.latency_ms={int(LATENCY_S * 1000)}",
+    # one JSON log line per request is a deployment choice; measure the request path
+    "server.tracing.enabled=false",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status: int | str
+    seconds: float
+    code: str | None = None
+    limit: str | None = None
+    retry_after: str | None = None
+
+
+def _clients(url: str) -> list[httpx.AsyncClient]:
+    per_shard = CONCURRENCY // CLIENT_SHARDS
+    limits = httpx.Limits(
+        max_connections=per_shard,
+        max_keepalive_connections=per_shard,
+        keepalive_expiry=2.0,  # below uvicorn's 5 s, so no request races a closing socket
+    )
+    return [
+        httpx.AsyncClient(base_url=url, limits=limits, timeout=60) for _ in range(CLIENT_SHARDS)
+    ]
+
+
+def drive(url: str, total: int, *, ramp_s: float) -> list[Outcome]:
+    """``total`` requests from ``CONCURRENCY`` workers; every outcome, errors included.
+
+    The test process holds the whole suite's objects: its garbage collector is kept off
+    them (``gc.freeze``) while it generates load, so its pauses are not measured as the
+    bridge's latency.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        return asyncio.run(_drive(url, total, ramp_s=ramp_s))
+    finally:
+        gc.unfreeze()
+
+
+async def _drive(url: str, total: int, *, ramp_s: float) -> list[Outcome]:
+    clients = _clients(url)
+    outcomes: list[Outcome] = []
+    pending = iter(range(total))
+
+    async def worker(index: int) -> None:
+        client = clients[index % CLIENT_SHARDS]
+        await asyncio.sleep(ramp_s * index / CONCURRENCY)
+        for _ in pending:
+            started = time.perf_counter()
+            try:
+                answer = await client.post("/v1/images", json=BODY)
+            except httpx.HTTPError as exc:
+                outcomes.append(Outcome(type(exc).__name__, time.perf_counter() - started))
+                continue
+            seconds = time.perf_counter() - started
+            code = limit = None
+            if answer.status_code != 200:
+                native = answer.json()["error"]["imagegen_bridge"]
+                code, limit = native["code"], native.get("details", {}).get("limit")
+            outcomes.append(
+                Outcome(answer.status_code, seconds, code, limit, answer.headers.get("retry-after"))
+            )
+
+    try:
+        await asyncio.gather(*(worker(index) for index in range(CONCURRENCY)))
+    finally:
+        await asyncio.gather(*(client.aclose() for client in clients))
+    return outcomes
+
+
+class RssSampler:
+    """Samples the server's RSS every 100 ms in a thread; keeps the maximum."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.server = server
+        self.peak = server.sample().rss_bytes
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self.peak = max(self.peak, self.server.sample().rss_bytes)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def diagnostics(server: ServerProcess) -> dict[str, Any]:
+    answer = httpx.get(f"{server.url}/v1/diagnostics", timeout=10)
+    return dict(answer.raise_for_status().json())
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[Any]:
+    started: list[ServerProcess] = []
+
+    def start(*extra: str) -> ServerProcess:
+        server = ServerProcess(tmp_path / f"data-{len(started)}", [*SETS, *extra])
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def test_2000_requests_at_concurrency_100(server_factory: Any) -> None:
+    server: ServerProcess = server_factory()
+    drive(server.url, WARMUP, ramp_s=0)
+    baseline = server.sample()
+    with RssSampler(server) as rss:
+        started = time.perf_counter()
+        outcomes = drive(server.url, REQUESTS, ramp_s=LATENCY_S)
+        wall = time.perf_counter() - started
+    after = server.sample()
+
+    statuses = Counter(outcome.status for outcome in outcomes)
+    latencies = [outcome.seconds for outcome in outcomes]
+    p50, p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+    growth = rss.peak - baseline.rss_bytes
+    table = Table(["measure", "value", "bound"])
+    table.add("requests", len(outcomes), REQUESTS)
+    table.add("statuses", dict(statuses), "{200: 2000}")
+    table.add("throughput req/s", f"{len(outcomes) / wall:.0f}", "-")
+    table.add("latency p50 s", f"{p50:.3f}", "-")
+    table.add("latency p99 s", f"{p99:.3f}", f"<= {P99_FACTOR * LATENCY_S:.3f}")
+    table.add("latency max s", f"{max(latencies):.3f}", "-")
+    table.add("p99 / provider latency", f"{p99 / LATENCY_S:.2f}", f"<= {P99_FACTOR}")
+    table.add("RSS baseline MiB", baseline.rss_bytes // MiB, "-")
+    table.add("RSS growth (peak) MiB", f"{growth / MiB:.1f}", f"< {RSS_GROWTH_LIMIT // MiB}")
+    table.add("RSS after MiB", after.rss_bytes // MiB, "-")
+    table.publish("load.txt", f"Load: {REQUESTS} requests, concurrency {CONCURRENCY}")
+
+    assert len(outcomes) == REQUESTS
+    assert statuses == {200: REQUESTS}, statuses
+    assert p99 <= P99_FACTOR * LATENCY_S, f"p99 {p99:.3f} s, median {statistics.median(latencies)}"
+    assert growth < RSS_GROWTH_LIMIT, f"RSS grew {growth / MiB:.1f} MiB"
+
+
+def test_finite_admission_sheds_the_excess_and_recovers(server_factory: Any) -> None:
+    server: ServerProcess = server_factory(
+        f"runtime.global.max_concurrent={ADMISSION_RUNNING}",
+        f"runtime.global.max_queued={ADMISSION_QUEUED}",
+    )
+    drive(server.url, 10, ramp_s=0)
+
+    burst = drive(server.url, BURST_REQUESTS, ramp_s=0)
+
+    statuses = Counter(outcome.status for outcome in burst)
+    shed = [outcome for outcome in burst if outcome.status != 200]
+    table = Table(["measure", "value"])
+    table.add("burst statuses", dict(statuses))
+    table.add("shed codes", dict(Counter((o.code, o.limit) for o in shed)))
+    table.add("shed Retry-After", dict(Counter(o.retry_after for o in shed)))
+    if shed:
+        table.add("shed latency p50 s", f"{percentile([o.seconds for o in shed], 0.5):.3f}")
+    assert set(statuses) <= {200, 503, 429}, statuses
+    assert statuses[200] >= ADMISSION_RUNNING + ADMISSION_QUEUED, statuses
+    assert shed, "a burst of 100 over 30 places must shed some requests"
+    for outcome in shed:
+        assert outcome.code == "overloaded" and outcome.limit == "global", outcome
+        assert outcome.retry_after is not None and int(outcome.retry_after) >= 1, outcome
+    # shedding is immediate: no queue wait, no provider call
+    assert percentile([o.seconds for o in shed], 0.5) < LATENCY_S
+
+    assert wait_until(lambda: diagnostics(server)["runtime"]["global_queued"] == 0, timeout=10)
+    recovered = drive(server.url, 2 * ADMISSION_RUNNING, ramp_s=0)
+    after = Counter(outcome.status for outcome in recovered)
+    table.add("after the burst", dict(after))
+    table.publish("load-admission.txt", "Finite admission: 10 running + 20 queued, burst of 100")
+    # 100 workers again, but only 20 requests: the 10 + 20 places hold them all
+    assert after == {200: 2 * ADMISSION_RUNNING}, after
+    assert diagnostics(server)["runtime"]["global_queued"] == 0

@@ -187,6 +187,50 @@ async def test_two_stores_can_create_one_fresh_file_at_once(tmp_path: Path) -> N
     assert (await inspect_job_schema(path)).version == 3
 
 
+def _locked_rollback_journal_file(path: Path) -> sqlite3.Connection:
+    """A new file still in rollback-journal mode, its write lock held by another connection
+    (what another process opening the same new database at the same moment looks like)."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("CREATE TABLE other_process (value TEXT)")
+    return holder
+
+
+async def test_opening_waits_for_a_writer_that_holds_a_new_file_in_rollback_mode(
+    tmp_path: Path,
+) -> None:
+    # SQLite refuses the switch to WAL at once (no busy handler) while that lock is held.
+    path = tmp_path / "fresh.sqlite3"
+    holder = _locked_rollback_journal_file(path)
+    opening = asyncio.create_task(SqliteJobStore.open(path))
+    await asyncio.sleep(0.2)
+    holder.execute("COMMIT")
+    holder.close()
+    store = await opening
+    try:
+        assert await store.healthy()
+    finally:
+        await store.close()
+    assert (await inspect_job_schema(path)).version == 3
+
+
+async def test_a_writer_holding_a_new_file_longer_than_the_busy_timeout_is_busy(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "fresh.sqlite3"
+    holder = _locked_rollback_journal_file(path)
+    try:
+        started = time.monotonic()
+        with pytest.raises(BridgeError) as caught:
+            await SqliteJobStore.open(path, busy_timeout_ms=150)
+        assert time.monotonic() - started >= 0.15, "it waited for the busy timeout"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert caught.value.message == "durable job database is busy"
+    assert caught.value.retryable is True
+
+
 async def test_inspection_reads_a_live_wal_database(tmp_path: Path) -> None:
     path = tmp_path / "live.sqlite3"
     store = await SqliteJobStore.open(path)

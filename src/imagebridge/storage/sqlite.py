@@ -86,15 +86,18 @@ def _reason(exc: BaseException) -> str:
     return text[:_MAX_REASON_CHARS]
 
 
+def _is_busy(exc: Exception) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and getattr(exc, "sqlite_errorcode", None) in (
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+    )
+
+
 def _translate(exc: Exception, code: ErrorCode, label: str) -> BridgeError:
     """A clean BridgeError for a SQLite (or other unexpected) failure in a store call."""
     if isinstance(exc, BridgeError):
         return exc
-    busy = isinstance(exc, sqlite3.OperationalError) and getattr(exc, "sqlite_errorcode", None) in (
-        sqlite3.SQLITE_BUSY,
-        sqlite3.SQLITE_LOCKED,
-    )
-    if busy:
+    if _is_busy(exc):
         return BridgeError(
             code,
             f"{label} is busy",
@@ -212,6 +215,31 @@ def _migrate(conn: sqlite3.Connection, schema: Schema, code: ErrorCode, label: s
             )
 
 
+_WAL_RETRY_MAX_DELAY_S = 0.05
+
+
+def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Switch to WAL, waiting up to ``busy_timeout_ms`` for other connections.
+
+    While another connection holds a write lock on a database still in rollback-journal
+    mode (a new file that another process or store is opening at the same moment), SQLite
+    answers this pragma with SQLITE_BUSY at once, without calling the busy handler; so it
+    is retried here, with short sleeps (this runs on the store's worker thread).
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            remaining = deadline - time.monotonic()
+            if not _is_busy(exc) or remaining <= 0:
+                raise
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, _WAL_RETRY_MAX_DELAY_S)
+
+
 def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     conn = sqlite3.connect(
         str(path),
@@ -221,7 +249,7 @@ def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        conn.execute("PRAGMA journal_mode = WAL").fetchall()
+        _enable_wal(conn, busy_timeout_ms)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA trusted_schema = OFF")

@@ -309,3 +309,34 @@ async def test_the_provider_base64_is_released_before_the_pixels_are_decoded(
     assert provider_response.data[0].b64_json is None
     # while the pixels were decoded, the bridge held the decoded bytes, not bytes + text
     assert seen and seen[0] - before < len(data) + text_bytes // 2
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "threaded"),
+    [
+        (64, 64, False),  # small file, few pixels: verified on the loop
+        (2000, 2000, True),  # a tiny flat file that declares 4 Mpx: never decoded on the loop
+        (300, 300, True),  # beyond the inline pixel bound
+    ],
+)
+async def test_only_small_outputs_skip_the_worker_thread(
+    monkeypatch: pytest.MonkeyPatch, width: int, height: int, threaded: bool
+) -> None:
+    """A thread hop costs more than verifying a small image, but a large one must never
+    block the event loop — whatever its file size."""
+    from imagebridge.engine import materialize as module
+
+    offloaded: list[str] = []
+    real_to_thread = module.asyncio.to_thread
+
+    async def to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        offloaded.append(getattr(func, "__name__", repr(func)))
+        return await real_to_thread(func, *args, **kwargs)
+
+    monkeypatch.setattr(module.asyncio, "to_thread", to_thread)
+    data = png_bytes(width, height)
+    result = await Materializer().materialize(
+        response([image_item(0, data)]), request(), None, owner="o"
+    )
+    assert base64.b64decode(result.data[0].b64_json or "") == data
+    assert ("inspect_image" in offloaded) is threaded, offloaded

@@ -11,7 +11,7 @@ import asyncio
 import base64
 import binascii
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from imagebridge.artifacts.chroma import inspect_transparent_alpha, remove_background
@@ -43,6 +43,12 @@ __all__ = [
 ]
 
 MiB = 1024 * 1024
+INLINE_BYTES = 256 * 1024
+"""Outputs up to this size (encoded) are decoded, verified and re-encoded on the event
+loop: for such small images a worker-thread hop costs more CPU and latency than the work."""
+INLINE_PIXELS = 256 * 256
+"""…and only when the header says at most this many pixels (a small file can still
+declare a huge image); anything larger is verified in a worker thread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,15 +252,20 @@ class Materializer:
                 "provider base64 output exceeds the configured limit",
                 maximum_bytes=self.limits.max_base64_chars,
             )
+        text = item.b64_json.strip()
         try:
-            data = await asyncio.to_thread(base64.b64decode, item.b64_json.strip(), validate=True)
+            if len(text) <= INLINE_BYTES * 4 // 3:
+                data = base64.b64decode(text, validate=True)
+            else:
+                data = await asyncio.to_thread(base64.b64decode, text, validate=True)
         except (binascii.Error, ValueError):
             raise _protocol("provider returned malformed base64 image data") from None
         # The text is never read again: release it before the pixels are decoded, so a
         # large image's base64 (1.33x its size) is not held alongside them (bench/memory.py).
+        del text
         item.b64_json = None
         try:
-            info = await asyncio.to_thread(inspect_image, data, self.limits.image)
+            info = await self._inspect(data)
         except BridgeError as error:
             raise _verification_failure(error, item.index) from None
         expected = effective.parameters.output_format
@@ -273,6 +284,18 @@ class Materializer:
                 output_index=item.index,
             )
         return VerifiedImage(item.index, data, info, item.generation_ms)
+
+    async def _inspect(self, data: bytes) -> ImageInfo:
+        """Full verification: on the loop for a small image, else in a worker thread."""
+        if len(data) <= INLINE_BYTES:
+            small = replace(
+                self.limits.image, max_pixels=min(self.limits.image.max_pixels, INLINE_PIXELS)
+            )
+            try:
+                return inspect_image(data, small)
+            except BridgeError:
+                pass  # more pixels than the loop should decode, or invalid: the full check
+        return await asyncio.to_thread(inspect_image, data, self.limits.image)
 
     def _decode_and_inspect(self, item: GeneratedImage) -> tuple[bytes, ImageInfo]:
         """Runs in a worker thread: base64 decode and full image inspection."""
@@ -502,7 +525,10 @@ class Materializer:
         }
         response_format = effective.output.response_format
         if response_format is ResponseFormat.B64_JSON:
-            encoded = await asyncio.to_thread(base64.b64encode, image.data)
+            if len(image.data) <= INLINE_BYTES:
+                encoded = base64.b64encode(image.data)
+            else:
+                encoded = await asyncio.to_thread(base64.b64encode, image.data)
             return GeneratedImage(type="b64_json", b64_json=encoded.decode(), **common)
         if response_format is ResponseFormat.METADATA:
             return GeneratedImage(type="metadata", **common)

@@ -133,6 +133,43 @@ def render_image(
 
 _CACHED_RENDER_PIXELS = 256 * 256
 """Renders up to this size are cached: at most 64 entries of ≤ ~260 KiB each."""
+_INLINE_RENDER_PIXELS = 128 * 128
+"""Renders up to this size (≤ ~1 ms, then cached) run on the event loop, not a thread."""
+
+
+async def _rendered(
+    prompt: str,
+    index: int,
+    width: int,
+    height: int,
+    output_format: OutputFormat,
+    *,
+    transparent: bool = False,
+    compression: int | None = None,
+    source: Image.Image | None = None,
+) -> bytes:
+    """:func:`render_image`, in a worker thread unless the image is tiny."""
+    if source is None and width * height <= _INLINE_RENDER_PIXELS:
+        return render_image(
+            prompt,
+            index,
+            width,
+            height,
+            output_format,
+            transparent=transparent,
+            compression=compression,
+        )
+    return await asyncio.to_thread(
+        render_image,
+        prompt,
+        index,
+        width,
+        height,
+        output_format,
+        transparent=transparent,
+        compression=compression,
+        source=source,
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -403,8 +440,7 @@ class MockProvider(Provider):
                 await self._before_output(context.request_id, absolute)
             for partial in range(partials):
                 await self._sleep(latency / 1000 / steps, context)
-                preview = await asyncio.to_thread(
-                    render_image,
+                preview = await _rendered(
                     directives.prompt,
                     absolute,
                     max(1, dims[0] // 8),
@@ -429,8 +465,7 @@ class MockProvider(Provider):
                     )
                 )
                 continue
-            data = await asyncio.to_thread(
-                render_image,
+            data = await _rendered(
                 directives.prompt,
                 absolute,
                 dims[0],

@@ -64,9 +64,23 @@ def json_response(model: BaseModel, status_code: int = 200) -> Response:
 
 
 async def large_json_response(model: BaseModel, status_code: int = 200) -> Response:
-    """Like :func:`json_response`, serialized in a worker thread (image payloads)."""
+    """Like :func:`json_response`, serialized in a worker thread when its images are big.
+
+    Up to :data:`OFFLOAD_BYTES` of base64 the thread hop costs more than the work (the
+    same bound as :func:`decode_body`).
+    """
+    if _image_payload_chars(model) <= OFFLOAD_BYTES:
+        return json_response(model, status_code)
     content = await asyncio.to_thread(model.model_dump_json)
     return Response(content, status_code=status_code, media_type="application/json")
+
+
+def _image_payload_chars(model: BaseModel) -> int:
+    """The base64 characters an image response carries (unknown shapes count as large)."""
+    data = getattr(model, "data", None)
+    if not isinstance(data, list):
+        return OFFLOAD_BYTES + 1
+    return sum(len(getattr(item, "b64_json", None) or "") for item in data)
 
 
 async def decode_body(model: type[M], request: Request, message: str) -> M:

@@ -212,14 +212,6 @@ class ServerProcess:
                 found += [int(pid) for pid in (task / "children").read_text().split()]
         return found
 
-    def reset_peak_rss(self) -> bool:
-        """Reset VmHWM to the current RSS (Linux ≥ 4.0); ``False`` when not permitted."""
-        try:
-            Path(f"/proc/{self.pid}/clear_refs").write_text("5")
-        except OSError:
-            return False
-        return True
-
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM (graceful drain), then SIGKILL after ``timeout``; returns the exit code."""
         if self.process.poll() is None:

@@ -259,8 +259,10 @@ def test_finite_admission_sheds_the_excess_and_recovers(server_factory: Any) -> 
     for outcome in shed:
         assert outcome.code == "overloaded" and outcome.limit == "global", outcome
         assert outcome.retry_after is not None and int(outcome.retry_after) >= 1, outcome
-    # shedding is immediate: no queue wait, no provider call
-    assert percentile([o.seconds for o in shed], 0.5) < LATENCY_S
+    # shedding is immediate: a refused request waits neither in the queue nor for the
+    # provider, so it is answered faster than any served one (which takes >= 500 ms)
+    served = [outcome.seconds for outcome in burst if outcome.status == 200]
+    assert percentile([o.seconds for o in shed], 0.5) < min(served)
 
     assert wait_until(lambda: diagnostics(server)["runtime"]["global_queued"] == 0, timeout=10)
     recovered = drive(server.url, 2 * ADMISSION_RUNNING, ramp_s=0)

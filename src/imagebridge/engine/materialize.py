@@ -297,18 +297,6 @@ class Materializer:
                 pass  # more pixels than the loop should decode, or invalid: the full check
         return await asyncio.to_thread(inspect_image, data, self.limits.image)
 
-    def _decode_and_inspect(self, item: GeneratedImage) -> tuple[bytes, ImageInfo]:
-        """Runs in a worker thread: base64 decode and full image inspection."""
-        assert item.b64_json is not None
-        try:
-            data = base64.b64decode(item.b64_json.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            raise _protocol("provider returned malformed base64 image data") from None
-        try:
-            return data, inspect_image(data, self.limits.image)
-        except BridgeError as error:
-            raise _verification_failure(error, item.index) from None
-
     # -- transparency ------------------------------------------------------------------------
 
     async def _apply_chroma(

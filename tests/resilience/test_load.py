@@ -15,10 +15,10 @@ can be read from ``/proc``; the mock provider answers every call after
    = ``global``) with ``Retry-After``, at once; nothing else fails; the admitted ones
    succeed; afterwards the queue is empty and normal traffic succeeds again.
 
-The driver: ``CLIENT_SHARDS`` httpx ``AsyncClient`` s sharing the 100 connections (4 × 25).
-One httpx pool of 100 connections costs ~20 ms of client CPU per request here (its pool
-bookkeeping grows with pool size × waiting requests), which would make the load
-generator, not the bridge, the bottleneck; sharded, it costs ~2 ms. The 100 workers start
+The driver is :mod:`tests.resilience.loadgen`, a lean keep-alive HTTP/1.1 client in its own
+process (one connection per worker): httpx in the pytest process cost milliseconds of
+CPU per request plus the suite's garbage-collector pauses, which made the load generator,
+not the bridge, the bottleneck on a 2-core machine. The 100 workers start
 over one provider latency (a ramp, as load generators do) rather than in the same
 millisecond: with a constant provider latency, a lockstep start would stay in lockstep
 and measure the herd, not the bridge. Results are printed with ``-s`` and written to
@@ -27,8 +27,9 @@ and measure the herd, not the bridge. Results are printed with ``-s`` and writte
 
 from __future__ import annotations
 
-import asyncio
-import gc
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -40,14 +41,13 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from tests.resilience.harness import ServerProcess, Table, percentile, wait_until
+from tests.resilience.harness import REPO_ROOT, ServerProcess, Table, percentile, wait_until
 
 pytestmark = pytest.mark.slow
 
 LATENCY_S: Final = 0.5
 REQUESTS: Final = 2_000
 CONCURRENCY: Final = 100
-CLIENT_SHARDS: Final = 4
 P99_FACTOR: Final = 1.3
 ROUNDS: Final = 2
 MiB: Final = 1024 * 1024
@@ -73,62 +73,36 @@ class Outcome:
     retry_after: str | None = None
 
 
-def _clients(url: str) -> list[httpx.AsyncClient]:
-    per_shard = CONCURRENCY // CLIENT_SHARDS
-    limits = httpx.Limits(
-        max_connections=per_shard,
-        max_keepalive_connections=per_shard,
-        keepalive_expiry=2.0,  # below uvicorn's 5 s, so no request races a closing socket
-    )
-    return [
-        httpx.AsyncClient(base_url=url, limits=limits, timeout=60) for _ in range(CLIENT_SHARDS)
-    ]
-
-
 def drive(url: str, total: int, *, ramp_s: float) -> list[Outcome]:
     """``total`` requests from ``CONCURRENCY`` workers; every outcome, errors included.
 
-    The test process holds the whole suite's objects: its garbage collector is kept off
-    them (``gc.freeze``) while it generates load, so its pauses are not measured as the
+    The generator runs in its own interpreter (:mod:`tests.resilience.loadgen`): the pytest
+    process carries the whole suite's heap, and its pauses must not be measured as the
     bridge's latency.
     """
-    gc.collect()
-    gc.freeze()
-    try:
-        return asyncio.run(_drive(url, total, ramp_s=ramp_s))
-    finally:
-        gc.unfreeze()
-
-
-async def _drive(url: str, total: int, *, ramp_s: float) -> list[Outcome]:
-    clients = _clients(url)
-    outcomes: list[Outcome] = []
-    pending = iter(range(total))
-
-    async def worker(index: int) -> None:
-        client = clients[index % CLIENT_SHARDS]
-        await asyncio.sleep(ramp_s * index / CONCURRENCY)
-        for _ in pending:
-            started = time.perf_counter()
-            try:
-                answer = await client.post("/v1/images", json=BODY)
-            except httpx.HTTPError as exc:
-                outcomes.append(Outcome(type(exc).__name__, time.perf_counter() - started))
-                continue
-            seconds = time.perf_counter() - started
-            code = limit = None
-            if answer.status_code != 200:
-                native = answer.json()["error"]["imagegen_bridge"]
-                code, limit = native["code"], native.get("details", {}).get("limit")
-            outcomes.append(
-                Outcome(answer.status_code, seconds, code, limit, answer.headers.get("retry-after"))
-            )
-
-    try:
-        await asyncio.gather(*(worker(index) for index in range(CONCURRENCY)))
-    finally:
-        await asyncio.gather(*(client.aclose() for client in clients))
-    return outcomes
+    command = [
+        sys.executable,
+        "-m",
+        "tests.resilience.loadgen",
+        url,
+        str(total),
+        str(CONCURRENCY),
+        str(ramp_s),
+        json.dumps(BODY),
+    ]
+    finished = subprocess.run(
+        command, cwd=REPO_ROOT, capture_output=True, check=True, timeout=600, text=True
+    )
+    return [
+        Outcome(
+            item["status"],
+            item["seconds"],
+            item.get("code"),
+            item.get("limit"),
+            item.get("retry_after"),
+        )
+        for item in json.loads(finished.stdout)
+    ]
 
 
 class RssSampler:

@@ -9,6 +9,7 @@ finish, and the app's lifespan shuts the runtime and its providers down.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import socket
@@ -89,6 +90,11 @@ class _Server(uvicorn.Server):
             self.should_exit = True
             return
         if self.started and not self.should_exit:
+            # Everything built so far (the app, its models and schemas) lives as long as the
+            # server: move it out of the collector's reach so full collections under load
+            # scan only per-request garbage instead of pausing the loop for tens of ms.
+            gc.collect()
+            gc.freeze()
             self._on_ready()
 
     @contextlib.contextmanager

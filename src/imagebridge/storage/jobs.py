@@ -16,51 +16,61 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.storage._common import (
+    JOB_RECORD_COLUMNS,
+    JOB_SUMMARY_COLUMNS,
+    MAX_QUEUED_IDENTITIES,
+    TERMINAL_SQL,
+    StoreLifecycle,
+    check_body_limits,
+    check_capacity,
+    check_history_update,
+    check_job_lookup,
+    check_queued_page,
+    check_submission,
+    history_change,
+    history_query,
+    job_id_taken,
+    job_not_running,
+    job_page,
+    job_record,
+    job_statistics,
+    logical_bytes_sql,
+    prepare_error,
+    prepare_result,
+    prepare_submission,
+    prune_cutoff,
+    replayed,
+)
 from imagebridge.storage.base import (
-    ACTIVE_ROW_RESERVE_BYTES,
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_PAGE_LIMIT,
     LEGACY_SCOPE,
     MAX_ERROR_JSON_BYTES,
     MAX_RESULT_JSON_BYTES,
-    ROW_OVERHEAD_BYTES,
     CreateResult,
     JobIdentity,
     JobPage,
     JobRecord,
     JobStatistics,
-    JobSummary,
     JobVisibility,
     JsonInput,
     SchemaStatus,
 )
-from imagebridge.storage.cursors import decode_job_cursor, encode_job_cursor
 from imagebridge.storage.rules import (
-    check_count,
     check_failure_status,
-    check_fingerprint,
-    check_job_id,
-    check_limit,
     check_partial_images,
     check_scope,
     check_stage,
-    check_status,
     check_timestamp,
-    check_visibility,
     dump_json_object,
-    hash_submission_key,
     interrupted_error,
-    is_canonical_uuid,
     job_not_found,
-    like_contains_pattern,
-    normalize_search,
-    oversized_error_replacement,
     prompt_search_text,
-    queue_full,
     utf8_size,
 )
 from imagebridge.storage.sqlite import (
@@ -83,10 +93,6 @@ __all__ = [
 
 _LABEL = "durable job database"
 _CODE = ErrorCode.INTERNAL
-_TERMINAL_SQL = "('succeeded', 'failed', 'cancelled', 'interrupted')"
-
-MAX_QUEUED_IDENTITIES = 10_000
-"""Largest page :meth:`SqliteJobStore.queued_identities` returns."""
 
 # -- accounting ------------------------------------------------------------------------------
 
@@ -95,32 +101,7 @@ def _octets(column: str) -> str:
     return f"COALESCE(length(CAST({column} AS BLOB)), 0)"
 
 
-_LOGICAL_BYTES_SQL = (
-    "("
-    + " + ".join(
-        _octets(c)
-        for c in (
-            "id",
-            "auth_scope",
-            "request_json",
-            "prompt_search",
-            "submission_key_hash",
-            "request_fingerprint",
-        )
-    )
-    + f" + CASE WHEN status IN ('queued', 'running') THEN {ACTIVE_ROW_RESERVE_BYTES} ELSE "
-    + _octets("response_json")
-    + " + "
-    + _octets("error_json")
-    + f" END + {ROW_OVERHEAD_BYTES})"
-)
-
-
-def _active_row_bytes(*texts: str | None) -> int:
-    """What a new queued row is charged: the Python twin of ``_LOGICAL_BYTES_SQL``."""
-    fixed = sum(0 if text is None else len(text.encode("utf-8")) for text in texts)
-    return fixed + ACTIVE_ROW_RESERVE_BYTES + ROW_OVERHEAD_BYTES
-
+_LOGICAL_BYTES_SQL = logical_bytes_sql(_octets)
 
 # -- schema ----------------------------------------------------------------------------------
 
@@ -256,56 +237,8 @@ JOB_SCHEMA = Schema(
 
 # -- rows ------------------------------------------------------------------------------------
 
-_RECORD_COLUMNS = (
-    "id, auth_scope, status, created_at, updated_at, started_at, completed_at, request_json, "
-    "prompt_search, progress_stage, partial_images, response_json, error_json, "
-    "cancel_requested, favorite, deleted_at, submission_key_hash, request_fingerprint, "
-    "logical_bytes"
-)
-_SUMMARY_COLUMNS = (
-    "id, status, created_at, updated_at, started_at, completed_at, progress_stage, "
-    "partial_images, cancel_requested, favorite, deleted_at"
-)
-
-
-def _record(row: sqlite3.Row) -> JobRecord:
-    return JobRecord(
-        id=row["id"],
-        auth_scope=row["auth_scope"],
-        status=ImageJobStatus(row["status"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        started_at=row["started_at"],
-        completed_at=row["completed_at"],
-        request_json=row["request_json"],
-        prompt_search=row["prompt_search"] or "",
-        progress_stage=row["progress_stage"],
-        partial_images=row["partial_images"] or 0,
-        response_json=row["response_json"],
-        error_json=row["error_json"],
-        cancel_requested=bool(row["cancel_requested"]),
-        favorite=bool(row["favorite"]),
-        deleted_at=row["deleted_at"],
-        submission_key_hash=row["submission_key_hash"],
-        request_fingerprint=row["request_fingerprint"],
-        logical_bytes=row["logical_bytes"] or 0,
-    )
-
-
-def _summary(row: sqlite3.Row) -> JobSummary:
-    return JobSummary(
-        id=row["id"],
-        status=ImageJobStatus(row["status"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        started_at=row["started_at"],
-        completed_at=row["completed_at"],
-        progress_stage=row["progress_stage"],
-        partial_images=row["partial_images"] or 0,
-        cancel_requested=bool(row["cancel_requested"]),
-        favorite=bool(row["favorite"]),
-        deleted_at=row["deleted_at"],
-    )
+_RECORD_COLUMNS = ", ".join(JOB_RECORD_COLUMNS)
+_SUMMARY_COLUMNS = ", ".join(JOB_SUMMARY_COLUMNS)
 
 
 def _fetch(conn: sqlite3.Connection, scope: str, job_id: str) -> sqlite3.Row | None:
@@ -326,7 +259,7 @@ def _fetch_existing(conn: sqlite3.Connection, scope: str, job_id: str) -> sqlite
 # -- the store -------------------------------------------------------------------------------
 
 
-class SqliteJobStore:
+class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
     """:class:`~imagebridge.storage.base.JobStore` over one SQLite file.
 
     Calls run on the database's dedicated worker thread (see :mod:`.sqlite`), one at a time.
@@ -349,11 +282,7 @@ class SqliteJobStore:
         max_error_bytes: int = MAX_ERROR_JSON_BYTES,
     ) -> Self:
         """Open or create the database at ``path`` and bring its schema to version 3."""
-        for label, value in (
-            ("max_result_bytes", max_result_bytes),
-            ("max_error_bytes", max_error_bytes),
-        ):
-            check_count(value, label)
+        check_body_limits(max_result_bytes, max_error_bytes)
         database = await SqliteDatabase.open(
             path, schema=JOB_SCHEMA, code=_CODE, label=_LABEL, busy_timeout_ms=busy_timeout_ms
         )
@@ -386,15 +315,6 @@ class SqliteJobStore:
     def max_result_bytes(self) -> int:
         return self._max_result_bytes
 
-    async def close(self) -> None:
-        await self._db.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     # -- submission ----------------------------------------------------------------------
 
     async def create(
@@ -415,30 +335,26 @@ class SqliteJobStore:
         Idempotency is decided before capacity, so a replay succeeds even when the queue is
         full; a refused submission stores nothing.
         """
-        check_scope(scope)
-        check_job_id(job_id)
-        check_timestamp(now)
-        check_count(max_pending, "max_pending")
-        check_count(max_database_bytes, "max_database_bytes")
-        if not isinstance(prompt, str) or utf8_size(prompt) is None:
-            raise BridgeError.invalid_request("prompt must be UTF-8 text", field="prompt")
-        key_hash = None if submission_key is None else hash_submission_key(submission_key)
-        if fingerprint is not None:
-            check_fingerprint(fingerprint)
-        if key_hash is not None and fingerprint is None:
-            raise BridgeError(_CODE, "a submission key needs a request fingerprint")
+        key_hash = check_submission(
+            scope,
+            job_id,
+            prompt,
+            submission_key=submission_key,
+            fingerprint=fingerprint,
+            now=now,
+            max_pending=max_pending,
+            max_database_bytes=max_database_bytes,
+        )
 
         def operation(conn: sqlite3.Connection) -> CreateResult:
             # Serializing a large request happens here, on the worker thread.
-            request_text, _ = dump_json_object(
+            request_text, search, new_bytes = prepare_submission(
                 request_json,
-                "request",
-                drop_keys=("idempotency_key",),
-                code=ErrorCode.INVALID_REQUEST,
-            )
-            search = prompt_search_text(prompt)
-            new_bytes = _active_row_bytes(
-                job_id, scope, request_text, search, key_hash, fingerprint
+                prompt,
+                job_id=job_id,
+                scope=scope,
+                key_hash=key_hash,
+                fingerprint=fingerprint,
             )
             with immediate(conn):
                 if key_hash is not None:
@@ -448,24 +364,22 @@ class SqliteJobStore:
                         (scope, key_hash),
                     ).fetchone()
                     if existing is not None:
-                        if existing["request_fingerprint"] == fingerprint:
-                            return CreateResult(job=_record(existing), created=False)
-                        raise BridgeError(
-                            ErrorCode.IDEMPOTENCY_CONFLICT,
-                            "idempotency key was already used for a different request",
-                        )
+                        return replayed(job_record(existing), fingerprint)
                 queued = conn.execute(
                     "SELECT COUNT(*) FROM image_jobs WHERE status = 'queued'"
                 ).fetchone()[0]
-                if queued >= max_pending:
-                    raise queue_full("max_pending")
                 used = conn.execute(
                     "SELECT COALESCE(SUM(logical_bytes), 0) FROM image_jobs"
                 ).fetchone()[0]
-                if used + new_bytes > max_database_bytes:
-                    raise queue_full("max_database_bytes")
+                check_capacity(
+                    queued,
+                    used,
+                    new_bytes,
+                    max_pending=max_pending,
+                    max_database_bytes=max_database_bytes,
+                )
                 if conn.execute("SELECT 1 FROM image_jobs WHERE id = ?", (job_id,)).fetchone():
-                    raise BridgeError(_CODE, "durable job id is already in use")
+                    raise job_id_taken()
                 conn.execute(
                     "INSERT INTO image_jobs (id, auth_scope, status, created_at, updated_at, "
                     "partial_images, cancel_requested, favorite, submission_key_hash, "
@@ -484,7 +398,7 @@ class SqliteJobStore:
                     ),
                 )
                 row = _fetch_existing(conn, scope, job_id)
-            return CreateResult(job=_record(row), created=True)
+            return CreateResult(job=job_record(row), created=True)
 
         return await self._db.run(operation)
 
@@ -539,13 +453,7 @@ class SqliteJobStore:
         limit = self._max_result_bytes
 
         def operation(conn: sqlite3.Connection) -> JobRecord:
-            text, size = dump_json_object(response_json, "result")
-            if size > limit:
-                raise BridgeError(
-                    ErrorCode.ARTIFACT,
-                    "durable job result metadata exceeds the storage reserve",
-                    details={"result_bytes": size, "max_result_bytes": limit},
-                )
+            text = prepare_result(response_json, limit)
             return self._finish(conn, scope, job_id, ImageJobStatus.SUCCEEDED, text, None, now)
 
         return await self._db.run(operation)
@@ -566,11 +474,7 @@ class SqliteJobStore:
         limit = self._max_error_bytes
 
         def operation(conn: sqlite3.Connection) -> JobRecord:
-            text, size = dump_json_object(error_json, "error")
-            if size > limit:
-                original = json.loads(text)
-                replacement = oversized_error_replacement(original, size)
-                text, _ = dump_json_object(replacement, "error")
+            text = prepare_error(error_json, limit)
             return self._finish(conn, scope, job_id, final, None, text, now)
 
         return await self._db.run(operation)
@@ -588,11 +492,7 @@ class SqliteJobStore:
         with immediate(conn):
             row = _fetch_existing(conn, scope, job_id)
             if row["status"] != ImageJobStatus.RUNNING.value:
-                raise BridgeError(
-                    _CODE,
-                    "durable job is not running",
-                    details={"status": row["status"]},
-                )
+                raise job_not_running(row["status"])
             stamp = max(now, row["updated_at"])
             conn.execute(
                 "UPDATE image_jobs SET status = ?, response_json = ?, error_json = ?, "
@@ -600,7 +500,7 @@ class SqliteJobStore:
                 (status.value, response_text, error_text, stamp, stamp, job_id),
             )
             self._refresh_bytes(conn, [job_id])
-            return _record(_fetch_existing(conn, scope, job_id))
+            return job_record(_fetch_existing(conn, scope, job_id))
 
     async def request_cancel(self, scope: str, job_id: str, *, now: int) -> JobRecord:
         """Queued → cancelled at once; running → flagged for its worker; terminal → as is."""
@@ -625,8 +525,8 @@ class SqliteJobStore:
                         (stamp, job_id),
                     )
                 else:
-                    return _record(row)
-                return _record(_fetch_existing(conn, scope, job_id))
+                    return job_record(row)
+                return job_record(_fetch_existing(conn, scope, job_id))
 
         return await self._db.run(operation)
 
@@ -662,9 +562,7 @@ class SqliteJobStore:
 
         Paging lets a manager schedule every queued job, however many there are.
         """
-        check_limit(limit, MAX_QUEUED_IDENTITIES)
-        if after is not None and not isinstance(after, JobIdentity):
-            raise BridgeError(_CODE, "after must be a JobIdentity")
+        check_queued_page(limit, after)
 
         def operation(conn: sqlite3.Connection) -> builtins.list[JobIdentity]:
             if after is None:
@@ -687,12 +585,10 @@ class SqliteJobStore:
     # -- history ---------------------------------------------------------------------------
 
     async def get(self, scope: str, job_id: str) -> JobRecord:
-        check_scope(scope)
-        if not isinstance(job_id, str) or not is_canonical_uuid(job_id):
-            raise job_not_found()
+        check_job_lookup(scope, job_id)
 
         def operation(conn: sqlite3.Connection) -> JobRecord:
-            return _record(_fetch_existing(conn, scope, job_id))
+            return job_record(_fetch_existing(conn, scope, job_id))
 
         return await self._db.run(operation)
 
@@ -706,37 +602,20 @@ class SqliteJobStore:
         now: int,
     ) -> JobRecord:
         """Set the favourite marker and/or soft-delete (or restore) a terminal job."""
-        check_scope(scope)
-        check_timestamp(now)
-        if favorite is None and deleted is None:
-            raise BridgeError.invalid_request(
-                "history update must change favorite or deleted state"
-            )
-        for label, value in (("favorite", favorite), ("deleted", deleted)):
-            if value is not None and not isinstance(value, bool):
-                raise BridgeError.invalid_request(f"{label} must be a boolean", field=label)
+        check_history_update(scope, favorite=favorite, deleted=deleted, now=now)
 
         def operation(conn: sqlite3.Connection) -> JobRecord:
             with immediate(conn):
-                row = _fetch_existing(conn, scope, job_id)
-                status = ImageJobStatus(row["status"])
-                if deleted is not None and not status.terminal:
-                    raise BridgeError.invalid_request(
-                        "only finished jobs can be deleted or restored",
-                        field="deleted",
-                        status=status.value,
-                    )
-                stamp = max(now, row["updated_at"])
-                new_favorite = row["favorite"] if favorite is None else int(favorite)
-                new_deleted = row["deleted_at"]
-                if deleted is not None:
-                    new_deleted = stamp if deleted else None
+                current = job_record(_fetch_existing(conn, scope, job_id))
+                new_favorite, new_deleted, stamp = history_change(
+                    current, favorite=favorite, deleted=deleted, now=now
+                )
                 conn.execute(
                     "UPDATE image_jobs SET favorite = ?, deleted_at = ?, updated_at = ? "
                     "WHERE id = ?",
                     (new_favorite, new_deleted, stamp, job_id),
                 )
-                return _record(_fetch_existing(conn, scope, job_id))
+                return job_record(_fetch_existing(conn, scope, job_id))
 
         return await self._db.run(operation)
 
@@ -749,16 +628,17 @@ class SqliteJobStore:
         creation, every row past ``max_retained`` or past ``max_retained_bytes`` of
         cumulative logical size. Favourites are never pruned; soft-deleted rows are.
         """
-        check_timestamp(now)
-        check_count(retention_secs, "retention_secs")
-        check_count(max_retained, "max_retained")
-        check_count(max_retained_bytes, "max_retained_bytes")
-        cutoff = now - retention_secs
+        cutoff = prune_cutoff(
+            now=now,
+            retention_secs=retention_secs,
+            max_retained=max_retained,
+            max_retained_bytes=max_retained_bytes,
+        )
 
         def operation(conn: sqlite3.Connection) -> int:
             with immediate(conn):
                 removed = conn.execute(
-                    f"DELETE FROM image_jobs WHERE status IN {_TERMINAL_SQL} "  # noqa: S608
+                    f"DELETE FROM image_jobs WHERE status IN {TERMINAL_SQL} "  # noqa: S608
                     "AND favorite = 0 AND COALESCE(completed_at, updated_at) <= ?",
                     (cutoff,),
                 ).rowcount
@@ -766,7 +646,7 @@ class SqliteJobStore:
                 cumulative = 0
                 rows = conn.execute(
                     f"SELECT id, logical_bytes FROM image_jobs "  # noqa: S608
-                    f"WHERE status IN {_TERMINAL_SQL} AND favorite = 0 "
+                    f"WHERE status IN {TERMINAL_SQL} AND favorite = 0 "
                     "ORDER BY created_at DESC, id DESC"
                 )
                 for rank, (job_id, size) in enumerate(rows, start=1):
@@ -782,11 +662,7 @@ class SqliteJobStore:
         """Counts across every scope, the file size and the logical (budgeted) size."""
 
         def operation(conn: sqlite3.Connection) -> JobStatistics:
-            counts = {status.value: 0 for status in ImageJobStatus}
-            for status, count in conn.execute(
-                "SELECT status, COUNT(*) FROM image_jobs GROUP BY status"
-            ):
-                counts[str(status)] = int(count)
+            counts = conn.execute("SELECT status, COUNT(*) FROM image_jobs GROUP BY status")
             hidden = conn.execute(
                 "SELECT COUNT(*) FROM image_jobs WHERE deleted_at IS NOT NULL"
             ).fetchone()[0]
@@ -795,17 +671,11 @@ class SqliteJobStore:
             ).fetchone()[0]
             page_count = conn.execute("PRAGMA page_count").fetchone()[0]
             page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-            return JobStatistics(
-                total=sum(counts.values()),
-                queued=counts["queued"],
-                running=counts["running"],
-                succeeded=counts["succeeded"],
-                failed=counts["failed"],
-                cancelled=counts["cancelled"],
-                interrupted=counts["interrupted"],
-                hidden=int(hidden),
+            return job_statistics(
+                counts,
+                hidden=hidden,
                 database_bytes=int(page_count) * int(page_size),
-                logical_bytes=int(logical),
+                logical_bytes=logical,
             )
 
         return await self._db.run(operation)
@@ -839,47 +709,24 @@ class SqliteJobStore:
         ``_`` and ``\\`` are ordinary characters). ``next_cursor`` is set only when more
         rows follow.
         """
-        check_scope(scope)
-        shown = check_visibility(visibility)
-        wanted = None if status is None else check_status(status)
-        if favorite is not None and not isinstance(favorite, bool):
-            raise BridgeError.invalid_request("favorite must be a boolean", field="favorite")
-        needle = normalize_search(search)
-        position = None if cursor is None else decode_job_cursor(cursor)
-        check_limit(limit)
-
-        clauses = ["auth_scope = :scope"]
-        params: dict[str, Any] = {"scope": scope, "fetch": limit + 1}
-        if shown is JobVisibility.ACTIVE:
-            clauses.append("deleted_at IS NULL")
-        elif shown is JobVisibility.HIDDEN:
-            clauses.append("deleted_at IS NOT NULL")
-        if wanted is not None:
-            clauses.append("status = :status")
-            params["status"] = wanted.value
-        if favorite is not None:
-            clauses.append("favorite = :favorite")
-            params["favorite"] = int(favorite)
-        if needle is not None:
-            clauses.append("prompt_search LIKE :pattern ESCAPE '\\'")
-            params["pattern"] = like_contains_pattern(needle)
-        if position is not None:
-            clauses.append("(created_at < :created OR (created_at = :created AND id < :after_id))")
-            params["created"], params["after_id"] = position
+        query = history_query(
+            scope,
+            visibility=visibility,
+            status=status,
+            favorite=favorite,
+            search=search,
+            cursor=cursor,
+            limit=limit,
+            placeholder=":{}",
+            before_position="(created_at < :created OR (created_at = :created AND id < :after_id))",
+        )
         sql = (
-            f"SELECT {_SUMMARY_COLUMNS} FROM image_jobs WHERE "  # noqa: S608
-            + " AND ".join(clauses)
-            + " ORDER BY created_at DESC, id DESC LIMIT :fetch"
+            f"SELECT {_SUMMARY_COLUMNS} FROM image_jobs WHERE {query.where} "  # noqa: S608
+            "ORDER BY created_at DESC, id DESC LIMIT :fetch"
         )
 
         def operation(conn: sqlite3.Connection) -> JobPage:
-            rows = conn.execute(sql, params).fetchall()
-            items = [_summary(row) for row in rows[:limit]]
-            next_cursor = None
-            if len(rows) > limit:
-                last = items[-1]
-                next_cursor = encode_job_cursor(last.created_at, last.id)
-            return JobPage(items=items, next_cursor=next_cursor)
+            return job_page(conn.execute(sql, query.params).fetchall(), query.limit)
 
         return await self._db.run(operation)
 

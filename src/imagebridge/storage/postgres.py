@@ -33,6 +33,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.storage._common import check_migration_numbers, check_not_newer
 from imagebridge.storage.base import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
 from imagebridge.storage.postgres_url import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -160,9 +161,7 @@ class PgSchema:
     def __post_init__(self) -> None:
         if _IDENTIFIER.fullmatch(self.component) is None:
             raise ValueError("component must be a plain identifier")
-        versions = [m.version for m in self.migrations]
-        if versions != list(range(1, len(versions) + 1)):
-            raise ValueError("migrations must be numbered 1..n in order")
+        check_migration_numbers([m.version for m in self.migrations])
 
     @property
     def current_version(self) -> int:
@@ -232,13 +231,7 @@ async def _migrate(
                 "PRIMARY KEY (component, version))"
             )
         recorded = await _recorded_versions(conn, schema, pg_schema.component)
-        newest = max(recorded, default=0)
-        if newest > pg_schema.current_version:
-            raise BridgeError(
-                code,
-                f"{label} schema version {newest} is newer than this bridge supports",
-                details={"version": newest, "current_version": pg_schema.current_version},
-            )
+        check_not_newer(recorded, pg_schema.current_version, code, label)
         applied_at = int(time.time())
         for migration in pg_schema.migrations:
             await migration.apply(conn, schema, migration.version in recorded)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any, Self
 
@@ -25,14 +24,37 @@ from psycopg.rows import dict_row
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.storage._common import (
+    JOB_RECORD_COLUMNS,
+    JOB_SUMMARY_COLUMNS,
+    TERMINAL_SQL,
+    StoreLifecycle,
+    check_body_limits,
+    check_capacity,
+    check_history_update,
+    check_job_lookup,
+    check_queued_page,
+    check_submission,
+    history_change,
+    history_query,
+    job_id_taken,
+    job_not_running,
+    job_page,
+    job_record,
+    job_statistics,
+    logical_bytes_sql,
+    prepare_error,
+    prepare_result,
+    prepare_submission,
+    prune_cutoff,
+    replayed,
+)
 from imagebridge.storage.base import (
-    ACTIVE_ROW_RESERVE_BYTES,
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_PAGE_LIMIT,
     LEGACY_SCOPE,
     MAX_ERROR_JSON_BYTES,
     MAX_RESULT_JSON_BYTES,
-    ROW_OVERHEAD_BYTES,
     CreateResult,
     JobEvent,
     JobEventKind,
@@ -40,17 +62,10 @@ from imagebridge.storage.base import (
     JobPage,
     JobRecord,
     JobStatistics,
-    JobSummary,
     JobVisibility,
     JsonInput,
     LeaseRenewal,
     SchemaStatus,
-)
-from imagebridge.storage.cursors import decode_job_cursor, encode_job_cursor
-from imagebridge.storage.jobs import (  # one accounting formula and bound for both backends
-    _TERMINAL_SQL,
-    MAX_QUEUED_IDENTITIES,
-    _active_row_bytes,
 )
 from imagebridge.storage.postgres import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -80,28 +95,14 @@ from imagebridge.storage.queue import (
     lease_deadline,
 )
 from imagebridge.storage.rules import (
-    check_count,
     check_failure_status,
-    check_fingerprint,
-    check_job_id,
-    check_limit,
     check_partial_images,
     check_scope,
     check_stage,
-    check_status,
     check_timestamp,
-    check_visibility,
     dump_json_object,
-    hash_submission_key,
     interrupted_error,
-    is_canonical_uuid,
     job_not_found,
-    like_contains_pattern,
-    normalize_search,
-    oversized_error_replacement,
-    prompt_search_text,
-    queue_full,
-    utf8_size,
 )
 
 __all__ = ["JOB_PG_SCHEMA", "PostgresJobStore", "inspect_postgres_job_schema"]
@@ -116,26 +117,7 @@ def _octets(column: str) -> str:
     return f"COALESCE(octet_length({column})::bigint, 0)"
 
 
-# The PostgreSQL twin of the SQLite store's formula (and of ``_active_row_bytes``).
-_LOGICAL_BYTES_SQL = (
-    "("
-    + " + ".join(
-        _octets(c)
-        for c in (
-            "id",
-            "auth_scope",
-            "request_json",
-            "prompt_search",
-            "submission_key_hash",
-            "request_fingerprint",
-        )
-    )
-    + f" + CASE WHEN status IN ('queued', 'running') THEN {ACTIVE_ROW_RESERVE_BYTES} ELSE "
-    + _octets("response_json")
-    + " + "
-    + _octets("error_json")
-    + f" END + {ROW_OVERHEAD_BYTES})"
-)
+_LOGICAL_BYTES_SQL = logical_bytes_sql(_octets)
 
 
 # -- schema ----------------------------------------------------------------------------------
@@ -232,89 +214,18 @@ JOB_PG_SCHEMA = PgSchema(component="jobs", migrations=(PgMigration(1, _migrate_v
 
 # -- rows ------------------------------------------------------------------------------------
 
-_RECORD_NAMES = (
-    "id",
-    "auth_scope",
-    "status",
-    "created_at",
-    "updated_at",
-    "started_at",
-    "completed_at",
-    "request_json",
-    "prompt_search",
-    "progress_stage",
-    "partial_images",
-    "response_json",
-    "error_json",
-    "cancel_requested",
-    "favorite",
-    "deleted_at",
-    "submission_key_hash",
-    "request_fingerprint",
-    "logical_bytes",
-)
-_SUMMARY_NAMES = (
-    "id",
-    "status",
-    "created_at",
-    "updated_at",
-    "started_at",
-    "completed_at",
-    "progress_stage",
-    "partial_images",
-    "cancel_requested",
-    "favorite",
-    "deleted_at",
-)
-
 
 def _columns(names: tuple[str, ...], prefix: str = "") -> str:
     return ", ".join(f"{prefix}{name}" for name in names)
 
 
-_RECORD_COLUMNS = _columns(_RECORD_NAMES)
-_SUMMARY_COLUMNS = _columns(_SUMMARY_NAMES)
+_RECORD_COLUMNS = _columns(JOB_RECORD_COLUMNS)
+_SUMMARY_COLUMNS = _columns(JOB_SUMMARY_COLUMNS)
 
 
 def _record(row: Mapping[str, Any]) -> JobRecord:
-    return JobRecord(
-        id=row["id"],
-        auth_scope=row["auth_scope"],
-        status=ImageJobStatus(row["status"]),
-        created_at=int(row["created_at"]),
-        updated_at=int(row["updated_at"]),
-        started_at=row["started_at"],
-        completed_at=row["completed_at"],
-        request_json=row["request_json"],
-        prompt_search=row["prompt_search"] or "",
-        progress_stage=row["progress_stage"],
-        partial_images=int(row["partial_images"] or 0),
-        response_json=row["response_json"],
-        error_json=row["error_json"],
-        cancel_requested=bool(row["cancel_requested"]),
-        favorite=bool(row["favorite"]),
-        deleted_at=row["deleted_at"],
-        submission_key_hash=row["submission_key_hash"],
-        request_fingerprint=row["request_fingerprint"],
-        logical_bytes=int(row["logical_bytes"] or 0),
-        provider=row.get("provider"),
-    )
-
-
-def _summary(row: Mapping[str, Any]) -> JobSummary:
-    return JobSummary(
-        id=row["id"],
-        status=ImageJobStatus(row["status"]),
-        created_at=int(row["created_at"]),
-        updated_at=int(row["updated_at"]),
-        started_at=row["started_at"],
-        completed_at=row["completed_at"],
-        progress_stage=row["progress_stage"],
-        partial_images=int(row["partial_images"] or 0),
-        cancel_requested=bool(row["cancel_requested"]),
-        favorite=bool(row["favorite"]),
-        deleted_at=row["deleted_at"],
-    )
+    """A row as a record, with the route :meth:`PostgresJobStore.claim_next` returns."""
+    return job_record(row, provider=row.get("provider"))
 
 
 async def _rows(conn: Connection, sql: str, params: Any = None) -> builtins.list[dict[str, Any]]:
@@ -335,14 +246,10 @@ async def _scalar(conn: Connection, sql: str, params: Any = None) -> Any:
     return None if row is None else row[0]
 
 
-def _not_running(status: str) -> BridgeError:
-    return BridgeError(_CODE, "durable job is not running", details={"status": status})
-
-
 # -- the store -------------------------------------------------------------------------------
 
 
-class PostgresJobStore:
+class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
     """:class:`~imagebridge.storage.base.SharedJobStore` over one PostgreSQL schema."""
 
     def __init__(
@@ -370,11 +277,7 @@ class PostgresJobStore:
         max_error_bytes: int = MAX_ERROR_JSON_BYTES,
     ) -> Self:
         """Connect to ``url``, create or migrate the jobs table in ``schema``, open a pool."""
-        for label, value in (
-            ("max_result_bytes", max_result_bytes),
-            ("max_error_bytes", max_error_bytes),
-        ):
-            check_count(value, label)
+        check_body_limits(max_result_bytes, max_error_bytes)
         database = await PostgresDatabase.open(
             url,
             schema=schema,
@@ -395,15 +298,6 @@ class PostgresJobStore:
     @property
     def max_result_bytes(self) -> int:
         return self._max_result_bytes
-
-    async def close(self) -> None:
-        await self._db.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     async def _fetch(self, conn: Connection, scope: str, job_id: str, *, lock: bool) -> JobRecord:
         row = await _row(
@@ -438,33 +332,27 @@ class PostgresJobStore:
         full; a refused submission stores nothing. ``provider`` is the resolved primary
         provider :meth:`claim_next` routes by (``None``: any instance may claim the job).
         """
-        check_scope(scope)
-        check_job_id(job_id)
-        check_timestamp(now)
-        check_count(max_pending, "max_pending")
-        check_count(max_database_bytes, "max_database_bytes")
-        if not isinstance(prompt, str) or utf8_size(prompt) is None:
-            raise BridgeError.invalid_request("prompt must be UTF-8 text", field="prompt")
-        key_hash = None if submission_key is None else hash_submission_key(submission_key)
-        if fingerprint is not None:
-            check_fingerprint(fingerprint)
-        if key_hash is not None and fingerprint is None:
-            raise BridgeError(_CODE, "a submission key needs a request fingerprint")
+        key_hash = check_submission(
+            scope,
+            job_id,
+            prompt,
+            submission_key=submission_key,
+            fingerprint=fingerprint,
+            now=now,
+            max_pending=max_pending,
+            max_database_bytes=max_database_bytes,
+        )
         route = None if provider is None else check_provider(provider)
-
-        def prepare() -> tuple[str, str, int]:
-            # Serializing a large request is kept off the event loop.
-            text, _ = dump_json_object(
-                request_json,
-                "request",
-                drop_keys=("idempotency_key",),
-                code=ErrorCode.INVALID_REQUEST,
-            )
-            search = prompt_search_text(prompt)
-            size = _active_row_bytes(job_id, scope, text, search, key_hash, fingerprint)
-            return text, search, size
-
-        request_text, search, new_bytes = await asyncio.to_thread(prepare)
+        # Serializing a large request is kept off the event loop.
+        request_text, search, new_bytes = await asyncio.to_thread(
+            prepare_submission,
+            request_json,
+            prompt,
+            job_id=job_id,
+            scope=scope,
+            key_hash=key_hash,
+            fingerprint=fingerprint,
+        )
         t = self._t
 
         async def operation(conn: Connection) -> CreateResult:
@@ -479,26 +367,24 @@ class PostgresJobStore:
                     (scope, key_hash),
                 )
                 if existing is not None:
-                    if existing["request_fingerprint"] == fingerprint:
-                        return CreateResult(job=_record(existing), created=False)
-                    raise BridgeError(
-                        ErrorCode.IDEMPOTENCY_CONFLICT,
-                        "idempotency key was already used for a different request",
-                    )
+                    return replayed(_record(existing), fingerprint)
             queued = await _scalar(
                 conn,
                 f"SELECT COUNT(*) FROM {t} WHERE status = 'queued'",  # noqa: S608
             )
-            if int(queued) >= max_pending:
-                raise queue_full("max_pending")
             used = await _scalar(
                 conn,
                 f"SELECT COALESCE(SUM(logical_bytes), 0) FROM {t}",  # noqa: S608
             )
-            if int(used) + new_bytes > max_database_bytes:
-                raise queue_full("max_database_bytes")
+            check_capacity(
+                int(queued),
+                int(used),
+                new_bytes,
+                max_pending=max_pending,
+                max_database_bytes=max_database_bytes,
+            )
             if await _scalar(conn, f"SELECT 1 FROM {t} WHERE id = %s", (job_id,)):  # noqa: S608
-                raise BridgeError(_CODE, "durable job id is already in use")
+                raise job_id_taken()
             row = await _row(
                 conn,
                 f"INSERT INTO {t} (id, auth_scope, status, created_at, updated_at, "  # noqa: S608
@@ -562,14 +448,7 @@ class PostgresJobStore:
         """
         check_scope(scope)
         check_timestamp(now)
-        limit = self._max_result_bytes
-        text, size = await asyncio.to_thread(dump_json_object, response_json, "result")
-        if size > limit:
-            raise BridgeError(
-                ErrorCode.ARTIFACT,
-                "durable job result metadata exceeds the storage reserve",
-                details={"result_bytes": size, "max_result_bytes": limit},
-            )
+        text = await asyncio.to_thread(prepare_result, response_json, self._max_result_bytes)
         return await self._finish(scope, job_id, ImageJobStatus.SUCCEEDED, text, None, now)
 
     async def fail(
@@ -585,16 +464,7 @@ class PostgresJobStore:
         check_scope(scope)
         final = check_failure_status(status)
         check_timestamp(now)
-        limit = self._max_error_bytes
-
-        def prepare() -> str:
-            text, size = dump_json_object(error_json, "error")
-            if size > limit:
-                replacement = oversized_error_replacement(json.loads(text), size)
-                text, _ = dump_json_object(replacement, "error")
-            return text
-
-        text = await asyncio.to_thread(prepare)
+        text = await asyncio.to_thread(prepare_error, error_json, self._max_error_bytes)
         return await self._finish(scope, job_id, final, None, text, now)
 
     async def _finish(
@@ -609,7 +479,7 @@ class PostgresJobStore:
         async def operation(conn: Connection) -> JobRecord:
             current = await self._fetch(conn, scope, job_id, lock=True)
             if current.status is not ImageJobStatus.RUNNING:
-                raise _not_running(current.status.value)
+                raise job_not_running(current.status.value)
             stamp = max(now, current.updated_at)
             row = await _row(
                 conn,
@@ -681,9 +551,7 @@ class PostgresJobStore:
         self, limit: int, *, after: JobIdentity | None = None
     ) -> builtins.list[JobIdentity]:
         """Queued jobs across scopes, oldest first; pass the last one as ``after`` to page on."""
-        check_limit(limit, MAX_QUEUED_IDENTITIES)
-        if after is not None and not isinstance(after, JobIdentity):
-            raise BridgeError(_CODE, "after must be a JobIdentity")
+        check_queued_page(limit, after)
         t = self._t
 
         async def operation(conn: Connection) -> builtins.list[JobIdentity]:
@@ -739,7 +607,7 @@ class PostgresJobStore:
                 "updated_at = GREATEST(%(now)s, j.updated_at), "
                 "lease_owner = %(owner)s, lease_expires_at = %(deadline)s "
                 f"FROM next WHERE j.id = next.id "
-                f"RETURNING {_columns((*_RECORD_NAMES, 'provider'), 'j.')}",
+                f"RETURNING {_columns((*JOB_RECORD_COLUMNS, 'provider'), 'j.')}",
                 {"providers": wanted, "now": now, "owner": owner, "deadline": deadline},
             )
             return None if row is None else _record(row)
@@ -885,9 +753,7 @@ class PostgresJobStore:
     # -- history ---------------------------------------------------------------------------
 
     async def get(self, scope: str, job_id: str) -> JobRecord:
-        check_scope(scope)
-        if not isinstance(job_id, str) or not is_canonical_uuid(job_id):
-            raise job_not_found()
+        check_job_lookup(scope, job_id)
 
         async def operation(conn: Connection) -> JobRecord:
             return await self._fetch(conn, scope, job_id, lock=False)
@@ -904,29 +770,13 @@ class PostgresJobStore:
         now: int,
     ) -> JobRecord:
         """Set the favourite marker and/or soft-delete (or restore) a terminal job."""
-        check_scope(scope)
-        check_timestamp(now)
-        if favorite is None and deleted is None:
-            raise BridgeError.invalid_request(
-                "history update must change favorite or deleted state"
-            )
-        for label, value in (("favorite", favorite), ("deleted", deleted)):
-            if value is not None and not isinstance(value, bool):
-                raise BridgeError.invalid_request(f"{label} must be a boolean", field=label)
+        check_history_update(scope, favorite=favorite, deleted=deleted, now=now)
 
         async def operation(conn: Connection) -> JobRecord:
             current = await self._fetch(conn, scope, job_id, lock=True)
-            if deleted is not None and not current.status.terminal:
-                raise BridgeError.invalid_request(
-                    "only finished jobs can be deleted or restored",
-                    field="deleted",
-                    status=current.status.value,
-                )
-            stamp = max(now, current.updated_at)
-            new_favorite = current.favorite if favorite is None else favorite
-            new_deleted = current.deleted_at
-            if deleted is not None:
-                new_deleted = stamp if deleted else None
+            new_favorite, new_deleted, stamp = history_change(
+                current, favorite=favorite, deleted=deleted, now=now
+            )
             row = await _row(
                 conn,
                 f"UPDATE {self._t} SET favorite = %s, deleted_at = %s, updated_at = %s "  # noqa: S608
@@ -947,24 +797,25 @@ class PostgresJobStore:
         creation, every row past ``max_retained`` or past ``max_retained_bytes`` of
         cumulative logical size. Favourites are never pruned; soft-deleted rows are.
         """
-        check_timestamp(now)
-        check_count(retention_secs, "retention_secs")
-        check_count(max_retained, "max_retained")
-        check_count(max_retained_bytes, "max_retained_bytes")
-        cutoff = now - retention_secs
+        cutoff = prune_cutoff(
+            now=now,
+            retention_secs=retention_secs,
+            max_retained=max_retained,
+            max_retained_bytes=max_retained_bytes,
+        )
         t = self._t
 
         async def operation(conn: Connection) -> int:
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._prune_key,))
             expired = await conn.execute(
-                f"DELETE FROM {t} WHERE status IN {_TERMINAL_SQL} AND NOT favorite "  # noqa: S608
+                f"DELETE FROM {t} WHERE status IN {TERMINAL_SQL} AND NOT favorite "  # noqa: S608
                 "AND COALESCE(completed_at, updated_at) <= %s",
                 (cutoff,),
             )
             excess = await conn.execute(
                 f"WITH ranked AS (SELECT id, "  # noqa: S608
                 "row_number() OVER w AS rank, SUM(logical_bytes) OVER w AS cumulative "
-                f"FROM {t} WHERE status IN {_TERMINAL_SQL} AND NOT favorite "
+                f"FROM {t} WHERE status IN {TERMINAL_SQL} AND NOT favorite "
                 "WINDOW w AS (ORDER BY created_at DESC, id DESC "
                 "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) "
                 f"DELETE FROM {t} AS j USING ranked WHERE j.id = ranked.id "
@@ -980,12 +831,10 @@ class PostgresJobStore:
         t = self._t
 
         async def operation(conn: Connection) -> JobStatistics:
-            counts = {status.value: 0 for status in ImageJobStatus}
             cursor = await conn.execute(
                 f"SELECT status, COUNT(*) FROM {t} GROUP BY status"  # noqa: S608
             )
-            for status, count in await cursor.fetchall():
-                counts[str(status)] = int(count)
+            counts = await cursor.fetchall()
             hidden = await _scalar(
                 conn,
                 f"SELECT COUNT(*) FROM {t} WHERE deleted_at IS NOT NULL",  # noqa: S608
@@ -995,18 +844,7 @@ class PostgresJobStore:
                 f"SELECT COALESCE(SUM(logical_bytes), 0) FROM {t}",  # noqa: S608
             )
             size = await _scalar(conn, "SELECT pg_total_relation_size(%s::regclass)", (t,))
-            return JobStatistics(
-                total=sum(counts.values()),
-                queued=counts["queued"],
-                running=counts["running"],
-                succeeded=counts["succeeded"],
-                failed=counts["failed"],
-                cancelled=counts["cancelled"],
-                interrupted=counts["interrupted"],
-                hidden=int(hidden),
-                database_bytes=int(size),
-                logical_bytes=int(logical),
-            )
+            return job_statistics(counts, hidden=hidden, database_bytes=size, logical_bytes=logical)
 
         return await self._db.run(operation)
 
@@ -1039,47 +877,24 @@ class PostgresJobStore:
         ``_`` and ``\\`` are ordinary characters). ``next_cursor`` is set only when more
         rows follow.
         """
-        check_scope(scope)
-        shown = check_visibility(visibility)
-        wanted = None if status is None else check_status(status)
-        if favorite is not None and not isinstance(favorite, bool):
-            raise BridgeError.invalid_request("favorite must be a boolean", field="favorite")
-        needle = normalize_search(search)
-        position = None if cursor is None else decode_job_cursor(cursor)
-        check_limit(limit)
-
-        clauses = ["auth_scope = %(scope)s"]
-        params: dict[str, Any] = {"scope": scope, "fetch": limit + 1}
-        if shown is JobVisibility.ACTIVE:
-            clauses.append("deleted_at IS NULL")
-        elif shown is JobVisibility.HIDDEN:
-            clauses.append("deleted_at IS NOT NULL")
-        if wanted is not None:
-            clauses.append("status = %(status)s")
-            params["status"] = wanted.value
-        if favorite is not None:
-            clauses.append("favorite = %(favorite)s")
-            params["favorite"] = favorite
-        if needle is not None:
-            clauses.append("prompt_search LIKE %(pattern)s ESCAPE '\\'")
-            params["pattern"] = like_contains_pattern(needle)
-        if position is not None:
-            clauses.append("(created_at, id) < (%(created)s, %(after_id)s)")
-            params["created"], params["after_id"] = position
+        query = history_query(
+            scope,
+            visibility=visibility,
+            status=status,
+            favorite=favorite,
+            search=search,
+            cursor=cursor,
+            limit=limit,
+            placeholder="%({})s",
+            before_position="(created_at, id) < (%(created)s, %(after_id)s)",
+        )
         sql = (
-            f"SELECT {_SUMMARY_COLUMNS} FROM {self._t} WHERE "  # noqa: S608
-            + " AND ".join(clauses)
-            + " ORDER BY created_at DESC, id DESC LIMIT %(fetch)s"
+            f"SELECT {_SUMMARY_COLUMNS} FROM {self._t} WHERE {query.where} "  # noqa: S608
+            "ORDER BY created_at DESC, id DESC LIMIT %(fetch)s"
         )
 
         async def operation(conn: Connection) -> JobPage:
-            rows = await _rows(conn, sql, params)
-            items = [_summary(row) for row in rows[:limit]]
-            next_cursor = None
-            if len(rows) > limit:
-                last = items[-1]
-                next_cursor = encode_job_cursor(last.created_at, last.id)
-            return JobPage(items=items, next_cursor=next_cursor)
+            return job_page(await _rows(conn, sql, query.params), query.limit)
 
         return await self._db.run(operation)
 

@@ -7,10 +7,16 @@ presets are global, names order bytewise (``COLLATE "C"``) whatever the database
 from __future__ import annotations
 
 import asyncio
-import builtins
-from typing import Any, Self
+from typing import Self
 
-from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.errors import ErrorCode
+from imagebridge.storage._common import (
+    StoreLifecycle,
+    check_preset_write,
+    preset_exists,
+    preset_page,
+    preset_record,
+)
 from imagebridge.storage.base import (
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_PAGE_LIMIT,
@@ -20,7 +26,7 @@ from imagebridge.storage.base import (
     PresetRecord,
     SchemaStatus,
 )
-from imagebridge.storage.cursors import decode_preset_cursor, encode_preset_cursor
+from imagebridge.storage.cursors import decode_preset_cursor
 from imagebridge.storage.postgres import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
@@ -36,10 +42,8 @@ from imagebridge.storage.postgres import (
 )
 from imagebridge.storage.rules import (
     check_count,
-    check_description,
     check_limit,
     check_preset_name,
-    check_timestamp,
     prepare_template,
     preset_not_found,
 )
@@ -73,18 +77,7 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
 PRESET_PG_SCHEMA = PgSchema(component="presets", migrations=(PgMigration(1, _migrate_v1),))
 
 
-def _record(row: tuple[Any, ...]) -> PresetRecord:
-    name, description, template_json, created_at, updated_at = row
-    return PresetRecord(
-        name=name,
-        description=description,
-        template_json=template_json,
-        created_at=int(created_at),
-        updated_at=int(updated_at),
-    )
-
-
-class PostgresPresetStore:
+class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
     """:class:`~imagebridge.storage.base.PresetStore` over one PostgreSQL schema."""
 
     def __init__(self, database: PostgresDatabase, *, max_template_bytes: int) -> None:
@@ -122,15 +115,6 @@ class PostgresPresetStore:
     def schema(self) -> str:
         return self._db.schema
 
-    async def close(self) -> None:
-        await self._db.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     async def _fetch(self, conn: Connection, name: str, *, lock: bool) -> PresetRecord | None:
         cursor = await conn.execute(
             f"SELECT {_COLUMNS} FROM {self._t} WHERE name = %s"  # noqa: S608
@@ -138,15 +122,13 @@ class PostgresPresetStore:
             (name,),
         )
         row = await cursor.fetchone()
-        return None if row is None else _record(row)
+        return None if row is None else preset_record(row)
 
     async def create(
         self, name: str, *, description: str | None, template_json: JsonInput, now: int
     ) -> PresetRecord:
         """Store a new preset (``created == updated``); an existing name is a conflict."""
-        check_preset_name(name)
-        check_description(description)
-        check_timestamp(now)
+        check_preset_write(name, description, now)
         template = await asyncio.to_thread(
             prepare_template, template_json, self._max_template_bytes
         )
@@ -158,11 +140,7 @@ class PostgresPresetStore:
                 (name, description, template, now, now),
             )
             if cursor.rowcount != 1:
-                raise BridgeError(
-                    ErrorCode.IDEMPOTENCY_CONFLICT,
-                    "a preset with this name already exists",
-                    details={"field": "name", "resource": "preset"},
-                )
+                raise preset_exists()
             return PresetRecord(name, description, template, now, now)
 
         return await self._db.run(operation)
@@ -182,9 +160,7 @@ class PostgresPresetStore:
         self, name: str, *, description: str | None, template_json: JsonInput, now: int
     ) -> PresetRecord:
         """Full replace: keeps ``created``, sets ``updated``; ``None`` clears the description."""
-        check_preset_name(name)
-        check_description(description)
-        check_timestamp(now)
+        check_preset_write(name, description, now)
         template = await asyncio.to_thread(
             prepare_template, template_json, self._max_template_bytes
         )
@@ -235,10 +211,7 @@ class PostgresPresetStore:
                     "ORDER BY name LIMIT %s",
                     (after, limit + 1),
                 )
-            rows = await result.fetchall()
-            items: builtins.list[PresetRecord] = [_record(row) for row in rows[:limit]]
-            next_cursor = encode_preset_cursor(items[-1].name) if len(rows) > limit else None
-            return PresetPage(items=items, next_cursor=next_cursor)
+            return preset_page(await result.fetchall(), limit)
 
         return await self._db.run(operation)
 

@@ -7,10 +7,10 @@ provider namespace, and every failure, from a bad identifier to a lost server, i
 
 from __future__ import annotations
 
-import time
 from typing import Self
 
 from imagebridge.contract.errors import ErrorCode
+from imagebridge.storage._common import StoreLifecycle, check_binding, check_session_key
 from imagebridge.storage.base import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
 from imagebridge.storage.postgres import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -25,7 +25,7 @@ from imagebridge.storage.postgres import (
     missing_objects,
     quote_schema,
 )
-from imagebridge.storage.rules import check_session_identifier, check_timestamp
+from imagebridge.storage.rules import check_session_identifier
 
 __all__ = ["SESSION_PG_SCHEMA", "PostgresSessionStore", "inspect_postgres_session_schema"]
 
@@ -49,11 +49,7 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
 SESSION_PG_SCHEMA = PgSchema(component="sessions", migrations=(PgMigration(1, _migrate_v1),))
 
 
-def _key(key: str) -> str:
-    return check_session_identifier(key, "session key", "key")
-
-
-class PostgresSessionStore:
+class PostgresSessionStore(StoreLifecycle[PostgresDatabase]):
     """:class:`~imagebridge.storage.base.SessionStore` for one provider's namespace."""
 
     def __init__(self, database: PostgresDatabase, provider: str) -> None:
@@ -95,18 +91,9 @@ class PostgresSessionStore:
     def schema(self) -> str:
         return self._db.schema
 
-    async def close(self) -> None:
-        await self._db.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     async def get(self, key: str) -> str | None:
         """The thread bound to ``key``, or ``None``."""
-        _key(key)
+        check_session_key(key)
 
         async def operation(conn: Connection) -> str | None:
             cursor = await conn.execute(
@@ -121,10 +108,7 @@ class PostgresSessionStore:
 
     async def put(self, key: str, thread_id: str, *, now: int | None = None) -> None:
         """Bind ``key`` to ``thread_id``, replacing any earlier binding."""
-        _key(key)
-        check_session_identifier(thread_id, "thread id", "thread_id")
-        stamp = int(time.time()) if now is None else now
-        check_timestamp(stamp)
+        stamp = check_binding(key, thread_id, now)
 
         async def operation(conn: Connection) -> None:
             await conn.execute(
@@ -141,7 +125,7 @@ class PostgresSessionStore:
 
     async def delete(self, key: str) -> bool:
         """Remove the binding; return whether one existed."""
-        _key(key)
+        check_session_key(key)
 
         async def operation(conn: Connection) -> bool:
             cursor = await conn.execute(

@@ -8,13 +8,19 @@ file: it keeps its own migrations table, so both stores open the same file indep
 
 from __future__ import annotations
 
-import builtins
 import os
 import sqlite3
 from pathlib import Path
 from typing import Self
 
-from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.errors import ErrorCode
+from imagebridge.storage._common import (
+    StoreLifecycle,
+    check_preset_write,
+    preset_exists,
+    preset_page,
+    preset_record,
+)
 from imagebridge.storage.base import (
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_PAGE_LIMIT,
@@ -24,13 +30,11 @@ from imagebridge.storage.base import (
     PresetRecord,
     SchemaStatus,
 )
-from imagebridge.storage.cursors import decode_preset_cursor, encode_preset_cursor
+from imagebridge.storage.cursors import decode_preset_cursor
 from imagebridge.storage.rules import (
     check_count,
-    check_description,
     check_limit,
     check_preset_name,
-    check_timestamp,
     prepare_template,
     preset_not_found,
 )
@@ -70,26 +74,15 @@ PRESET_SCHEMA = Schema(
 )
 
 
-def _record(row: tuple[str, str | None, str, int, int]) -> PresetRecord:
-    name, description, template_json, created_at, updated_at = row
-    return PresetRecord(
-        name=name,
-        description=description,
-        template_json=template_json,
-        created_at=created_at,
-        updated_at=updated_at,
-    )
-
-
 def _fetch(conn: sqlite3.Connection, name: str) -> PresetRecord | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM image_presets WHERE name = ?",  # noqa: S608
         (name,),
     ).fetchone()
-    return None if row is None else _record(row)
+    return None if row is None else preset_record(row)
 
 
-class SqlitePresetStore:
+class SqlitePresetStore(StoreLifecycle[SqliteDatabase]):
     """:class:`~imagebridge.storage.base.PresetStore` over one SQLite file."""
 
     def __init__(self, database: SqliteDatabase, *, max_template_bytes: int) -> None:
@@ -114,33 +107,18 @@ class SqlitePresetStore:
     def path(self) -> Path:
         return self._db.path
 
-    async def close(self) -> None:
-        await self._db.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     async def create(
         self, name: str, *, description: str | None, template_json: JsonInput, now: int
     ) -> PresetRecord:
         """Store a new preset (``created == updated``); an existing name is a conflict."""
-        check_preset_name(name)
-        check_description(description)
-        check_timestamp(now)
+        check_preset_write(name, description, now)
         limit = self._max_template_bytes
 
         def operation(conn: sqlite3.Connection) -> PresetRecord:
             template = prepare_template(template_json, limit)
             with immediate(conn):
                 if _fetch(conn, name) is not None:
-                    raise BridgeError(
-                        ErrorCode.IDEMPOTENCY_CONFLICT,
-                        "a preset with this name already exists",
-                        details={"field": "name", "resource": "preset"},
-                    )
+                    raise preset_exists()
                 conn.execute(
                     f"INSERT INTO image_presets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",  # noqa: S608
                     (name, description, template, now, now),
@@ -164,9 +142,7 @@ class SqlitePresetStore:
         self, name: str, *, description: str | None, template_json: JsonInput, now: int
     ) -> PresetRecord:
         """Full replace: keeps ``created``, sets ``updated``; ``None`` clears the description."""
-        check_preset_name(name)
-        check_description(description)
-        check_timestamp(now)
+        check_preset_write(name, description, now)
         limit = self._max_template_bytes
 
         def operation(conn: sqlite3.Connection) -> PresetRecord:
@@ -213,9 +189,7 @@ class SqlitePresetStore:
                     "ORDER BY name LIMIT ?",
                     (after, limit + 1),
                 ).fetchall()
-            items: builtins.list[PresetRecord] = [_record(row) for row in rows[:limit]]
-            next_cursor = encode_preset_cursor(items[-1].name) if len(rows) > limit else None
-            return PresetPage(items=items, next_cursor=next_cursor)
+            return preset_page(rows, limit)
 
         return await self._db.run(operation)
 

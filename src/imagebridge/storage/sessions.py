@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from pathlib import Path
 from typing import Self
 
 from imagebridge.contract.errors import ErrorCode
+from imagebridge.storage._common import StoreLifecycle, check_binding, check_session_key
 from imagebridge.storage.base import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
-from imagebridge.storage.rules import check_session_identifier, check_timestamp
+from imagebridge.storage.rules import check_session_identifier
 from imagebridge.storage.sqlite import Migration, Schema, SqliteDatabase, inspect_schema
 
 __all__ = ["SESSION_SCHEMA", "SqliteSessionStore", "inspect_session_schema"]
@@ -41,11 +41,7 @@ SESSION_SCHEMA = Schema(
 )
 
 
-def _key(key: str) -> str:
-    return check_session_identifier(key, "session key", "key")
-
-
-class SqliteSessionStore:
+class SqliteSessionStore(StoreLifecycle[SqliteDatabase]):
     """:class:`~imagebridge.storage.base.SessionStore` for one provider's namespace."""
 
     def __init__(self, database: SqliteDatabase, provider: str) -> None:
@@ -74,18 +70,9 @@ class SqliteSessionStore:
     def path(self) -> Path:
         return self._db.path
 
-    async def close(self) -> None:
-        await self._db.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     async def get(self, key: str) -> str | None:
         """The thread bound to ``key``, or ``None``."""
-        _key(key)
+        check_session_key(key)
         provider = self._provider
 
         def operation(conn: sqlite3.Connection) -> str | None:
@@ -99,10 +86,7 @@ class SqliteSessionStore:
 
     async def put(self, key: str, thread_id: str, *, now: int | None = None) -> None:
         """Bind ``key`` to ``thread_id``, replacing any earlier binding."""
-        _key(key)
-        check_session_identifier(thread_id, "thread id", "thread_id")
-        stamp = int(time.time()) if now is None else now
-        check_timestamp(stamp)
+        stamp = check_binding(key, thread_id, now)
         provider = self._provider
 
         def operation(conn: sqlite3.Connection) -> None:
@@ -120,7 +104,7 @@ class SqliteSessionStore:
 
     async def delete(self, key: str) -> bool:
         """Remove the binding; return whether one existed."""
-        _key(key)
+        check_session_key(key)
         provider = self._provider
 
         def operation(conn: sqlite3.Connection) -> bool:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.storage._common import check_migration_numbers, check_not_newer
 from imagebridge.storage.base import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
 
 __all__ = [
@@ -69,9 +70,7 @@ class Schema:
     def __post_init__(self) -> None:
         if _IDENTIFIER.fullmatch(self.migrations_table) is None:
             raise ValueError("migrations table must be a plain SQL identifier")
-        versions = [m.version for m in self.migrations]
-        if versions != list(range(1, len(versions) + 1)):
-            raise ValueError("migrations must be numbered 1..n in order")
+        check_migration_numbers([m.version for m in self.migrations])
 
     @property
     def current_version(self) -> int:
@@ -199,13 +198,7 @@ def _migrate(conn: sqlite3.Connection, schema: Schema, code: ErrorCode, label: s
             "version INTEGER PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)"
         )
         recorded = _recorded_versions(conn, table)
-        newest = max(recorded, default=0)
-        if newest > schema.current_version:
-            raise BridgeError(
-                code,
-                f"{label} schema version {newest} is newer than this bridge supports",
-                details={"version": newest, "current_version": schema.current_version},
-            )
+        check_not_newer(recorded, schema.current_version, code, label)
         applied_at = int(time.time())
         for migration in schema.migrations:
             migration.apply(conn, migration.version in recorded)

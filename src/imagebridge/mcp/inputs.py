@@ -1,18 +1,16 @@
 """Image arguments of the MCP tools: local paths confined to ``inputs.local_roots``, or
-data URLs. Local files are read here (never by a remote bridge) and sent inline."""
+data URLs. Local files are read on this side (never by a remote bridge) and sent inline, by
+:func:`~imagebridge.artifacts.inline.inline_file_inputs` (re-exported here)."""
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import os
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.inline import inline_file_inputs
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.contract.request import ImageInput, ImageRequest
 
 __all__ = ["describe_inputs", "inline_file_inputs"]
 
@@ -59,30 +57,3 @@ def describe_inputs(
             _input_from_argument(v, f"reference_images[{i}]") for i, v in enumerate(references)
         ]
     return data
-
-
-async def inline_file_inputs(request: ImageRequest, loader: InputLoader) -> ImageRequest:
-    """Replace ``file`` inputs by verified inline images (the loader enforces the roots)."""
-    if not any(item.type == "file" for _, item in request.all_inputs()):
-        return request
-
-    async def inline(item: ImageInput) -> ImageInput:
-        if item.type != "file":
-            return item
-        loaded = await loader.aload("file", item.payload, filename=item.filename)
-        encoded = await asyncio.to_thread(base64.b64encode, loaded.data)
-        return ImageInput.from_payload(
-            "base64",
-            encoded.decode("ascii"),
-            media_type=loaded.info.media_type,
-            filename=item.filename,
-        )
-
-    update: dict[str, Any] = {}
-    if request.images is not None:
-        update["images"] = [await inline(item) for item in request.images]
-    if request.mask is not None:
-        update["mask"] = await inline(request.mask)
-    if request.reference_images:
-        update["reference_images"] = [await inline(item) for item in request.reference_images]
-    return request.model_copy(update=update)

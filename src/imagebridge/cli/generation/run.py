@@ -10,18 +10,17 @@ says whether the upstream outcome is unknown.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import ValidationError
 
 from imagebridge.cli.generation.progress import ProgressReporter
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.contract.request import ImageInput, ImageRequest
+from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 
@@ -52,11 +51,11 @@ class Execution:
 
 
 async def resolve_file_inputs(request: ImageRequest, config: BridgeConfig) -> ImageRequest:
-    """Replace ``file`` inputs by verified inline images (the loader enforces the roots)."""
-    inputs = request.all_inputs()
-    if not any(item.type == "file" for _, item in inputs):
-        return request
+    """Replace ``file`` inputs by verified inline images, confined to ``inputs.local_roots``."""
+    if not any(item.type == "file" for _, item in request.all_inputs()):
+        return request  # no loader (and no application import) for the common case
     from imagebridge.application import image_limits
+    from imagebridge.artifacts.inline import inline_file_inputs
     from imagebridge.artifacts.inputs import InputLoader
 
     loader = await asyncio.to_thread(
@@ -65,27 +64,7 @@ async def resolve_file_inputs(request: ImageRequest, config: BridgeConfig) -> Im
         image_limits(config),
         max_inline_encoded_bytes=config.runtime.request.max_inline_encoded_bytes,
     )
-
-    async def inline(item: ImageInput) -> ImageInput:
-        if item.type != "file":
-            return item
-        loaded = await loader.aload("file", item.payload, filename=item.filename)
-        encoded = await asyncio.to_thread(base64.b64encode, loaded.data)
-        return ImageInput.from_payload(
-            "base64",
-            encoded.decode("ascii"),
-            media_type=loaded.info.media_type,
-            filename=item.filename,
-        )
-
-    update: dict[str, Any] = {}
-    if request.images is not None:
-        update["images"] = [await inline(item) for item in request.images]
-    if request.mask is not None:
-        update["mask"] = await inline(request.mask)
-    if request.reference_images:
-        update["reference_images"] = [await inline(item) for item in request.reference_images]
-    return request.model_copy(update=update)
+    return await inline_file_inputs(request, loader)
 
 
 async def run_cancellable(

@@ -21,7 +21,7 @@ async def test_rejects_waiters_beyond_the_bounded_queue() -> None:
         await gate.acquire(Deadline.after(5), CancelToken())
     assert caught.value.code is ErrorCode.OVERLOADED
     assert caught.value.retryable is True
-    assert caught.value.details == {"limit": "global"}
+    assert caught.value.details == {"limit": "global", "retry_after_ms": 1000}
     holder.release()
     permit = await waiter
     assert gate.queued == 0
@@ -64,8 +64,9 @@ async def test_deadline_while_queued_is_a_retryable_timeout() -> None:
 async def test_zero_queue_fails_fast_and_close_fails_waiters() -> None:
     gate = AdmissionGate("global", 1, 0)
     holder = await gate.acquire(Deadline.after(5), CancelToken())
-    with pytest.raises(BridgeError):
+    with pytest.raises(BridgeError) as rejected:
         await gate.acquire(Deadline.after(5), CancelToken())
+    assert rejected.value.code is ErrorCode.OVERLOADED and gate.queued == 0
     open_gate = AdmissionGate("global", 1, None)
     held = await open_gate.acquire(Deadline.after(5), CancelToken())
     waiter = asyncio.ensure_future(open_gate.acquire(Deadline.after(5), CancelToken()))
@@ -105,3 +106,15 @@ async def test_task_cancellation_never_leaks_a_permit() -> None:
     with pytest.raises(asyncio.CancelledError):
         await waiter
     assert gate.active == 0 and gate.queued == 0
+
+
+async def test_rejection_tells_the_caller_when_to_retry() -> None:
+    gate = AdmissionGate("provider:mock", 1, 0, retry_after_ms=2500)
+    holder = await gate.acquire(Deadline.after(5), CancelToken())
+    with pytest.raises(BridgeError) as caught:
+        await gate.acquire(Deadline.after(5), CancelToken())
+    assert caught.value.details == {"limit": "provider:mock", "retry_after_ms": 2500}
+    holder.release()
+    with pytest.raises(BridgeError) as invalid:
+        AdmissionGate("global", 1, 0, retry_after_ms=-1)
+    assert invalid.value.code is ErrorCode.CONFIGURATION

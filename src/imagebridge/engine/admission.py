@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.cancellation import CancelToken, Deadline
 
-__all__ = ["AdmissionGate", "GatePermit"]
+__all__ = ["REJECTION_RETRY_AFTER_MS", "AdmissionGate", "GatePermit"]
 
 
 @dataclass(slots=True)
@@ -35,10 +35,29 @@ class GatePermit:
         self.release()
 
 
-class AdmissionGate:
-    """``max_concurrent``/``max_queued`` of ``None`` mean unlimited; a queue of 0 means none."""
+REJECTION_RETRY_AFTER_MS = 1000
+"""How long a rejected caller is told to wait: the original's effective ``Retry-After: 1``."""
 
-    def __init__(self, label: str, max_concurrent: int | None, max_queued: int | None) -> None:
+
+class AdmissionGate:
+    """``max_concurrent``/``max_queued`` of ``None`` mean unlimited; a queue of 0 means none.
+
+    A rejection carries ``details.retry_after_ms`` so clients (and the HTTP layer's
+    ``Retry-After``) know when capacity is worth asking for again.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        max_concurrent: int | None,
+        max_queued: int | None,
+        *,
+        retry_after_ms: int = REJECTION_RETRY_AFTER_MS,
+    ) -> None:
+        if retry_after_ms < 0:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION, "admission retry_after_ms must not be negative"
+            )
         if max_concurrent is not None and max_concurrent < 1:
             raise BridgeError(ErrorCode.CONFIGURATION, "admission concurrency must be positive")
         if max_queued is not None and max_queued < 0:
@@ -46,6 +65,7 @@ class AdmissionGate:
         self.label = label
         self.max_concurrent = max_concurrent
         self.max_queued = max_queued
+        self.retry_after_ms = retry_after_ms
         self._active = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
@@ -72,7 +92,7 @@ class AdmissionGate:
                 ErrorCode.OVERLOADED,
                 "runtime queue capacity is exhausted",
                 retryable=True,
-                details={"limit": self.label},
+                details={"limit": self.label, "retry_after_ms": self.retry_after_ms},
             )
         if deadline.expired:
             raise self._timeout()

@@ -159,6 +159,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 ALIASES = {"sessions": "session"}
 """Hidden spellings users reach for (the original has only ``session``)."""
 
+UNAVAILABLE = frozenset({"update", "gateway"})
+"""The original's commands for its binary and Docker images: hidden from help and
+completion, they answer with what to do instead (:mod:`imagebridge.cli.commands.unavailable`)."""
+
 
 class _LazyGroup(TyperGroup):
     """The root group: a subcommand's module is imported and its click command built only
@@ -173,10 +177,12 @@ class _LazyGroup(TyperGroup):
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         cmd_name = ALIASES.get(cmd_name, cmd_name)
-        entry = COMMANDS.get(cmd_name)
-        if entry is None:
+        if cmd_name in UNAVAILABLE:
+            module_name = "unavailable"
+        elif cmd_name in COMMANDS:
+            module_name = COMMANDS[cmd_name][0]
+        else:
             return None
-        module_name = entry[0]
         if module_name not in self._built:
             module = importlib.import_module(f"imagebridge.cli.commands.{module_name}")
             holder = typer.Typer(rich_markup_mode=None, add_completion=False)

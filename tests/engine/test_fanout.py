@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from typing import Any
 
 import pytest
 
 from imagebridge.contract import BridgeError, ErrorCode
-from imagebridge.contract.events import PartialImageEvent
+from imagebridge.contract.events import PartialImageEvent, ProgressEvent, StartedEvent
 from imagebridge.contract.request import ImageRequest
-from imagebridge.contract.response import ImageResponse, SessionMetadata, Usage
+from imagebridge.contract.response import (
+    BridgeErrorBody,
+    ImageFailure,
+    ImageResponse,
+    Normalization,
+    SessionMetadata,
+    Usage,
+)
+from imagebridge.engine import fanout as fanout_module
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fanout import FanoutProvider, chunk_plan, subrequest_id
 from imagebridge.engine.validation import RequestLimits
@@ -76,7 +85,7 @@ def decorate(inner: FakeProvider, max_outputs: int = 4, parallel: int = 2) -> Fa
 def request(n: int, **fields: Any) -> ImageRequest:
     body: dict[str, Any] = {"operation": "generate", "prompt": "fan", "parameters": {"n": n}}
     for key, value in fields.items():
-        if key in ("failure_policy", "partial_images"):
+        if key in ("failure_policy", "partial_images", "quality"):
             body["parameters"][key] = value
         else:
             body[key] = value
@@ -220,10 +229,30 @@ async def test_invalid_chunk_output_set_is_a_protocol_error() -> None:
 
 
 async def test_direct_path_when_native_count_suffices() -> None:
-    inner = SeedFake()
-    response = await decorate(inner).execute(request(1), context())
-    assert inner.request_ids == [] or inner.calls == 1
+    seen: list[str] = []
+
+    class Direct(SeedFake):
+        async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+            seen.append(context.request_id)
+            await context.emit(StartedEvent())  # the fan-out path would drop this
+            return await super().execute(request, context)
+
+    events: list[ProviderEventT] = []
+    inner = Direct()
+    response = await decorate(inner).execute(
+        request(1, quality="high", partial_images=0, policies={"compatibility": "normalize"}),
+        context(events, request_id="caller-id"),
+    )
+    assert seen == ["caller-id"]  # the original context: no sub-request id
+    assert inner.calls == 1
+    assert isinstance(events[0], StartedEvent)
+    # events pass straight through, unfiltered (the fan-out path drops index 5)
+    assert [e.index for e in events if isinstance(e, PartialImageEvent)] == [0, 5]
     assert "emulated_multi_image_fanout" not in response.warnings
+    # negotiation ran against the decorated capabilities and its normalizations lead
+    assert response.requested.quality.value == "high"
+    assert response.effective.quality.value == "auto"
+    assert response.normalizations[0].field == "parameters.quality"
 
 
 async def test_caller_cancellation_reaches_every_chunk() -> None:
@@ -239,10 +268,176 @@ async def test_caller_cancellation_reaches_every_chunk() -> None:
 
 def test_chunk_plan_and_subrequest_ids() -> None:
     assert chunk_plan(5, 2) == [(0, 2), (2, 2), (4, 1)]
+    assert chunk_plan(255, 1)[-1] == (254, 1)
     assert subrequest_id("req", 3) == "req:output:3"
-    long_id = "x" * 125
+    fits = "x" * (128 - len(":output:7"))  # exactly 128 bytes with the suffix
+    assert subrequest_id(fits, 7) == fits + ":output:7"
+    long_id = fits + "x"
     derived = subrequest_id(long_id, 7)
-    assert derived.startswith("fanout:") and derived.endswith(":7") and len(derived) == 7 + 32 + 2
+    digest = hashlib.sha256(long_id.encode()).hexdigest()[:32]
+    assert derived == f"fanout:{digest}:7"
+    # the limit counts bytes, not characters
+    wide = "é" * 60  # 120 bytes
+    assert subrequest_id(wide, 0).startswith("fanout:")
+
+
+async def test_chunk_results_are_merged_field_by_field() -> None:
+    """Usage sums, first revised prompt, chunk warnings kept, chunk normalizations dropped."""
+
+    class Merging(SeedFake):
+        async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+            offset = offset_of(context)
+            await context.emit(ProgressEvent(stage=f"chunk-{offset}"))
+            response = self.response(request, context)
+            response.revised_prompt = None if offset == 0 else f"revised {offset}"
+            response.usage = Usage(
+                input_tokens=2 if offset != 1 else None,
+                total_tokens=5,
+                provider={"images": 1, f"chunk{offset}": 1},
+            )
+            response.warnings = [f"chunk_warning_{offset % 2}"]
+            response.normalizations = [
+                Normalization(field="parameters.size", reason="chunk-level", effective="1x1")
+            ]
+            response.session = SessionMetadata(key="k", thread_id=f"t{offset}", reused=True)
+            return response
+
+    events: list[ProviderEventT] = []
+    response = await decorate(Merging()).execute(request(3), context(events, request_id="p"))
+    assert response.id == "p"
+    assert response.revised_prompt == "revised 1"
+    assert response.usage is not None
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (4, None)
+    assert response.usage.total_tokens == 15
+    assert response.usage.provider == {"images": 3, "chunk0": 1, "chunk1": 1, "chunk2": 1}
+    assert response.warnings == [
+        "chunk_warning_0",
+        "chunk_warning_1",
+        "emulated_multi_image_fanout",
+    ]
+    assert response.normalizations == []  # chunk-level normalizations are discarded
+    assert response.session is None  # the chunks disagree on the thread
+    assert sorted(e.stage for e in events if isinstance(e, ProgressEvent)) == [
+        "chunk-0",
+        "chunk-1",
+        "chunk-2",
+    ]
+    assert response.timings.provider_ms == response.timings.total_ms
+
+
+async def test_best_effort_chunk_failures_are_reindexed() -> None:
+    """A native batch of 2 reporting its own failure keeps it, at the absolute index."""
+
+    class Pairs(SeedFake):
+        async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+            response = self.response(request, context)
+            if offset_of(context) == 2:
+                error = BridgeError(ErrorCode.UPSTREAM, "second of the pair failed")
+                response.data = response.data[:1]
+                response.failures = [
+                    ImageFailure(index=1, error=BridgeErrorBody.from_error(error), generation_ms=0)
+                ]
+            return response
+
+    inner = Pairs(delay=0.0)
+    inner._caps.update(
+        count={"min": 1, "max": 2},
+        batching={
+            "mode": "native",
+            "native_count": {"min": 1, "max": 2},
+            "max_parallel_outputs": 2,
+        },
+    )
+    response = await decorate(inner).execute(request(4, failure_policy="best_effort"), context())
+    assert [image.index for image in response.data] == [0, 1, 2]
+    assert [failure.index for failure in response.failures] == [3]
+    assert "partial_output_failure" in response.warnings
+
+
+async def test_failures_smuggled_under_fail_fast_are_a_protocol_error() -> None:
+    class Smuggler(SeedFake):
+        async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+            response = self.response(request, context)
+            if offset_of(context) == 1:
+                error = BridgeError(ErrorCode.UPSTREAM, "hidden")
+                response.data = []
+                response.failures = [
+                    ImageFailure(index=0, error=BridgeErrorBody.from_error(error), generation_ms=0)
+                ]
+            return response
+
+    with pytest.raises(BridgeError) as caught:
+        await decorate(Smuggler(delay=0.0)).execute(request(2), context())
+    assert caught.value.code is ErrorCode.PROTOCOL
+    assert "partial failures under fail-fast" in caught.value.message
+
+
+async def test_provider_identity_must_not_change_within_a_batch() -> None:
+    class Shifty(SeedFake):
+        async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+            response = self.response(request, context)
+            if offset_of(context) == 1:
+                response.model = "another-model"
+            return response
+
+    with pytest.raises(BridgeError) as caught:
+        await decorate(Shifty(delay=0.0)).execute(request(2), context())
+    assert caught.value.code is ErrorCode.PROTOCOL
+    assert "identity changed" in caught.value.message
+
+
+async def test_fail_fast_gives_in_flight_siblings_a_bounded_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sibling that ignores cancellation is stopped once the grace ends."""
+    monkeypatch.setattr(fanout_module, "FAILED_SIBLING_GRACE", 0.05)
+    stopped: list[int] = []
+
+    class Stubborn(SeedFake):
+        async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+            if offset_of(context) == 0:
+                raise BridgeError(ErrorCode.UPSTREAM, "first failed", retryable=True)
+            try:
+                await asyncio.sleep(30)  # deaf to the batch's cancellation token
+            except asyncio.CancelledError:
+                stopped.append(offset_of(context))
+                raise
+            return self.response(request, context)
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(BridgeError) as caught:
+        await decorate(Stubborn()).execute(request(2), context())
+    assert loop.time() - started < 5
+    assert stopped == [1]
+    assert caught.value.details["outcome"] == "unknown"
+
+
+async def test_waiting_for_a_provider_wide_permit_respects_deadline_and_cancel() -> None:
+    inner = SeedFake(delay=5.0)
+    provider = decorate(inner, max_outputs=4, parallel=1)
+    holder_ctx = context(request_id="holder")
+    holder = asyncio.ensure_future(provider.execute(request(1), holder_ctx))
+    await asyncio.sleep(0.01)
+    assert inner.in_flight == 1
+    short = ProviderContext(
+        request_id="late", deadline=Deadline.after(0.05), cancellation=CancelToken()
+    )
+    with pytest.raises(BridgeError) as timed_out:
+        await provider.execute(request(1), short)
+    assert timed_out.value.code is ErrorCode.TIMEOUT and timed_out.value.retryable
+    assert "waiting for capacity" in timed_out.value.message
+    cancelled_ctx = context(request_id="cancelled")
+    waiter = asyncio.ensure_future(provider.execute(request(1), cancelled_ctx))
+    await asyncio.sleep(0.01)
+    cancelled_ctx.cancellation.cancel()
+    with pytest.raises(BridgeError) as cancelled:
+        await waiter
+    assert cancelled.value.code is ErrorCode.CANCELLED
+    assert inner.calls == 1  # neither waiter reached the provider
+    holder_ctx.cancellation.cancel()
+    with pytest.raises(BridgeError):
+        await holder
 
 
 def test_invalid_limits_are_configuration_errors() -> None:

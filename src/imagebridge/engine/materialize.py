@@ -120,6 +120,16 @@ def _verification_failure(error: BridgeError, index: int) -> BridgeError:
     )
 
 
+def _decode_taken(box: list[str]) -> bytes:
+    """Decode base64 text handed over in ``box``, emptying it in the worker thread.
+
+    The executor's work item (and so its arguments) can outlive the ``await`` for a moment
+    on a busy machine; passing the text itself would keep it alive while the pixels are
+    verified, which is what releasing it early is for.
+    """
+    return base64.b64decode(box.pop(), validate=True)
+
+
 class Materializer:
     def __init__(
         self,
@@ -257,7 +267,7 @@ class Materializer:
             if len(text) <= INLINE_BYTES * 4 // 3:
                 data = base64.b64decode(text, validate=True)
             else:
-                data = await asyncio.to_thread(base64.b64decode, text, validate=True)
+                data = await asyncio.to_thread(_decode_taken, [text])
         except (binascii.Error, ValueError):
             raise _protocol("provider returned malformed base64 image data") from None
         # The text is never read again: release it before the pixels are decoded, so a

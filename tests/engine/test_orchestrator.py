@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from imagebridge.contract import BridgeError, ErrorCode
+from imagebridge.contract.enums import FallbackPolicy
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.breaker import BreakerConfig
@@ -89,6 +90,9 @@ class MemorySink:
         name = f"{prefix}-{len(self.published)}.png"
         self.published.append((name, data))
         return PublishedArtifact(id=f"id-{len(self.published)}", name=name)
+
+    async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:
+        return f"metadata-{artifact_id}.json"
 
 
 async def test_publishes_bridge_owned_artifacts_only_after_verification() -> None:
@@ -311,10 +315,9 @@ async def test_fallback_table(code: str, policy: str) -> None:
     else:
         with pytest.raises(BridgeError) as caught:
             await runtime.execute(routed)
-        assert caught.value.details["attempts"][0]["error_code"] in (code, "cancelled", "timeout")
+        assert caught.value.code is ErrorCode(code)
+        assert [a["error_code"] for a in caught.value.details["attempts"]] == [code]
     assert fallback.calls == int(expected)
-    from imagebridge.contract.enums import FallbackPolicy
-
     assert should_fallback(BridgeError(ErrorCode(code), "x"), FallbackPolicy(policy)) is expected
 
 
@@ -422,3 +425,62 @@ async def test_events_reach_the_sink_and_completed_precedes_materialization() ->
         CompletedEvent.model_fields["type"].default,
     ]
     assert len(response.data) == 1
+
+
+async def test_fallbacks_are_tried_in_the_listed_order() -> None:
+    primary = FakeProvider(
+        "primary", caps=ONE, fail_capabilities=BridgeError(ErrorCode.AUTHENTICATION, "log in")
+    )
+    second = FakeProvider("second", caps=ONE, fail=BridgeError(ErrorCode.RATE_LIMITED, "busy"))
+    third = FakeProvider("third", caps=ONE)
+    unused = FakeProvider("unused", caps=ONE)
+    runtime = make_runtime(primary, second, third, unused)
+    response = await runtime.execute(
+        request(
+            routing={
+                "fallbacks": [{"provider": "second"}, {"provider": "third"}, {"provider": "unused"}]
+            }
+        )
+    )
+    assert response.provider == "third"
+    assert [(a.provider, a.error_code) for a in response.attempts] == [
+        ("primary", ErrorCode.AUTHENTICATION),
+        ("second", ErrorCode.RATE_LIMITED),
+        ("third", None),
+    ]
+    assert (second.calls, third.calls, unused.calls) == (1, 1, 0)
+
+
+async def test_a_provider_deaf_to_cancellation_is_abandoned_after_the_grace() -> None:
+    abandoned: list[bool] = []
+
+    async def deaf(req: ImageRequest, context: ProviderContext) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            abandoned.append(True)
+            raise
+
+    runtime = make_runtime(FakeProvider(caps=ONE, behaviour=deaf), cancellation_grace_ms=50)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(timeout_ms=50))
+    assert loop.time() - started < 5
+    assert caught.value.code is ErrorCode.TIMEOUT
+    assert caught.value.retryable is False and caught.value.details["outcome"] == "unknown"
+    assert abandoned == [True]
+
+
+async def test_a_timeout_while_queued_is_retryable_and_never_dispatched() -> None:
+    provider = FakeProvider(caps=ONE, delay=0.3)
+    runtime = make_runtime(provider, provider_gates={"test-provider": GateLimits(1, 4)})
+    holder = asyncio.ensure_future(runtime.execute(request()))
+    await asyncio.sleep(0.02)
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(timeout_ms=50))
+    assert caught.value.code is ErrorCode.TIMEOUT
+    assert caught.value.retryable is True
+    assert "outcome" not in caught.value.details
+    assert len((await holder).data) == 1
+    assert provider.calls == 1

@@ -26,7 +26,9 @@ certificate when installed, else the ``openssl`` CLI), so the launcher starts fa
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import datetime
 import json
 import os
@@ -44,6 +46,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CODEX_CACHE = REPO_ROOT / ".cache" / "codex-cli"
+CODEX_VERSION = "0.169.0"
 LOOPBACK_ONLY = REPO_ROOT.parent / "shared" / "tools" / "loopback-only"
 ACCOUNT_ID = "acct-imagebridge-test"
 USER_ID = "user-imagebridge-test"
@@ -75,17 +78,55 @@ def find_codex_binary() -> Path | None:
 
 
 def skip_reason() -> str | None:
-    """Why the real-codex tests cannot run here, or ``None`` when they can."""
+    """Why the real-codex tests are skipped here: only when ``node`` is absent.
+
+    With node present, a missing or wrong codex CLI is a failure (see
+    :func:`missing_codex_reason`), not a skip: ``scripts/install-test-deps`` installs it.
+    """
     if shutil.which("node") is None:
         return "node is not installed (the real codex CLI tier needs node and npm)"
+    return None
+
+
+def installed_codex_version() -> str | None:
+    """The version of ``@openai/codex`` in the test tree's cache, if it is installed there."""
+    manifest = CODEX_CACHE / "node_modules" / "@openai" / "codex" / "package.json"
+    try:
+        version = json.loads(manifest.read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError):
+        return None
+    return version if isinstance(version, str) else None
+
+
+def missing_codex_reason() -> str | None:
+    """Why the pinned codex CLI cannot be used although node is here, or ``None``."""
     if find_codex_binary() is None:
         if os.environ.get("IMAGEBRIDGE_CODEX_BIN"):
             return "IMAGEBRIDGE_CODEX_BIN does not name an executable codex binary"
         return (
-            "the codex CLI is not installed in .cache/codex-cli "
-            "(run scripts/install-test-deps to install @openai/codex@0.169.0)"
+            "node is installed but the codex CLI is not in .cache/codex-cli "
+            f"(run scripts/install-test-deps to install @openai/codex@{CODEX_VERSION})"
         )
+    if not os.environ.get("IMAGEBRIDGE_CODEX_BIN"):
+        version = installed_codex_version()
+        if version != CODEX_VERSION:
+            return (
+                f"the codex CLI in .cache/codex-cli is {version}, the tests are written for "
+                f"{CODEX_VERSION} (remove .cache/codex-cli and run scripts/install-test-deps)"
+            )
     return None
+
+
+def require_codex_binary() -> Path:
+    """The pinned codex binary; fails the test (never skips it) when it is not there."""
+    import pytest
+
+    reason = missing_codex_reason()
+    if reason is not None:
+        pytest.fail(reason)
+    binary = find_codex_binary()
+    assert binary is not None
+    return binary
 
 
 def loopback_only_available() -> bool:
@@ -443,6 +484,43 @@ class MockCodexBackend:
         }
 
 
+# -- processes: which ones a test started, and proof that none is left ------------------------
+
+
+def record_pids(state: Path, **pids: int) -> None:
+    """Append ``{role: pid}`` to ``<state>/pids.jsonl`` so the test can check them later."""
+    with (state / "pids.jsonl").open("a", encoding="utf-8") as log:
+        log.write(json.dumps(pids) + "\n")
+
+
+def _alive(pid: int) -> bool:
+    """Running or a zombie not yet reaped: either way, it outlived whoever should end it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def processes_with_home(home: Path) -> list[int]:
+    """Every live process whose environment names ``CODEX_HOME=<home>`` (codex and
+    anything it started inherit it), found by scanning ``/proc``."""
+    marker = f"CODEX_HOME={home}".encode()
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
 # -- the launcher (runs in place of `codex`, inside the namespace) -----------------------------
 
 
@@ -471,6 +549,7 @@ def launch(home: Path, state: Path, codex: Path, args: list[str]) -> int:
     child = subprocess.Popen(
         [str(codex), *args], env=env, preexec_fn=_die_with_parent
     )  # stdin/stdout/stderr inherited: the bridge talks to codex directly
+    record_pids(state, launcher=os.getpid(), codex=child.pid)
     backend.serve_in_background()
 
     def forward(signum: int, _frame: Any) -> None:
@@ -533,6 +612,41 @@ class RealCodexHarness:
     def origin(self) -> str | None:
         path = self.state / "origin"
         return path.read_text(encoding="utf-8") if path.exists() else None
+
+    def started_pids(self) -> dict[str, list[int]]:
+        """PIDs of every launcher and real codex process started for this test, by role."""
+        path = self.state / "pids.jsonl"
+        roles: dict[str, list[int]] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                for role, pid in json.loads(line).items():
+                    roles.setdefault(role, []).append(int(pid))
+        return roles
+
+    def leftovers(self) -> list[int]:
+        """Started PIDs still alive, plus any process still carrying this CODEX_HOME."""
+        started = {pid for pids in self.started_pids().values() for pid in pids}
+        alive = {pid for pid in started if _alive(pid)}
+        return sorted(alive | set(processes_with_home(self.home)))
+
+    async def assert_no_process_left(self, timeout: float = 5.0) -> None:
+        """Fail (after killing them) if any process this test started outlives it.
+
+        A codex killed with its launcher is re-parented and reaped by init a moment later,
+        so the check polls for up to ``timeout`` seconds before it decides.
+        """
+        codex = self.started_pids().get("codex", [])
+        assert codex, "the launcher never recorded a codex PID"
+        left = self.leftovers()
+        for _ in range(max(1, round(timeout / 0.05))):  # bounded: reaping takes moments
+            if not left:
+                break
+            await asyncio.sleep(0.05)
+            left = self.leftovers()
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert not left, f"processes started by the test outlived it: {left}"
 
 
 def _shell_quote(value: str) -> str:

@@ -2,13 +2,15 @@
 
 codex runs behind :mod:`tests.support.real_codex` — a loopback HTTPS mock of the Codex
 backend, inside ``shared/tools/loopback-only`` when this machine allows it — so nothing
-leaves 127.0.0.1. Skipped only when node or the installed codex CLI is missing.
+leaves 127.0.0.1. Skipped only when node is absent;
+with node present, a missing codex CLI fails the tests (install-test-deps installs it).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,8 +21,8 @@ from tests.support.real_codex import (
     MOCK_PNG,
     MOCK_PROMPT,
     RealCodexHarness,
-    find_codex_binary,
     loopback_only_available,
+    require_codex_binary,
     skip_reason,
 )
 
@@ -37,8 +39,7 @@ pytestmark = [
 
 @pytest.fixture
 def real(tmp_path: Path) -> RealCodexHarness:
-    binary = find_codex_binary()
-    assert binary is not None
+    binary = require_codex_binary()
     return RealCodexHarness(tmp_path / "real", binary, loopback_only_available())
 
 
@@ -64,6 +65,7 @@ async def app(tmp_path: Path, real: RealCodexHarness) -> AsyncIterator[Applicati
         pids = BridgeHarness.provider(application).client.spawned_pids
         assert pids, "codex was never started"
         assert_reaped(pids)
+        await real.assert_no_process_left()
 
 
 def assert_only_the_mock_was_contacted(real: RealCodexHarness) -> None:
@@ -80,7 +82,7 @@ async def test_a_persistent_session_generates_then_resumes_its_thread(
     (ready,) = await app.runtime.registry.readiness(timeout=30)
     assert ready.error is None
 
-    session = {"session": {"mode": "persistent", "key": "real-poster"}}
+    session: dict[str, Any] = {"session": {"mode": "persistent", "key": "real-poster"}}
     first = await app.runtime.execute(image_request(**session))
     (image,) = first.data
     assert decoded(image.b64_json) == MOCK_PNG

@@ -1,8 +1,9 @@
 """The transport layers against the REAL codex 0.169 binary and a loopback mock backend.
 
 Runs codex inside ``shared/tools/loopback-only`` when this machine allows it (root), so
-nothing can leave loopback; see :mod:`tests.support.real_codex`. Skipped only when node
-or the installed codex CLI is missing.
+nothing can leave loopback; see :mod:`tests.support.real_codex`. Skipped only when node is
+absent; with node present, a missing codex CLI fails the tests (install-test-deps installs it).
+No process they start — launcher, codex, or anything codex starts — may outlive them.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from tests.support.real_codex import (
     MOCK_PNG,
     MOCK_PROMPT,
     RealCodexHarness,
-    find_codex_binary,
     loopback_only_available,
+    require_codex_binary,
     skip_reason,
 )
 
@@ -48,8 +49,7 @@ def isolated_network() -> bool:
 
 @pytest.fixture
 def real(tmp_path: Path, isolated_network: bool) -> RealCodexHarness:
-    binary = find_codex_binary()
-    assert binary is not None
+    binary = require_codex_binary()
     return RealCodexHarness(tmp_path, binary, isolated_network)
 
 
@@ -68,6 +68,7 @@ async def client(real: RealCodexHarness) -> AsyncIterator[AppServerClient]:
     finally:
         await client.shutdown()
         assert_reaped(client.spawned_pids)
+        await real.assert_no_process_left()
 
 
 async def run_turn(

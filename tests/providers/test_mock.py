@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import io
 from typing import Any
 
@@ -70,6 +71,11 @@ async def test_forty_images_in_order_and_one_injected_failure() -> None:
     response = await runtime.execute(request(parameters={"size": "16x16", "n": 40}))
     assert [i.index for i in response.data] == list(range(40))
     assert inner.calls == 40
+    for item in response.data:  # each one is a real, verified 16x16 PNG
+        data = base64.b64decode(item.b64_json or "")
+        assert hashlib.sha256(data).hexdigest() == item.sha256 and len(data) == item.bytes
+        assert decode(item.b64_json or "").size == (16, 16)
+    assert len({item.sha256 for item in response.data}) == 40  # pixels follow the index
     assert "emulated_multi_image_fanout" in response.warnings
     partial = await runtime.execute(
         request(
@@ -79,7 +85,9 @@ async def test_forty_images_in_order_and_one_injected_failure() -> None:
     )
     assert len(partial.data) == 39
     assert [f.index for f in partial.failures] == [13]
+    assert 13 not in [i.index for i in partial.data]
     assert partial.failures[0].error.code is ErrorCode.UPSTREAM
+    assert "partial_output_failure" in partial.warnings
 
 
 async def test_edits_derive_from_the_input_image() -> None:
@@ -202,7 +210,7 @@ def test_small_renders_are_drawn_once_and_large_ones_every_time() -> None:
 
 
 async def test_capabilities_are_built_once_and_callers_get_their_own_copy() -> None:
-    provider = MockProvider(MockSettings(models=["mock-image-1", "mock-image-2"]))
+    provider = MockProvider(MockSettings(models=("mock-image-1", "mock-image-2")))
     first = await provider.capabilities(None)
     first.model = "changed by a caller"
     again = await provider.capabilities("mock-image-1")
@@ -211,3 +219,65 @@ async def test_capabilities_are_built_once_and_callers_get_their_own_copy() -> N
     with pytest.raises(BridgeError) as caught:
         await provider.capabilities("not-served")
     assert caught.value.code is ErrorCode.UNSUPPORTED_CAPABILITY
+
+
+def _direct_context() -> Any:
+    from imagebridge.engine.cancellation import CancelToken, Deadline
+    from imagebridge.providers.base import ProviderContext
+
+    return ProviderContext("direct", Deadline.after(30), CancelToken())
+
+
+async def test_seeded_chaos_is_reproducible() -> None:
+    """The same seed fails the same calls, so a chaos run can be replayed."""
+
+    async def pattern(seed: int) -> list[bool]:
+        provider = MockProvider(MockSettings(failure_rate=0.5, seed=seed))
+        outcome = []
+        for _ in range(24):
+            try:
+                await provider.execute(request(parameters={"size": "4x4"}), _direct_context())
+                outcome.append(True)
+            except BridgeError as error:
+                assert error.code is ErrorCode.UPSTREAM and error.retryable
+                outcome.append(False)
+        return outcome
+
+    first = await pattern(7)
+    assert first == await pattern(7)
+    assert True in first and False in first
+    assert first != await pattern(8)
+
+
+async def test_latency_jitter_stays_within_its_bound_and_follows_the_seed() -> None:
+    class Recording(MockProvider):
+        def __init__(self, settings: MockSettings) -> None:
+            super().__init__(settings)
+            self.waits: list[float] = []
+
+        async def _sleep(self, seconds: float, context: Any) -> None:
+            self.waits.append(seconds)
+
+    async def waits(seed: int) -> list[float]:
+        provider = Recording(MockSettings(latency_ms=100, latency_jitter_ms=50, seed=seed))
+        for _ in range(12):
+            await provider.execute(request(parameters={"size": "4x4"}), _direct_context())
+        return provider.waits
+
+    first = await waits(3)
+    assert len(first) == 12
+    assert all(0.1 <= wait <= 0.15 for wait in first)
+    assert len(set(first)) > 1  # jitter actually varies the latency
+    assert first == await waits(3)
+
+
+async def test_a_failing_event_sink_never_fails_the_generation() -> None:
+    runtime, _ = mock_runtime()
+
+    async def broken(event: ProviderEventT) -> None:
+        raise RuntimeError("the listener went away")
+
+    response = await runtime.execute(
+        request(parameters={"size": "16x16", "partial_images": 1}), ExecutionContext(events=broken)
+    )
+    assert len(response.data) == 1

@@ -69,7 +69,7 @@ def test_every_file_and_text_part_reaches_the_request(
     assert len(response.json()["data"]) == 2
     sent = recorder.requests[-1]
     assert sent.prompt == "multipart mapping"
-    assert sent.operation.value == "edit"
+    assert sent.operation.value == "edit" and sent.images is not None
     assert [(item.filename, decoded(item)) for item in sent.images] == [
         ("first.png", first),
         ("second.png", second),
@@ -99,6 +99,7 @@ def test_plain_image_parts_and_a_numeric_field_that_is_not_a_number(
         )
         assert ok.status_code == 200, ok.text
         plain = recorder.requests[-1].images
+        assert plain is not None
         assert [(item.filename, item.media_type) for item in plain] == [
             ("a.png", "image/png"),
             ("b.png", None),

@@ -729,3 +729,31 @@ def test_48_session_lookup(standard: LiveServer) -> None:
     assert unsupported.status_code == 400
     assert unsupported.json()["error"]["code"] == "unsupported_capability"
     assert get(standard, "/v1/sessions/unknown?provider=mock&x=1").status_code == 422
+
+
+def test_48_session_bindings_can_be_deleted(standard: LiveServer) -> None:
+    """api.md §5.3: DELETE answers 204 and the binding is gone; an unknown key is 404."""
+    key = f"delete-me-{uuid.uuid4().hex[:8]}"
+    created = post(
+        standard,
+        "/v1/images",
+        {
+            **GENERATE,
+            "routing": {"provider": "mock"},
+            "parameters": SMALL,
+            "session": {"mode": "persistent", "key": key},
+        },
+    )
+    assert created.status_code == 200, created.text
+    path = f"/v1/sessions/{key}?provider=mock"
+    found = get(standard, path)
+    assert found.status_code == 200
+    assert found.json()["key"] == key and found.json()["thread_id"]
+    with standard.client() as client:
+        deleted = client.delete(path)
+        assert deleted.status_code == 204 and deleted.content == b""
+        assert client.get(path).json()["error"]["code"] == "session_not_found"
+        again = client.delete(path)
+        assert again.status_code == 404
+        assert again.json()["error"]["code"] == "session_not_found"
+        assert client.delete(f"/v1/sessions/{key}").status_code == 400

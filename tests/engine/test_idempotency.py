@@ -161,3 +161,64 @@ def test_fingerprint_is_canonical() -> None:
     assert request_fingerprint(third) == request_fingerprint(fourth)
     assert len(request_fingerprint(first)) == 64
     assert time.time() > 0
+
+
+async def test_each_kind_of_entry_lives_for_its_own_ttl() -> None:
+    now = [0.0]
+    coordinator = IdempotencyCoordinator(
+        IdempotencyConfig(completed_ttl_secs=10, unknown_ttl_secs=20, in_flight_ttl_secs=5),
+        clock=lambda: now[0],
+    )
+    done = await begin(coordinator, "done", "f")
+    unknown = await begin(coordinator, "unknown", "f")
+    assert isinstance(done, IdempotencyLease) and isinstance(unknown, IdempotencyLease)
+    coordinator.complete(done, response("first"))
+    coordinator.fail(unknown, BridgeError(ErrorCode.UPSTREAM, "?").mark_unknown_outcome())
+    now[0] = 9.0
+    replay = await begin(coordinator, "done", "f")
+    assert isinstance(replay, ImageResponse) and replay.id == "first"
+    now[0] = 10.0  # the completed response expired: the key runs again
+    assert isinstance(await begin(coordinator, "done", "f"), IdempotencyLease)
+    with pytest.raises(BridgeError) as still:
+        await begin(coordinator, "unknown", "f")
+    assert still.value.details["outcome"] == "unknown"
+    now[0] = 20.0  # the tombstone expired too
+    assert isinstance(await begin(coordinator, "unknown", "f"), IdempotencyLease)
+
+
+async def test_waiters_of_an_expired_leader_get_a_retryable_timeout() -> None:
+    now = [0.0]
+    coordinator = IdempotencyCoordinator(
+        IdempotencyConfig(in_flight_ttl_secs=5), clock=lambda: now[0]
+    )
+    assert isinstance(await begin(coordinator, "k", "f"), IdempotencyLease)
+    follower = asyncio.ensure_future(begin(coordinator, "k", "f"))
+    await asyncio.sleep(0)
+    now[0] = 5.0
+    assert isinstance(await begin(coordinator, "other", "f"), IdempotencyLease)  # cleans up
+    with pytest.raises(BridgeError) as caught:
+        await follower
+    assert caught.value.code is ErrorCode.TIMEOUT and caught.value.retryable
+    assert caught.value.message == "idempotent operation expired"
+
+
+async def test_entry_capacity_evicts_the_least_recently_used_completed_response() -> None:
+    coordinator = IdempotencyCoordinator(IdempotencyConfig(max_entries=2))
+    for key in ("a", "b"):
+        lease = await begin(coordinator, key, "f")
+        assert isinstance(lease, IdempotencyLease)
+        coordinator.complete(lease, response(key))
+    assert isinstance(await begin(coordinator, "a", "f"), ImageResponse)  # a is now fresher
+    assert isinstance(await begin(coordinator, "c", "f"), IdempotencyLease)
+    assert len(coordinator) == 2
+    kept = await begin(coordinator, "a", "f")
+    assert isinstance(kept, ImageResponse) and kept.id == "a"
+    assert isinstance(await begin(coordinator, "b", "f"), IdempotencyLease)  # b was evicted
+
+
+@pytest.mark.parametrize("scope", ["", "x" * 257, "tab\there"])
+async def test_an_invalid_scope_is_refused(scope: str) -> None:
+    coordinator = IdempotencyCoordinator(IdempotencyConfig())
+    with pytest.raises(BridgeError) as caught:
+        await coordinator.begin(scope, "k", "f", Deadline.after(5), CancelToken())
+    assert caught.value.code is ErrorCode.INVALID_REQUEST

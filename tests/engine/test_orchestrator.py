@@ -484,3 +484,32 @@ async def test_a_timeout_while_queued_is_retryable_and_never_dispatched() -> Non
     assert "outcome" not in caught.value.details
     assert len((await holder).data) == 1
     assert provider.calls == 1
+
+
+async def test_a_response_from_another_model_is_a_protocol_error() -> None:
+    class Drifting(FakeProvider):
+        def response(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+            drifted = super().response(request, context)
+            drifted.model = "some-other-model"
+            return drifted
+
+    runtime = make_runtime(Drifting(caps=ONE))
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request())
+    assert caught.value.code is ErrorCode.PROTOCOL
+    assert caught.value.details["expected_model"] == "test-image"
+    assert caught.value.details["actual_model"] == "some-other-model"
+
+
+async def test_queue_snapshot_counts_waiters_per_gate() -> None:
+    provider = FakeProvider(caps=ONE, delay=0.2)
+    runtime = make_runtime(provider, provider_gates={"test-provider": GateLimits(1, 2)})
+    assert runtime.queue_snapshot() == {
+        "global_queued": 0,
+        "providers_queued": {"test-provider": 0},
+    }
+    tasks = [asyncio.ensure_future(runtime.execute(request())) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    assert runtime.queue_snapshot()["providers_queued"] == {"test-provider": 2}
+    assert [len(response.data) for response in await asyncio.gather(*tasks)] == [1, 1, 1]
+    assert runtime.queue_snapshot()["providers_queued"] == {"test-provider": 0}

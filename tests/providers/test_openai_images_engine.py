@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.providers.base import ProviderEventT
+from tests.support.codex_backend import CodexBridge
 from tests.support.openai_server import (
     Behaviour,
     OpenAIImagesServer,
@@ -296,3 +298,63 @@ async def test_edits_through_the_engine_carry_the_mask(
     [sent] = openai_server.requests
     assert [part.name for part in sent.files] == ["image[]", "mask"]
     assert response.data[0].width == 1024
+
+
+@pytest.mark.parametrize(
+    ("fault", "policy", "code"),
+    [
+        ("http_429", "on_unavailable", "rate_limited"),  # falls back under either policy
+        ("http_503", "on_error", "upstream"),  # a known upstream failure, with on_error
+    ],
+)
+async def test_a_failing_codex_provider_falls_back_to_the_openai_provider(
+    codex_bridge_factory: Callable[..., Awaitable[CodexBridge]],
+    openai_server: OpenAIImagesServer,
+    fault: str,
+    policy: str,
+    code: str,
+) -> None:
+    bridge = await codex_bridge_factory(
+        "providers.openai.enabled=true", f'providers.openai.base_url="{openai_server.base_url}"'
+    )
+    bridge.backend.set_default(fault)
+    response = await bridge.run(
+        parameters={"size": "1024x1024"},
+        routing={
+            "provider": "codex-responses",
+            "fallbacks": [{"provider": "openai"}],
+            "fallback_policy": policy,
+        },
+    )
+    assert response.provider == "openai"
+    assert "provider_fallback_used" in response.warnings
+    assert [(a.provider, a.outcome.value, a.error_code) for a in response.attempts] == [
+        ("codex-responses", "failed", ErrorCode(code)),
+        ("openai", "succeeded", None),
+    ]
+    assert bridge.backend.calls("responses") >= 1
+    assert openai_server.calls() == 1
+    [item] = response.data
+    assert (item.width, item.height) == (1024, 1024)
+    with Image.open(io.BytesIO(base64.b64decode(item.b64_json or ""))) as image:
+        assert image.size == (1024, 1024)
+
+
+async def test_a_codex_failure_with_an_unknown_outcome_never_reaches_the_openai_provider(
+    codex_bridge_factory: Callable[..., Awaitable[CodexBridge]],
+    openai_server: OpenAIImagesServer,
+) -> None:
+    bridge = await codex_bridge_factory(
+        "providers.openai.enabled=true", f'providers.openai.base_url="{openai_server.base_url}"'
+    )
+    bridge.backend.set_default("disconnect_mid_stream")
+    error = await bridge.fail(
+        routing={
+            "provider": "codex-responses",
+            "fallbacks": [{"provider": "openai"}],
+            "fallback_policy": "on_error",
+        }
+    )
+    assert error.outcome_unknown
+    assert [a["provider"] for a in error.details["attempts"]] == ["codex-responses"]
+    assert openai_server.calls() == 0

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -222,3 +225,9 @@ async def test_an_invalid_scope_is_refused(scope: str) -> None:
     with pytest.raises(BridgeError) as caught:
         await coordinator.begin(scope, "k", "f", Deadline.after(5), CancelToken())
     assert caught.value.code is ErrorCode.INVALID_REQUEST
+
+
+def test_default_limits_are_the_original_configs_values() -> None:
+    config = Path(__file__).resolve().parents[3] / "shared" / "contract" / "config.example.toml"
+    configured = tomllib.loads(config.read_text())["runtime"]["idempotency"]
+    assert dataclasses.asdict(IdempotencyConfig()) == configured

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -270,6 +273,18 @@ def test_inline_payload_limit_is_configurable() -> None:
 
 def test_mask_issue_uses_the_mask_field() -> None:
     assert pairs(edit(mask={"type": "base64", "data": ""})) == [("mask", "empty")]
+
+
+ORIGINAL_CONFIG = (
+    Path(__file__).resolve().parents[3] / "shared" / "contract" / "config.example.toml"
+)
+
+
+def test_default_limits_are_the_original_configs_runtime_request_values() -> None:
+    """Not the core's smaller hard-coded defaults (runtime.md §9 quirk 1)."""
+    configured = tomllib.loads(ORIGINAL_CONFIG.read_text())["runtime"]["request"]
+    defaults = dataclasses.asdict(RequestLimits())
+    assert defaults == configured
 
 
 def test_n_limits_come_from_configuration_not_core_defaults() -> None:

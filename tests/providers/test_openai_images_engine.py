@@ -89,6 +89,30 @@ async def test_the_configured_provider_generates_verified_artifacts(
     assert openai_server.requests[0].sent_secret("authorization", KEY)
 
 
+async def test_credentials_come_from_the_variables_the_configuration_names(
+    tmp_path: Path, openai_server: OpenAIImagesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEAM_IMAGE_KEY", "sk-team-key-0123456789")
+    monkeypatch.setenv("TEAM_ORG", "org-team")
+    monkeypatch.setenv("TEAM_PROJECT", "proj-team")
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-default-ignored")
+    app = build_application(
+        configure(
+            tmp_path,
+            *openai_sets(openai_server),
+            'providers.openai.api_key_env="TEAM_IMAGE_KEY"',
+            'providers.openai.organization_env="TEAM_ORG"',
+            'providers.openai.project_env="TEAM_PROJECT"',
+        )
+    )
+    await execute(app, generate())
+    [sent] = openai_server.requests
+    assert sent.sent_secret("authorization", "sk-team-key-0123456789")
+    assert sent.sent_secret("openai-organization", "org-team")
+    assert sent.sent_secret("openai-project", "proj-team")
+    assert not sent.sent_secret("authorization", KEY)  # OPENAI_API_KEY is not the named one
+
+
 async def test_counts_beyond_the_native_limit_fan_out(
     tmp_path: Path, openai_server: OpenAIImagesServer
 ) -> None:

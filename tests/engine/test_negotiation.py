@@ -54,6 +54,58 @@ def test_capability_validation_rejects_inconsistent_batching() -> None:
     assert error.code is ErrorCode.PROTOCOL
 
 
+def _batching(mode: str, low: int, high: int, parallel: int) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "native_count": {"min": low, "max": high},
+        "max_parallel_outputs": parallel,
+    }
+
+
+@pytest.mark.parametrize(
+    ("caps", "message"),
+    [
+        ({"count": {"min": 0, "max": 2}}, "count range is invalid"),
+        ({"batching": _batching("native", 0, 2, 2)}, "native batch range is invalid"),
+        (
+            {"count": {"min": 1, "max": 4}, "batching": _batching("fan_out", 1, 5, 2)},
+            "native batch range lies outside its count range",
+        ),
+        ({"batching": _batching("native", 1, 2, 3)}, "max_parallel_outputs is outside"),
+        ({"batching": _batching("native", 1, 1, 1)}, "native count to equal the count range"),
+        ({"batching": _batching("fan_out", 1, 2, 2)}, "native count below the count range"),
+        ({"backgrounds": ["auto", "transparent"]}, "contradicts the background set"),
+        ({"transparent_background": "native"}, "contradicts the background set"),
+        (
+            {"transparent_background": "emulated", "backgrounds": ["transparent"]},
+            "contradicts the background set",
+        ),
+        (
+            {"transparent_background": "emulated", "output_formats": ["jpeg"]},
+            "needs a PNG or WebP output format",
+        ),
+    ],
+)
+def test_every_capability_consistency_rule(caps: dict[str, Any], message: str) -> None:
+    for mode in ("strict", "normalize", "best_effort"):
+        error = refused(request(policies={"compatibility": mode}), **caps)
+        assert error.code is ErrorCode.PROTOCOL
+        assert message in error.message
+        assert error.provider == "test-provider"
+
+
+def test_emulated_transparency_needs_an_auto_or_opaque_background() -> None:
+    from imagebridge.contract.capabilities import ProviderCapabilities
+
+    caps = capabilities(transparent_background="emulated")
+    broken = ProviderCapabilities.model_construct(
+        **{**dict(caps), "backgrounds": []}  # no background at all: not even auto
+    )
+    with pytest.raises(BridgeError) as caught:
+        negotiate_request(request(), broken)
+    assert "auto or opaque background" in caught.value.message
+
+
 def test_codex_mask_rejection_has_stable_transport_code() -> None:
     req = request(operation="edit", images=[IMAGE], mask=IMAGE)
     error = refused(req, provider="codex-responses")

@@ -20,7 +20,11 @@ import pytest
 
 from imagebridge.config import load_config
 from imagebridge.contract.errors import BridgeError
-from imagebridge.server.serve import _listen, check_bind
+from imagebridge.providers.mock import MockProvider
+from imagebridge.server.serve import _listen, check_bind, uvicorn_config
+from tests.server.conftest import ServeFactory, wait_for
+from tests.server.doubles import with_mock
+from tests.support.fakes import FakeProvider
 
 MOCK_ONLY = [
     'default_provider="mock"',
@@ -195,3 +199,47 @@ def test_a_failed_start_is_reported_not_swallowed(
     error = json.loads(process.stderr.strip().splitlines()[-1])
     assert error["code"] in {"configuration", "internal"}
     assert "listening on" not in process.stderr
+
+
+def test_the_grace_is_the_configured_milliseconds(tmp_path: Path) -> None:
+    env = {"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)}
+    for grace_ms, seconds in ((1_500, 1.5), (200, 0.2), (10_000, 10.0)):
+        sets = [*MOCK_ONLY, f"runtime.shutdown_grace_ms={grace_ms}"]
+        config = load_config(env=env, sets=sets, cwd=tmp_path).config
+        assert uvicorn_config(object(), config).timeout_graceful_shutdown == seconds
+
+
+def test_stopping_cuts_work_beyond_the_grace_and_shuts_providers_down(
+    serve: ServeFactory,
+) -> None:
+    """In-flight work gets ``runtime.shutdown_grace_ms``, then is cancelled (never left
+    running), and every provider's ``shutdown`` runs once."""
+    extra = FakeProvider("extra")
+    server = serve("runtime.shutdown_grace_ms=300", providers=with_mock(extra))
+    mock = server.state.find_provider(MockProvider)
+    assert mock is not None
+    outcome: dict[str, object] = {}
+
+    def slow_request() -> None:
+        body = {
+            "operation": "generate",
+            "prompt": "[mock:latency=20000] outlives the grace",
+            "parameters": {"size": "8x8"},
+        }
+        try:
+            with server.client(timeout=30) as client:
+                outcome["status"] = client.post("/v1/images", json=body).status_code
+        except httpx.HTTPError as error:
+            outcome["error"] = type(error).__name__
+
+    worker = threading.Thread(target=slow_request)
+    worker.start()
+    assert wait_for(lambda: mock.in_flight == 1, timeout=10)
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 8  # the grace (+ the runtime's own), not 20 s
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    assert outcome.get("status") != 200, outcome
+    assert mock.calls == 1 and mock.in_flight == 0  # the provider call ended with the server
+    assert extra.shutdown_calls == 1

@@ -60,16 +60,19 @@ def check_bind(config: BridgeConfig, bind: str, env: Mapping[str, str]) -> Liste
 def uvicorn_config(app: Any, config: BridgeConfig) -> uvicorn.Config:
     """Uvicorn settings derived from ``[server]`` and ``[runtime]``."""
     server = config.server
-    return uvicorn.Config(
+    settings = uvicorn.Config(
         app,
         log_config=None,
         access_log=False,
         lifespan="on",
         server_header=False,
-        timeout_graceful_shutdown=max(1, config.runtime.shutdown_grace_ms // 1000),
         # The header budget is enforced (431) by the app; h11 must not refuse first.
         h11_max_incomplete_event_size=server.max_header_bytes * 4 + 16_384,
     )
+    # Uvicorn declares whole seconds but waits with asyncio.wait_for, which takes fractions:
+    # the grace stays exactly as configured (1500 ms is 1.5 s, not 1 s; 200 ms is not 1 s).
+    settings.timeout_graceful_shutdown = config.runtime.shutdown_grace_ms / 1000  # type: ignore[assignment]
+    return settings
 
 
 class _Server(uvicorn.Server):

@@ -71,7 +71,16 @@ def test_35_job_submissions_are_idempotent(jobs_server: LiveServer) -> None:
     with jobs_server.client() as client:
         before = len(client.get("/v1/jobs?limit=100&visibility=all").json()["items"])
         first = client.post("/v1/jobs", json=job_body("idempotent job"), headers=key)
-        second = client.post("/v1/jobs", json=job_body("idempotent job"), headers=key)
+        # ERRATA §4: the fingerprint is taken over the parsed request with defaults filled
+        # in (and delivery forced to artifact), so key order, spelt-out defaults and the
+        # requested response_format do not turn a retry into a conflict.
+        spelled = {
+            "parameters": {"n": 1, "size": "16x16", "quality": "auto"},
+            "output": {"response_format": "b64_json"},
+            "prompt": "idempotent job",
+            "operation": "generate",
+        }
+        second = client.post("/v1/jobs", json=spelled, headers=key)
         assert first.status_code == second.status_code == 202
         assert first.json()["id"] == second.json()["id"]
         after = len(client.get("/v1/jobs?limit=100&visibility=all").json()["items"])
@@ -97,6 +106,19 @@ def test_36_artifacts_are_served_verified_with_cache_headers(jobs_server: LiveSe
             missing = client.get(f"/v1/artifacts/{bad}")
             assert missing.status_code == 404
             assert missing.json()["error"]["imagegen_bridge"]["code"] == "artifact"
+        # Every read re-verifies: bytes changed on disk are never served.
+        path = jobs_server.data_dir / "artifacts" / item["name"]
+        original = path.read_bytes()
+        other = io.BytesIO()
+        Image.new("RGB", (16, 16), (1, 2, 3)).save(other, format="PNG")
+        for tampered in (other.getvalue(), original[: len(original) // 2]):
+            path.write_bytes(tampered)
+            refused = client.get(f"/v1/artifacts/{item['id']}")
+            assert refused.status_code == 404, len(tampered)
+            assert refused.json()["error"]["imagegen_bridge"]["code"] == "artifact"
+            assert client.get(f"/v1/artifacts/{item['id']}/thumbnail").status_code == 404
+        path.write_bytes(original)
+        assert client.get(f"/v1/artifacts/{item['id']}").content == original
 
 
 def test_37_thumbnails(jobs_server: LiveServer) -> None:

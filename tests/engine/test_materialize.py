@@ -340,3 +340,246 @@ async def test_only_small_outputs_skip_the_worker_thread(
     )
     assert base64.b64decode(result.data[0].b64_json or "") == data
     assert ("inspect_image" in offloaded) is threaded, offloaded
+
+
+# -- §1.9 steps 1 and 3: the output set and each image are checked, nothing trusted ---------------
+
+
+async def refused(resp: ImageResponse, eff: ImageRequest, **limits: Any) -> BridgeError:
+    materializer = Materializer(MaterializeLimits(**limits))
+    with pytest.raises(BridgeError) as caught:
+        await materializer.materialize(resp, eff, None, owner="o")
+    return caught.value
+
+
+async def test_the_output_count_must_equal_the_effective_n() -> None:
+    error = await refused(response([image_item(0, png_bytes())]), request(parameters={"n": 2}))
+    assert (error.code, error.message) == (
+        ErrorCode.PROTOCOL,
+        "provider returned a different number of outputs",
+    )
+    assert (error.details["expected"], error.details["actual"]) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("indices", "message"),
+    [
+        ([0, 2], "provider returned duplicate or missing output indices"),
+        ([1, 1], "provider returned duplicate or missing output indices"),
+        ([1, 0], "provider returned outputs in an unstable index order"),
+    ],
+)
+async def test_output_indices_must_be_exactly_zero_to_n_in_order(
+    indices: list[int], message: str
+) -> None:
+    items = [image_item(i, png_bytes()) for i in indices]
+    error = await refused(response(items), request(parameters={"n": 2}))
+    assert (error.code, error.message) == (ErrorCode.PROTOCOL, message)
+
+
+async def test_base64_beyond_the_configured_bound_is_refused_before_decoding() -> None:
+    item = image_item(0, png_bytes(8, 8))
+    assert item.b64_json is not None
+    error = await refused(response([item]), request(), max_base64_chars=len(item.b64_json) - 1)
+    assert error.code is ErrorCode.PROTOCOL
+    assert error.details["maximum_bytes"] == len(item.b64_json) - 1
+    assert (
+        await Materializer(MaterializeLimits(max_base64_chars=len(item.b64_json))).materialize(
+            response([image_item(0, png_bytes(8, 8))]), request(), None, owner="o"
+        )
+    ).data[0].width == 8
+
+
+async def test_payloads_the_bridge_cannot_verify_are_refused() -> None:
+    data = png_bytes()
+    url = image_item(0, data, type="url", b64_json=None, url="https://cdn.example/a.png")
+    error = await refused(response([url]), request())
+    assert error.code is ErrorCode.CONFIGURATION  # no remote-output fetcher in the materializer
+    artifact = image_item(0, data, type="artifact", b64_json=None, id="x", name="a.png")
+    error = await refused(response([artifact]), request())
+    assert (error.code, error.message) == (
+        ErrorCode.PROTOCOL,
+        "provider returned an unverifiable internal payload type",
+    )
+
+
+async def test_the_decoded_format_must_be_the_negotiated_one() -> None:
+    error = await refused(
+        response([image_item(0, png_bytes())]), request(parameters={"output_format": "webp"})
+    )
+    assert error.code is ErrorCode.PROTOCOL
+    assert (error.details["expected"], error.details["actual"]) == ("webp", "png")
+
+
+@pytest.mark.parametrize(
+    "lie",
+    [{"width": 2}, {"height": 3}, {"bytes": 1}, {"sha256": "0" * 64}, {"format": "jpeg"}],
+)
+async def test_provider_declared_metadata_must_match_the_decoded_image(
+    lie: dict[str, Any],
+) -> None:
+    item = image_item(0, png_bytes(), **lie)
+    error = await refused(response([item]), request())
+    assert error.message == "provider output metadata does not match the decoded image"
+    assert error.code is ErrorCode.PROTOCOL
+    assert error.details["output_index"] == 0
+
+
+# -- §1.9 step 4: transparency -------------------------------------------------------------------
+
+
+async def test_the_chroma_key_is_sampled_from_the_actual_border() -> None:
+    plan = ChromaPlan("#ff00ff", 12, 96, True)  # planned magenta, the provider painted green
+    result = await Materializer().materialize(
+        response([image_item(0, keyed_fixture())]), request(), plan, owner="o"
+    )
+    [key] = [n for n in result.normalizations if n.field == "data[0].transparency.key_color"]
+    assert (key.requested, key.effective, key.reason) == (
+        "#ff00ff",
+        "#00ff00",
+        "sampled_provider_output_border",
+    )
+    [alpha] = [n for n in result.normalizations if n.field == "data[0].transparency.alpha"]
+    assert alpha.requested is None
+    assert alpha.effective == {
+        "total_pixels": 400,
+        "transparent_pixels": 300,
+        "partial_pixels": 0,
+        "opaque_pixels": 100,
+        "transparent_corners": 4,
+    }
+
+
+async def test_a_chroma_failure_is_an_artifact_error_naming_the_stage() -> None:
+    plan = ChromaPlan("#00ff00", 12, 96, True)
+    white = png_bytes(20, 20, color=(255, 255, 255))
+    with pytest.raises(BridgeError) as caught:
+        await Materializer().materialize(
+            response([image_item(0, white)]), request(), plan, owner="o"
+        )
+    error = caught.value
+    assert (error.code, error.message) == (
+        ErrorCode.ARTIFACT,
+        "provider output image failed independent verification",
+    )
+    assert error.details["stage"] == "transparent_background"
+
+
+def rgba_png(opaque_centre: bool = True, transparent_border: bool = True) -> bytes:
+    pixels = np.zeros((20, 20, 4), dtype=np.uint8)
+    pixels[...] = (0, 0, 0, 0 if transparent_border else 255)
+    if opaque_centre:
+        pixels[5:15, 5:15] = (200, 40, 40, 255)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels, "RGBA").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+async def test_native_transparency_is_validated_without_the_corner_rule() -> None:
+    eff = request(parameters={"background": "transparent"})
+    result = await Materializer().materialize(
+        response([image_item(0, rgba_png())]), eff, None, owner="o"
+    )
+    [alpha] = result.normalizations
+    assert (alpha.field, alpha.reason) == ("data[0].transparency.alpha", "validated_native_alpha")
+    assert alpha.effective["transparent_pixels"] == 300  # type: ignore[index]
+    with pytest.raises(BridgeError) as caught:  # a provider that ignored transparency
+        await Materializer().materialize(
+            response([image_item(0, rgba_png(transparent_border=False))]), eff, None, owner="o"
+        )
+    assert caught.value.code is ErrorCode.ARTIFACT
+    assert caught.value.details["stage"] == "transparent_background"
+
+
+async def test_pixel_work_runs_in_a_worker_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from imagebridge.engine import materialize as module
+
+    offloaded: list[str] = []
+    real_to_thread = module.asyncio.to_thread
+
+    async def to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        offloaded.append(getattr(func, "__name__", repr(func)))
+        return await real_to_thread(func, *args, **kwargs)
+
+    monkeypatch.setattr(module.asyncio, "to_thread", to_thread)
+    plan = ChromaPlan("#00ff00", 12, 96, True)
+    await Materializer().materialize(
+        response([image_item(0, keyed_fixture())]), request(), plan, owner="o"
+    )
+    assert "remove_background" in offloaded
+    eff = request(parameters={"background": "transparent"}, output={"metadata": "embedded"})
+    await Materializer().materialize(
+        response([image_item(0, rgba_png())]), eff, None, owner="o", original=eff
+    )
+    assert "inspect_transparent_alpha" in offloaded
+    assert "embed" in offloaded  # the XMP container is rebuilt and re-verified off the loop
+
+
+# -- §1.9 steps 5 and 7: dimensions and projection -----------------------------------------------
+
+
+async def test_uniformly_different_dimensions_change_the_effective_size() -> None:
+    items = [image_item(0, png_bytes(3, 2)), image_item(1, png_bytes(3, 2))]
+    eff = request(parameters={"n": 2, "size": "2x2"}, policies={"compatibility": "strict"})
+    resp = response(items)
+    result = await Materializer().materialize(resp, eff, None, owner="o")
+    assert result.effective.size == "3x2"
+    [change] = result.normalizations
+    assert (change.field, change.requested, change.effective, change.reason) == (
+        "parameters.size",
+        "2x2",
+        "3x2",
+        "provider_output_dimensions_differed",
+    )
+    assert result.warnings == ["provider_output_dimensions_differed"]
+    same = await Materializer().materialize(
+        response([image_item(0, png_bytes(2, 2))]),
+        request(parameters={"size": "2x2"}),
+        None,
+        owner="o",
+    )
+    assert same.normalizations == [] and same.warnings == []
+
+
+async def test_metadata_projection_has_no_payload_but_every_measured_field() -> None:
+    data = png_bytes(5, 4)
+    result = await Materializer().materialize(
+        response([image_item(0, data, generation_ms=9)]),
+        request(output={"response_format": "metadata"}),
+        None,
+        owner="o",
+    )
+    [item] = result.data
+    assert item.type == "metadata"
+    assert (item.b64_json, item.url, item.id, item.name) == (None, None, None, None)
+    assert (item.width, item.height, item.bytes, item.generation_ms) == (5, 4, len(data), 9)
+    import hashlib
+
+    assert item.sha256 == hashlib.sha256(data).hexdigest()
+
+
+# -- §1.9 step 8: sidecars -----------------------------------------------------------------------
+
+
+async def test_sidecars_need_a_store_and_named_artifact_outputs() -> None:
+    eff = request(output={"response_format": "artifact", "metadata": "sidecar"})
+    resp = response([image_item(0, png_bytes())])
+    with pytest.raises(BridgeError) as caught:
+        await Materializer().attach_sidecars(resp, eff, eff)
+    assert caught.value.code is ErrorCode.CONFIGURATION
+
+    class Sink:
+        async def publish(self, data: bytes, **options: Any) -> PublishedArtifact:
+            raise AssertionError("not called")
+
+        async def attach_metadata(self, artifact_id: str, name: str, record: Any) -> str:
+            raise AssertionError("a b64 output has no artifact to attach to")
+
+    with pytest.raises(BridgeError) as caught:
+        await Materializer(artifacts=Sink()).attach_sidecars(resp, eff, eff)
+    assert (caught.value.code, caught.value.message) == (
+        ErrorCode.PROTOCOL,
+        "metadata sidecars require named artifact outputs",
+    )
+    plain = request()
+    assert await Materializer().attach_sidecars(resp, plain, plain) is resp

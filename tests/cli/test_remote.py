@@ -180,7 +180,9 @@ class Stub:
         async def list_jobs(request: Request) -> Response:
             self.authorization.append(request.headers.get("authorization"))
             self.queries.append(dict(request.query_params))
-            return JSONResponse({"items": [_job("j1", "queued")], "next_cursor": "c2"})
+            summary = {"id": "j1", "status": "queued", "created": 1, "updated": 2,
+                       "favorite": False}  # fmt: skip
+            return JSONResponse({"items": [summary], "next_cursor": "c2"})
 
         async def get_job(request: Request) -> Response:
             job_id = request.path_params["job_id"]
@@ -193,6 +195,8 @@ class Stub:
             if job_id == "failing":
                 error = {"code": "safety_rejected", "message": "no", "retryable": False}
                 return JSONResponse(_job(job_id, "failed", error=error))
+            if job_id == "garbled":
+                return JSONResponse({"id": job_id, "status": "exploded"})
             if job_id == "forever":
                 return JSONResponse(_job(job_id, "running"))
             return JSONResponse(_job(job_id, "succeeded"))
@@ -267,6 +271,17 @@ def test_jobs_get_missing_and_cancel(cli: Cli, stub: tuple[Stub, str]) -> None:
     assert missing.error()["details"]["resource"] == "job"
     cancelled = cli("--json", "--remote", url, "jobs", "cancel", "j9")
     assert cancelled.json()["cancel_requested"] is True
+
+
+def test_a_malformed_answer_is_a_protocol_error_not_printed(
+    cli: Cli, stub: tuple[Stub, str]
+) -> None:
+    """Remote answers are checked by the SDK's contract models before anything is shown."""
+    _, url = stub
+    garbled = cli("--json", "--remote", url, "jobs", "get", "garbled")
+    assert garbled.code == 6 and garbled.stdout == ""
+    assert garbled.error()["code"] == "protocol"
+    assert "malformed job" in garbled.error()["message"]
 
 
 def test_jobs_wait_polls_until_terminal_and_exits_like_the_job(

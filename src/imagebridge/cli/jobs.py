@@ -51,18 +51,15 @@ def jobs_list(
     favorite: bool | None,
     search: str | None,
 ) -> int:
-    params = {"limit": str(limit)}
-    for key, value in (
-        ("cursor", cursor),
-        ("status", status),
-        ("visibility", visibility),
-        ("search", search),
-    ):
-        if value is not None:
-            params[key] = value
-    if favorite is not None:
-        params["favorite"] = "true" if favorite else "false"
-    ctx.output.value(asyncio.run(_with_bridge(ctx, lambda b: b.list_jobs(params))))
+    filters: dict[str, Any] = {
+        "limit": limit,
+        "cursor": cursor,
+        "status": status,
+        "visibility": visibility,
+        "favorite": favorite,
+        "search": search,
+    }
+    ctx.output.value(asyncio.run(_with_bridge(ctx, lambda b: b.list_jobs(**filters))))
     return 0
 
 

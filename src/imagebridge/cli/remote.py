@@ -1,95 +1,70 @@
-"""A small HTTP client for exactly what the CLI asks of a running bridge.
+"""The CLI's view of a running bridge, on top of the SDK's :class:`AsyncImageBridgeClient`.
 
 ``--remote URL`` (or ``$IMAGEGEN_BRIDGE_URL``) sends ``generate``/``edit``, presets,
 sessions, providers and jobs to a bridge over its v1 API instead of running the engine
-in-process. Errors come back as the bridge's own :class:`BridgeError` (parsed from the
-error envelope); a request that may have reached the bridge before the connection broke
-is reported with an unknown outcome and is never retried. The bearer token comes from
-``$IMAGEGEN_BRIDGE_TOKEN`` and is sent only over https or to a loopback host.
+in-process. Every call goes through :mod:`imagebridge.client`, so the CLI and scripts share
+one set of rules: URL checks (the bearer token is sent only over https or to a loopback
+host), bounded answers, answers validated by the contract models, and the bridge's own
+error (a request that may have reached the bridge before the connection broke is reported
+with an unknown outcome). The CLI never retries on its own (``max_retries=0``): a retryable
+failure exits with its status (5 for rate limits) and the caller decides. Answers are
+returned in wire form (``to_wire()``), exactly what the local commands print.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import json
-from collections.abc import Mapping
-from typing import Any, Self
-from urllib.parse import quote, urlsplit, urlunsplit
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Self, TypeVar
 
 import httpx
 
-from imagebridge.contract.envelope import ErrorEnvelope
+from imagebridge.client import AsyncImageBridgeClient, BridgeAPIError
+from imagebridge.client._config import normalize_base_url as _client_base_url
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "RemoteBridge", "normalize_base_url"]
 
+T = TypeVar("T")
+
 DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+DEFAULT_READ_TIMEOUT_S = 60.0
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DASHBOARD_TITLE = b"<title>Imagegen Bridge</title>"
+MAX_DASHBOARD_PROBE_BYTES = 1024 * 1024
+_REMOTE_SUGGESTION = "Pass --remote http://127.0.0.1:8787 (or set IMAGEGEN_BRIDGE_URL)."
 _CONNECT_SUGGESTION = (
     "Start a bridge with `imagegen-bridge serve`, or check --remote / IMAGEGEN_BRIDGE_URL."
 )
-_STATUS_CODES = {
-    401: ErrorCode.AUTHENTICATION,
-    403: ErrorCode.PERMISSION_DENIED,
-    404: ErrorCode.INVALID_REQUEST,
-    408: ErrorCode.TIMEOUT,
-    409: ErrorCode.IDEMPOTENCY_CONFLICT,
-    422: ErrorCode.INVALID_REQUEST,
-    429: ErrorCode.RATE_LIMITED,
-    503: ErrorCode.OVERLOADED,
-    504: ErrorCode.TIMEOUT,
-}
 
 
-def _config_error(message: str) -> BridgeError:
-    return BridgeError(
-        ErrorCode.CONFIGURATION,
-        message,
-        details={"field": "remote"},
-        suggestions=["Pass --remote http://127.0.0.1:8787 (or set IMAGEGEN_BRIDGE_URL)."],
-    )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def _for_the_cli(error: BridgeError) -> BridgeError:
+    """The SDK's error in CLI terms: flags instead of keyword arguments, and the request
+    id (an attribute of :class:`BridgeAPIError`) in ``details`` so ``--json`` shows it."""
+    if error.code is ErrorCode.CONFIGURATION and error.details.get("field") == "base_url":
+        return BridgeError(
+            ErrorCode.CONFIGURATION,
+            error.message.replace("pass token= or set", "use"),
+            details={"field": "remote"},
+            suggestions=[_REMOTE_SUGGESTION],
+        )
+    if isinstance(error, BridgeAPIError):
+        if error.request_id is not None:
+            error.details.setdefault("request_id", error.request_id)
+        if error.status_code is None and error.code is ErrorCode.UPSTREAM:
+            error.suggestions = [_CONNECT_SUGGESTION]
+    return error
 
 
 def normalize_base_url(url: str, *, sends_token: bool) -> str:
-    """Check a bridge URL and return it without a trailing slash.
-
-    http(s) only, a host, no credentials, query or fragment; a path prefix (a reverse
-    proxy mount) is kept. A token is never sent in clear text beyond this machine.
-    """
+    """Check a bridge URL (the SDK's rules) and return it without a trailing slash."""
     try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError:
-        raise _config_error("bridge URL is malformed") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _config_error("bridge URL must be an http or https URL with a host")
-    if parts.username is not None or parts.password is not None:
-        raise _config_error("bridge URL must not contain credentials; use IMAGEGEN_BRIDGE_TOKEN")
-    if parts.query or parts.fragment:
-        raise _config_error("bridge URL must not contain a query or fragment")
-    if sends_token and parts.scheme == "http" and not _is_loopback(parts.hostname):
-        raise _config_error(
-            "refusing to send the bearer token over plain http to a non-loopback host; use https"
-        )
-    del port  # validated above (a bad port raises ValueError)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
-
-
-def _segment(value: str) -> str:
-    return quote(value, safe="")
+        return _client_base_url(url, sends_token=sends_token)
+    except BridgeError as error:
+        raise _for_the_cli(error) from None
 
 
 class RemoteBridge:
-    """Async client for one bridge; use as ``async with RemoteBridge(...) as bridge``."""
+    """One bridge, for the CLI; use as ``async with RemoteBridge(...) as bridge``."""
 
     def __init__(
         self,
@@ -97,21 +72,31 @@ class RemoteBridge:
         *,
         token: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = normalize_base_url(base_url, sends_token=token is not None)
-        self._max_response_bytes = max_response_bytes
-        headers = {"Accept": "application/json", "User-Agent": "imagegen-bridge-cli"}
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
-        self._client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(60.0, connect=connect_timeout),
+        self._timeout = httpx.Timeout(DEFAULT_READ_TIMEOUT_S, connect=connect_timeout)
+        self._http = httpx.AsyncClient(
+            headers={"User-Agent": "imagegen-bridge-cli"},
+            timeout=self._timeout,
             follow_redirects=False,
             trust_env=False,
             transport=transport,
         )
+        try:
+            self.client = AsyncImageBridgeClient(
+                self.base_url,
+                token=token,
+                timeout=self._timeout,
+                max_retries=0,
+                max_response_bytes=max_response_bytes,
+                default_headers={"User-Agent": "imagegen-bridge-cli"},
+                http_client=self._http,
+                env={},  # the CLI has already chosen the URL and the token
+            )
+        except BridgeError as error:
+            raise _for_the_cli(error) from None
 
     async def __aenter__(self) -> Self:
         return self
@@ -120,183 +105,114 @@ class RemoteBridge:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._client.aclose()
-
-    # -- transport -------------------------------------------------------------------------
-
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        read_timeout: float | None = 60.0,
-        side_effects: bool = False,
-    ) -> tuple[int, Any]:
-        """Send one request and decode a JSON answer (``None`` for an empty body).
-
-        ``side_effects``: a failure after the request was sent leaves an unknown outcome.
-        """
-        url = self.base_url + path
-        content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        request_headers = dict(headers or {})
-        if content is not None:
-            request_headers["Content-Type"] = "application/json"
-        timeout = httpx.Timeout(60.0, connect=10.0, read=read_timeout)
-        try:
-            async with self._client.stream(
-                method,
-                url,
-                content=content,
-                params=params,
-                headers=request_headers,
-                timeout=timeout,
-            ) as response:
-                raw = await self._read_bounded(response)
-                status = response.status_code
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise BridgeError(
-                ErrorCode.UPSTREAM,
-                "could not connect to the bridge",
-                retryable=True,
-                details={"url": self.base_url},
-                suggestions=[_CONNECT_SUGGESTION],
-            ) from exc
-        except httpx.HTTPError as exc:
-            error = BridgeError(
-                ErrorCode.UPSTREAM,
-                "the connection to the bridge failed before its answer arrived",
-                retryable=not side_effects,
-                details={"url": self.base_url},
-            )
-            if side_effects:
-                error.mark_unknown_outcome()
-            raise error from exc
-        if status >= 400:
-            raise self._error(status, raw)
-        if not raw:
-            return status, None
-        try:
-            return status, json.loads(raw)
-        except (ValueError, RecursionError):
-            raise BridgeError(ErrorCode.PROTOCOL, "the bridge answered with invalid JSON") from None
-
-    async def _read_bounded(self, response: httpx.Response) -> bytes:
-        declared = response.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self._max_response_bytes:
-            raise self._too_large()
-        chunks: list[bytes] = []
-        total = 0
-        async for chunk in response.aiter_bytes():
-            total += len(chunk)
-            if total > self._max_response_bytes:
-                raise self._too_large()
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def _too_large(self) -> BridgeError:
-        return BridgeError(
-            ErrorCode.PROTOCOL,
-            "the bridge's answer exceeds the configured response size limit",
-            details={"max_bytes": self._max_response_bytes},
-        )
+        await self.client.aclose()
+        await self._http.aclose()
 
     @staticmethod
-    def _error(status: int, raw: bytes) -> BridgeError:
+    async def _call(call: Callable[[], Awaitable[T]]) -> T:
         try:
-            envelope = ErrorEnvelope.model_validate_json(raw)
-        except ValueError:
-            code = _STATUS_CODES.get(status, ErrorCode.UPSTREAM)
-            return BridgeError(
-                code,
-                f"the bridge answered HTTP {status} without an error envelope",
-                retryable=status in (429, 502, 503, 504),
-                details={"status": status},
-            )
-        error = envelope.to_error()
-        error.details.setdefault("request_id", envelope.request_id)
-        return error
+            return await call()
+        except BridgeError as error:
+            raise _for_the_cli(error) from None
 
     # -- images ----------------------------------------------------------------------------
 
-    async def generate(self, request: dict[str, Any], *, timeout_s: float | None) -> Any:
-        """``POST /v1/images``; ``timeout_s`` bounds the wait for the answer."""
-        _, body = await self._call(
-            "POST", "/v1/images", body=request, read_timeout=timeout_s, side_effects=True
+    async def generate(self, request: Mapping[str, Any], *, timeout_s: float | None) -> Any:
+        """``POST /v1/images`` (generate or edit); ``timeout_s`` bounds the wait for the answer."""
+        timeout = httpx.Timeout(
+            DEFAULT_READ_TIMEOUT_S, connect=self._timeout.connect, read=timeout_s
         )
-        return body
+        images = self.client.images
+        send = images.edit if request.get("operation") == "edit" else images.generate
+        response = await self._call(lambda: send(request, timeout=timeout))
+        return response.to_wire()
 
     # -- providers and sessions -----------------------------------------------------------
 
     async def providers(self) -> list[Any]:
-        items: list[Any] = []
-        cursor: str | None = None
-        for _ in range(1000):  # bounded paging
-            params = {"limit": "100"}
-            if cursor is not None:
-                params["cursor"] = cursor
-            _, page = await self._call("GET", "/v1/providers", params=params)
-            if not isinstance(page, dict) or not isinstance(page.get("items"), list):
-                raise BridgeError(ErrorCode.PROTOCOL, "the bridge sent a malformed provider page")
-            items.extend(page["items"])
-            cursor = page.get("next_cursor")
-            if not isinstance(cursor, str):
-                break
-        return items
+        async def every() -> list[Any]:
+            return [item.to_wire() async for item in self.client.providers.iter()]
+
+        return await self._call(every)
 
     async def capabilities(self, provider: str, model: str | None) -> Any:
-        params = {"model": model} if model else None
-        path = f"/v1/providers/{_segment(provider)}/capabilities"
-        return (await self._call("GET", path, params=params))[1]
+        caps = await self._call(lambda: self.client.providers.capabilities(provider, model=model))
+        return caps.to_wire()
 
     async def get_session(self, key: str, provider: str | None) -> Any:
-        params = {"provider": provider} if provider else None
-        return (await self._call("GET", f"/v1/sessions/{_segment(key)}", params=params))[1]
+        session = await self._call(lambda: self.client.sessions.get(key, provider=provider))
+        return session.to_wire()
 
     async def delete_session(self, key: str, provider: str | None) -> None:
-        params = {"provider": provider} if provider else None
-        await self._call("DELETE", f"/v1/sessions/{_segment(key)}", params=params)
+        await self._call(lambda: self.client.sessions.delete(key, provider=provider))
 
     # -- presets ------------------------------------------------------------------------------
 
     async def list_presets(self, *, limit: int, cursor: str | None = None) -> Any:
-        params = {"limit": str(limit)}
-        if cursor is not None:
-            params["cursor"] = cursor
-        return (await self._call("GET", "/v1/presets", params=params))[1]
+        page = await self._call(lambda: self.client.presets.list(limit=limit, cursor=cursor))
+        return page.to_wire()
 
     async def get_preset(self, name: str) -> Any:
-        return (await self._call("GET", f"/v1/presets/{_segment(name)}"))[1]
+        return (await self._call(lambda: self.client.presets.get(name))).to_wire()
 
-    async def create_preset(self, body: dict[str, Any]) -> Any:
-        return (await self._call("POST", "/v1/presets", body=body, side_effects=True))[1]
+    async def create_preset(self, body: Mapping[str, Any]) -> Any:
+        preset = await self._call(
+            lambda: self.client.presets.create(
+                body["name"], body["template"], description=body.get("description")
+            )
+        )
+        return preset.to_wire()
 
-    async def replace_preset(self, name: str, body: dict[str, Any]) -> Any:
-        path = f"/v1/presets/{_segment(name)}"
-        return (await self._call("PUT", path, body=body, side_effects=True))[1]
+    async def replace_preset(self, name: str, body: Mapping[str, Any]) -> Any:
+        preset = await self._call(
+            lambda: self.client.presets.replace(
+                name, body["template"], description=body.get("description")
+            )
+        )
+        return preset.to_wire()
 
     async def delete_preset(self, name: str) -> None:
-        await self._call("DELETE", f"/v1/presets/{_segment(name)}", side_effects=True)
+        await self._call(lambda: self.client.presets.delete(name))
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    async def list_jobs(self, params: Mapping[str, str]) -> Any:
-        return (await self._call("GET", "/v1/jobs", params=params))[1]
+    async def list_jobs(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        status: str | None = None,
+        visibility: str | None = None,
+        favorite: bool | None = None,
+        search: str | None = None,
+    ) -> Any:
+        page = await self._call(
+            lambda: self.client.jobs.list(
+                limit=limit,
+                cursor=cursor,
+                status=status,
+                visibility=visibility,
+                favorite=favorite,
+                search=search,
+            )
+        )
+        return page.to_wire()
 
     async def get_job(self, job_id: str) -> Any:
-        return (await self._call("GET", f"/v1/jobs/{_segment(job_id)}"))[1]
+        return (await self._call(lambda: self.client.jobs.get(job_id))).to_wire()
 
     async def cancel_job(self, job_id: str) -> Any:
-        return (await self._call("DELETE", f"/v1/jobs/{_segment(job_id)}", side_effects=True))[1]
+        return (await self._call(lambda: self.client.jobs.cancel(job_id))).to_wire()
 
     # -- dashboard probe ------------------------------------------------------------------------
 
     async def dashboard_is_running(self, timeout_s: float = 1.0) -> bool:
-        """Whether ``GET /dashboard`` answers 200 with the dashboard's title within the time."""
+        """Whether ``GET /dashboard`` answers 200 with the dashboard's title within the time.
+
+        The page is HTML, not an API answer, so this reads it with the same HTTP client
+        directly, bounded in time and bytes."""
         try:
-            async with self._client.stream(
+            async with self._http.stream(
                 "GET", self.base_url + "/dashboard", timeout=httpx.Timeout(timeout_s)
             ) as response:
                 if response.status_code != 200:
@@ -309,7 +225,7 @@ class RemoteBridge:
                         return True
                     tail = window[-len(DASHBOARD_TITLE) :]
                     total += len(chunk)
-                    if total > 1024 * 1024:
+                    if total > MAX_DASHBOARD_PROBE_BYTES:
                         break
         except httpx.HTTPError:
             return False

@@ -43,7 +43,7 @@ def jobs_server(serve_module: ServeFactory) -> LiveServer:
 def succeeded_job(client: httpx.Client, prompt: str = "DURABLE TEST fox") -> dict[str, Any]:
     created = client.post("/v1/jobs", json=job_body(prompt))
     assert created.status_code == 202, created.text
-    job = wait_status(client, created.json()["id"], {"succeeded", "failed"})
+    job: dict[str, Any] = wait_status(client, created.json()["id"], {"succeeded", "failed"})
     assert job["status"] == "succeeded", job
     return job
 

@@ -227,6 +227,23 @@ def test_record_fits_by_dropping_optional_fields_in_order() -> None:
     assert error.message == "embedded artifact metadata exceeds the portable 40 KiB limit"
 
 
+def test_trimming_follows_the_order_and_stops_as_soon_as_the_record_fits() -> None:
+    big = [{"field": "parameters.size", "reason": "x" * 1024} for _ in range(45)]
+    record = generation_record(
+        usage={"total_tokens": 3},
+        session={"key": "s", "reused": False},
+        normalizations=big,
+        warnings=["slow"],
+        revised_prompt="a revised lighthouse",
+    )
+    fitted, encoded = fit_generation_record(record)
+    assert len(encoded) <= MAX_EMBEDDED_METADATA_BYTES
+    assert fitted["omitted_fields"] == ["usage", "session", "normalizations"]
+    assert fitted["warnings"] == ["slow"]
+    assert fitted["revised_prompt"] == "a revised lighthouse"
+    assert "usage" not in fitted and "session" not in fitted and "normalizations" not in fitted
+
+
 async def test_async_wrappers() -> None:
     source, fmt = sources()["png"]
     embedded, _ = await aembed_metadata(source, fmt, RECORD)

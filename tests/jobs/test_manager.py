@@ -211,6 +211,41 @@ async def test_cancelling_a_running_job_reaches_the_provider(make_bridge: Bridge
     assert bridge.manager.active_workers == 0
 
 
+class FailingCancelStore(SqliteJobStore):
+    """The real store whose cancellation write can be made to fail."""
+
+    fail_cancel = False
+
+    async def request_cancel(self, scope: str, job_id: str, *, now: int) -> Any:
+        if self.fail_cancel:
+            raise BridgeError(ErrorCode.INTERNAL, "durable job database is unavailable")
+        return await super().request_cancel(scope, job_id, now=now)
+
+
+async def test_cancellation_is_persisted_before_the_provider_is_signalled(
+    make_bridge: BridgeFactory,
+) -> None:
+    """If the durable flag cannot be written the provider keeps running: a signal sent
+    first would stop work whose record still says nothing about a cancel."""
+    bridge = await make_bridge(store_class=FailingCancelStore)
+    store = bridge.store
+    assert isinstance(store, FailingCancelStore)
+    job, _ = await bridge.manager.submit(SCOPE, image_request(f"{SLOW} a slow fox"))
+    await bridge.reached(job.id, running)
+    store.fail_cancel = True
+    with pytest.raises(BridgeError) as caught:
+        await bridge.manager.cancel(SCOPE, job.id)
+    assert caught.value.code is ErrorCode.INTERNAL
+    await asyncio.sleep(0.1)
+    assert bridge.mock.cancellations == 0
+    still = await bridge.manager.get(SCOPE, job.id)
+    assert still.status is ImageJobStatus.RUNNING and still.cancel_requested is False
+    store.fail_cancel = False
+    assert (await bridge.manager.cancel(SCOPE, job.id)).cancel_requested is True
+    assert (await bridge.settled(job.id)).status is ImageJobStatus.CANCELLED
+    assert bridge.mock.cancellations == 1
+
+
 async def test_cancelling_a_finished_job_changes_nothing(make_bridge: BridgeFactory) -> None:
     bridge = await make_bridge()
     job, _ = await bridge.manager.submit(SCOPE, image_request())

@@ -4,12 +4,16 @@ import functools
 import json
 import os
 import stat
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from imagebridge.artifacts._fs import TEMP_PREFIX
 from imagebridge.artifacts.inspect import inspect_image
 from imagebridge.artifacts.metadata import embed_metadata, extract_metadata_record
 from imagebridge.artifacts.store import (
@@ -449,6 +453,31 @@ def test_a_crash_during_publication_leaves_nothing_visible(
     assert markers(root) == []
     monkeypatch.undo()
     assert store.cleanup().scanned == 0
+
+
+def test_a_process_killed_between_write_and_link_leaves_no_artifact(root: Path) -> None:
+    """A real crash runs no cleanup: the process dies the moment the name would be given."""
+    script = textwrap.dedent(
+        f"""
+        import io, os
+        from PIL import Image
+        from imagebridge.artifacts.store import ArtifactStore
+        buffer = io.BytesIO()
+        Image.new("RGB", (64, 64), (9, 9, 9)).save(buffer, format="PNG")
+        store = ArtifactStore({str(root)!r})
+        os.link = lambda *args, **kwargs: os._exit(17)
+        store.publish(buffer.getvalue(), expected_format="png", owner="o", filename="crash.png")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
+    assert done.returncode == 17, done.stderr.decode()
+    leftovers = visible_files(root)
+    assert leftovers and all(os.path.basename(f).startswith(TEMP_PREFIX) for f in leftovers)
+    assert markers(root) == []
+    store = ArtifactStore(root)
+    assert store.cleanup().scanned == 0
+    assert store.repair_orphans(10, apply=False).scanned == 0
+    assert publish(store, filename="crash.png").name == "crash.png"  # the name was never taken
 
 
 def test_a_failed_marker_replacement_rolls_back_the_sidecar(

@@ -73,6 +73,20 @@ async def test_instances_share_one_queue_and_run_each_job_once(
         assert sorted(item.id for item in page.items) == sorted(ids)
 
 
+async def test_a_job_queued_elsewhere_is_picked_up_by_notification_not_polling(
+    make_instance: InstanceFactory,
+) -> None:
+    # The claimer polls only every 60 s: only the "queued" notification can wake it in time.
+    claimer = await make_instance("node-a", poll_interval_s=60.0)
+    submitter = await make_instance("node-b", start=False)
+    await asyncio.sleep(0.2)  # the claimer's start-up pass has found nothing
+    started = time.monotonic()
+    job, _ = await submitter.manager.submit(SCOPE, image_request("wake up"))
+    assert (await claimer.settled(job.id)).status is ImageJobStatus.SUCCEEDED
+    assert time.monotonic() - started < 10
+    assert (claimer.provider().calls, submitter.provider().calls) == (1, 0)
+
+
 async def test_jobs_run_only_where_their_provider_is_served(
     make_instance: InstanceFactory,
 ) -> None:

@@ -757,3 +757,23 @@ def test_48_session_bindings_can_be_deleted(standard: LiveServer) -> None:
         assert again.status_code == 404
         assert again.json()["error"]["code"] == "session_not_found"
         assert client.delete(f"/v1/sessions/{key}").status_code == 400
+
+
+def test_30_stream_idempotency_header_problems_answer_422_before_the_stream(
+    standard: LiveServer,
+) -> None:
+    """Decided deviation (docs/api-decisions.md, ERRATA §10): known before any work, so a
+    plain 422 JSON envelope instead of an in-stream error."""
+    cases = [
+        ({**GENERATE, "idempotency_key": "b"}, "a"),
+        (GENERATE, "with space"),
+        (GENERATE, "x" * 513),
+    ]
+    for body, key in cases:
+        response = post(standard, "/v1/images/stream", body, headers={"Idempotency-Key": key})
+        assert response.status_code == 422, key
+        assert response.headers["content-type"] == "application/json"
+        assert response.json()["error"]["code"] == "invalid_request"
+    ok = post(standard, "/v1/images/stream", GENERATE, headers={"Idempotency-Key": "fine-key"})
+    assert ok.status_code == 200
+    assert [name for name, _ in sse_events(ok.text)][-1] == "completed"

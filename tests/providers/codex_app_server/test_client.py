@@ -389,11 +389,18 @@ async def test_shutdown_cancels_pending_calls_and_stops_everything(
 
 
 async def test_the_stderr_tail_is_redacted(fake_codex: FakeCodexFactory) -> None:
-    client = fake_codex.client({"stderr_flood_bytes": 4096})
+    client = fake_codex.client(
+        {"stderr_flood_bytes": 4096, "stderr_text": "error: Bearer sekrit-token-1234\n"}
+    )
     await client.start()
-    await asyncio.sleep(0.1)
+    await client.read_account()  # the child has run past its stderr writes
+    for _ in range(100):  # bounded: the drain task catches up within moments
+        if "error:" in client.stderr_tail(100):
+            break
+        await asyncio.sleep(0.02)
     tail = client.stderr_tail(100)
-    assert tail  # the flood was drained into the ring
+    assert tail.startswith("error: Bearer")  # the newest line, cut at a line boundary
+    assert "sekrit" not in tail and "<redacted>" in tail
     assert len(tail) <= 100
 
 

@@ -270,6 +270,29 @@ async def test_a_child_crash_fails_that_request_and_a_fresh_child_serves_the_nex
     assert [entry["pid"] for entry in bridge.events("started")] == [first_pid, second_pid]
 
 
+async def test_the_childs_stderr_reaches_the_log_redacted_and_never_the_caller(
+    bridge: BridgeHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    marker = "panicked at codex-internal-marker-7f3a"
+    token = "sekrit-stderr-token-value"
+    bridge.scenario(
+        stderr_text=f"{marker}\nrequest failed: Authorization: Bearer {token}\n",
+        turns=[{"mode": "crash"}],
+    )
+    app = bridge.app()
+    with pytest.raises(BridgeError) as caught:
+        await app.runtime.execute(image_request())
+    await bridge.settle(app)
+    with caplog.at_level("INFO"):
+        response = await app.runtime.execute(image_request())  # restarts: logs the old tail
+
+    seen_by_caller = json.dumps(caught.value.to_dict()) + response.model_dump_json()
+    assert marker not in seen_by_caller and token not in seen_by_caller
+    assert marker in caplog.text  # the tail was kept for the operator ...
+    assert token not in caplog.text  # ... without the credential in it
+    assert bridge.provider(app).restart_count() == 1
+
+
 async def test_no_codex_process_outlives_the_bridge(bridge: BridgeHarness) -> None:
     app = bridge.app()
     await app.runtime.execute(image_request(parameters={"n": 2}))

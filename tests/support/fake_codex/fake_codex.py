@@ -12,6 +12,7 @@ Scenario keys (all optional)::
     account            object or null (default: a ChatGPT "plus" account)
     image_generation   bool (default true)
     stderr_flood_bytes bytes written to stderr at start, before reading stdin
+    stderr_text        text written to stderr at start (after any flood)
     ignore_stdin_close keep running after stdin closes
     ignore_sigterm     ignore SIGTERM (only SIGKILL stops it then)
     exit_on_start      exit at once with this code
@@ -194,6 +195,9 @@ class FakeCodex:
                 sys.stderr.buffer.write(line)
             sys.stderr.buffer.flush()
             self.log({"event": "stderr_flood_done", "bytes": flood})
+        if self.scenario.get("stderr_text"):
+            sys.stderr.write(str(self.scenario["stderr_text"]))
+            sys.stderr.flush()
         for raw in sys.stdin.buffer:
             if not raw.strip():
                 continue

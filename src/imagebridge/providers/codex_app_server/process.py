@@ -304,12 +304,14 @@ class AppServerProcess:
         return child
 
     async def _stop_child(self, child: ChildProcess, *, reason: str) -> None:
-        unexpected = reason == "restart" and not child.alive
         # Shielded: a caller cancelled meanwhile must not leave the child half-stopped.
         code = await asyncio.shield(child.stop(self._options.shutdown_timeout))
-        if unexpected:
+        if reason == "restart":
+            # A child is only replaced after it died or broke its link — whether or not its
+            # exit was reaped yet when the restart began — so its last words explain why.
             logger.warning(
-                "codex app-server (pid %s) exited with code %s; stderr tail: %s",
+                "codex app-server (pid %s) replaced after a failure (exit code %s); "
+                "stderr tail: %s",
                 child.pid,
                 code,
                 child.stderr_tail.tail() or "<empty>",

@@ -707,6 +707,28 @@ async def test_finished_jobs_beyond_max_retained_are_pruned(make_bridge: BridgeF
     assert [i.id for i in (await bridge.manager.list(SCOPE)).items] == [second.id]
 
 
+async def test_finished_jobs_beyond_the_retained_byte_budget_are_pruned(
+    make_bridge: BridgeFactory,
+) -> None:
+    first = await make_bridge()
+    old, _ = await first.manager.submit(SCOPE, image_request("older"))
+    await first.settled(old.id)
+    size = (await first.store.get(SCOPE, old.id)).logical_bytes
+    await first.manager.shutdown(timeout_s=0)
+
+    # Room for one finished job of this size, not two: the older one goes.
+    second = await make_bridge(settings=JobManagerSettings(max_retained_bytes=size + size // 2))
+    new, _ = await second.manager.submit(SCOPE, image_request("newer"))
+    await second.settled(new.id)
+
+    async def one_left() -> bool:
+        stats = await second.manager.statistics()
+        return bool(stats["total"] == 1)
+
+    await wait_until(one_left)
+    assert [i.id for i in (await second.manager.list(SCOPE)).items] == [new.id]
+
+
 def _ids(page: Any) -> list[str]:
     return [item.id for item in page.items]
 

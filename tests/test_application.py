@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from imagebridge.application import build_application
 from imagebridge.config import load_config
 from imagebridge.contract import BridgeError, ErrorCode
+from imagebridge.contract.errors import retry_after_seconds
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.fanout import FanoutProvider
 
@@ -72,6 +74,51 @@ async def test_limits_and_breakers_come_from_configuration(tmp_path: Path) -> No
         assert caught.value.details["issues"][0]["field"] == "parameters.n"
     finally:
         await app.aclose()
+
+
+async def test_an_admission_rejection_carries_the_configured_retry_hint(tmp_path: Path) -> None:
+    app = build_application(
+        config(
+            tmp_path,
+            "runtime.providers.mock.max_concurrent=1",
+            "runtime.providers.mock.max_queued=0",
+            "runtime.providers.mock.retry_after_ms=2500",
+        )  # type: ignore[arg-type]
+    )
+
+    def request(prompt: str) -> ImageRequest:
+        return ImageRequest.model_validate(
+            {"operation": "generate", "prompt": prompt, "parameters": {"size": "16x16"}}
+        )
+
+    try:
+        assert app.runtime.provider_gates["mock"].retry_after_ms == 2500
+        assert app.runtime.global_gate.retry_after_ms == 1000
+        slow = asyncio.create_task(app.runtime.execute(request("[mock:latency=400] slow")))
+        for _ in range(400):  # bounded: the slow call takes its permit within a few ms
+            if app.runtime.provider_gates["mock"].active:
+                break
+            await asyncio.sleep(0.005)
+        assert app.runtime.provider_gates["mock"].active == 1
+        with pytest.raises(BridgeError) as caught:
+            await app.runtime.execute(request("second"))
+        assert caught.value.code is ErrorCode.OVERLOADED
+        assert caught.value.details["retry_after_ms"] == 2500
+        assert retry_after_seconds(caught.value) == 3
+        assert len((await slow).data) == 1
+    finally:
+        await app.aclose()
+
+
+def test_a_retry_hint_over_an_hour_is_rejected_by_name(tmp_path: Path) -> None:
+    loaded = load_config(
+        env={"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)},
+        sets=[*MOCK_ONLY, "runtime.global.retry_after_ms=3600001"],
+        cwd=tmp_path,
+    )
+    assert [(issue.field, issue.code) for issue in loaded.issues] == [
+        ("runtime.global.retry_after_ms", "out_of_range")
+    ]
 
 
 def test_unknown_default_provider_is_a_configuration_error(tmp_path: Path) -> None:

@@ -217,7 +217,9 @@ def build_providers(config: BridgeConfig) -> list[Provider]:
 
 
 def _gate(settings: ConcurrencySettings) -> GateLimits:
-    return GateLimits(settings.max_concurrent_value, settings.max_queued_value)
+    return GateLimits(
+        settings.max_concurrent_value, settings.max_queued_value, settings.retry_after_ms
+    )
 
 
 def _breaker(settings: CircuitBreakerSettings) -> BreakerConfig:

@@ -30,7 +30,11 @@ def test_show_is_json_data_with_secret_names_only(world: World) -> None:
     assert SECRET not in text
     assert shown["server"]["bearer_token_env"] == "BRIDGE_TOKEN"
     assert shown["providers"]["openai"]["api_key_env"] == "OPENAI_API_KEY"
-    assert shown["runtime"]["global"] == {"max_concurrent": "unlimited", "max_queued": "unlimited"}
+    assert shown["runtime"]["global"] == {
+        "max_concurrent": "unlimited",
+        "max_queued": "unlimited",
+        "retry_after_ms": 1000,
+    }
     assert shown["artifacts"]["root"] == str(world.data_dir / "artifacts")
     assert shown["artifacts"]["public_base_url"] is None
 

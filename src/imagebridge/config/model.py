@@ -107,6 +107,8 @@ class ConcurrencySettings(_Section):
     """Calls running at once: a positive integer or ``"unlimited"``."""
     max_queued: Capacity = UNLIMITED
     """Calls waiting for a slot: an integer (0 = no waiting room) or ``"unlimited"``."""
+    retry_after_ms: U64 = 1_000
+    """What a rejection tells the client to wait (``Retry-After``, rounded up to seconds)."""
 
     @property
     def max_concurrent_value(self) -> int | None:

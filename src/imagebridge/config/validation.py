@@ -196,6 +196,12 @@ def _check_gate(prefix: str, gate: ConcurrencySettings, report: Report) -> None:
             "out_of_range",
             'maximum concurrency must be a positive integer or "unlimited"',
         )
+    if gate.retry_after_ms > 3_600_000:
+        report(
+            f"{prefix}.retry_after_ms",
+            "out_of_range",
+            "the retry hint must be at most 3600000 ms (one hour)",
+        )
 
 
 def _check_breaker(prefix: str, breaker: CircuitBreakerSettings, report: Report) -> None:

@@ -29,7 +29,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import CompletedEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse, Normalization, ProviderAttempt
-from imagebridge.engine.admission import AdmissionGate
+from imagebridge.engine.admission import REJECTION_RETRY_AFTER_MS, AdmissionGate
 from imagebridge.engine.breaker import BreakerConfig, CircuitBreaker
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.idempotency import (
@@ -107,6 +107,7 @@ class GateLimits:
 
     max_concurrent: int | None = None
     max_queued: int | None = None
+    retry_after_ms: int = REJECTION_RETRY_AFTER_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,14 +185,20 @@ class ImageRuntime:
         self.materializer = materializer
         self.settings = settings
         self.global_gate = AdmissionGate(
-            "global", settings.global_gate.max_concurrent, settings.global_gate.max_queued
+            "global",
+            settings.global_gate.max_concurrent,
+            settings.global_gate.max_queued,
+            retry_after_ms=settings.global_gate.retry_after_ms,
         )
         self.provider_gates: dict[str, AdmissionGate] = {}
         self.breakers: dict[str, CircuitBreaker] = {}
         for name in registry.names:
             gate = settings.provider_gates.get(name, settings.provider_default_gate)
             self.provider_gates[name] = AdmissionGate(
-                f"provider:{name}", gate.max_concurrent, gate.max_queued
+                f"provider:{name}",
+                gate.max_concurrent,
+                gate.max_queued,
+                retry_after_ms=gate.retry_after_ms,
             )
             breaker = settings.breakers.get(name, settings.breaker)
             self.breakers[name] = CircuitBreaker(name, breaker, clock)

@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent, ProgressEvent, StartedEvent
 from imagebridge.contract.request import ImageRequest
@@ -22,6 +23,8 @@ from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.providers.base import ProviderContext, ProviderEventT
 from imagebridge.providers.openai_images import OpenAIImagesProvider, OpenAIImagesSettings
 from imagebridge.providers.openai_models import CapabilityOverrides
+from tests.artifacts.http_server import Route, local_server
+from tests.support.network_guard import no_external_network  # noqa: F401 - fixture
 from tests.support.openai_server import (
     Behaviour,
     OpenAIImagesServer,
@@ -699,3 +702,85 @@ def test_native_count_is_capped_for_documented_models_only() -> None:
     assert provider.native_counts() == {"dall-e-3": 1, "gpt-image-1": 4, "sdxl": 4}
     capped = OpenAIImagesProvider(OpenAIImagesSettings(models=("gpt-image-1",), max_outputs=3))
     assert capped.native_counts() == {"gpt-image-1": 3}
+
+
+# -- image URLs in the answer (DALL-E, OpenedAI Images, LocalAI) ---------------------------------
+
+
+def url_answer(*urls: str) -> Behaviour:
+    return Behaviour(raw_body=json.dumps({"data": [{"url": url} for url in urls]}).encode())
+
+
+async def test_data_urls_in_the_answer_are_decoded_and_verified(
+    openai_server: OpenAIImagesServer,
+) -> None:
+    image = png_bytes(24, 16)
+    openai_server.script(url_answer("data:image/png;base64," + base64.b64encode(image).decode()))
+    response = await run(make_provider(openai_server), request())
+    [item] = response.data
+    assert item.b64_json is not None and base64.b64decode(item.b64_json) == image
+    assert (item.width, item.height) == (24, 16)
+
+
+@pytest.mark.usefixtures("no_external_network")
+async def test_remote_image_urls_need_the_remote_output_fetcher(
+    openai_server: OpenAIImagesServer,
+) -> None:
+    openai_server.script(url_answer("https://cdn.example/img.png"))
+    error = await failure(make_provider(openai_server), request())
+    assert error.code is ErrorCode.CONFIGURATION
+    assert "artifacts.remote_output" in error.message
+    assert error.outcome_unknown  # the upstream generated (and may have billed) the image
+    assert openai_server.calls() == 1
+
+
+@pytest.mark.usefixtures("no_external_network")
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/img.png",
+        "http://[::ffff:127.0.0.1]/img.png",
+    ],
+)
+async def test_remote_image_urls_pointing_at_private_addresses_are_never_fetched(
+    openai_server: OpenAIImagesServer, url: str
+) -> None:
+    openai_server.script(url_answer(url))
+    fetcher = RemoteImageFetcher(RemoteFetchPolicy(enabled=True))
+    provider = OpenAIImagesProvider(
+        OpenAIImagesSettings(base_url=openai_server.base_url), output_fetcher=fetcher, environ=ENV
+    )
+    error = await failure(provider, request())
+    assert (error.code, error.message) == (
+        ErrorCode.UPSTREAM,
+        "the upstream image URL could not be fetched",
+    )
+    assert "private or reserved" in error.details["reason"]
+    assert error.outcome_unknown
+
+
+@pytest.mark.usefixtures("no_external_network")
+async def test_remote_image_urls_are_fetched_through_the_guarded_fetcher(
+    openai_server: OpenAIImagesServer,
+) -> None:
+    image = png_bytes(20, 12)
+    async with local_server() as images:
+        images.routes["/out.png"] = Route(headers={"Content-Type": "image/png"}, body=image)
+        openai_server.script(url_answer(f"{images.origin}/out.png"))
+        fetcher = RemoteImageFetcher(
+            RemoteFetchPolicy(
+                enabled=True,
+                allowed_ports=frozenset({images.port}),
+                allow_private_networks=True,  # the test's image host is on loopback
+            )
+        )
+        provider = OpenAIImagesProvider(
+            OpenAIImagesSettings(base_url=openai_server.base_url),
+            output_fetcher=fetcher,
+            environ=ENV,
+        )
+        response = await run(provider, request())
+    [item] = response.data
+    assert item.b64_json is not None and base64.b64decode(item.b64_json) == image
+    assert [seen.path for seen in images.seen] == ["/out.png"]

@@ -141,10 +141,17 @@ def test_38_history_favorites_hiding_and_search(serve: ServeFactory) -> None:
     server = serve()
     with server.client() as client:
         job = succeeded_job(client, "DURABLE TEST history")
-        succeeded_job(client, "another one")
+        other = succeeded_job(client, "another one")
         page = client.get("/v1/jobs?limit=1").json()
         assert len(page["items"]) == 1 and "request" not in page["items"][0]
-        assert "next_cursor" in page
+        assert [item["id"] for item in page["items"]] == [other["id"]]  # newest first
+        rest = client.get("/v1/jobs", params={"limit": 1, "cursor": page["next_cursor"]}).json()
+        assert [item["id"] for item in rest["items"]] == [job["id"]]
+        assert "next_cursor" not in rest
+        assert client.get("/v1/jobs?cursor=not-a-cursor").status_code == 422
+        by_status = client.get("/v1/jobs?status=succeeded").json()["items"]
+        assert {item["id"] for item in by_status} == {job["id"], other["id"]}
+        assert client.get("/v1/jobs?status=queued").json()["items"] == []
         hidden = client.patch(f"/v1/jobs/{job['id']}", json={"favorite": True, "deleted": True})
         assert hidden.status_code == 200
         assert hidden.json()["favorite"] is True and isinstance(hidden.json()["deleted"], int)

@@ -96,6 +96,15 @@ def test_declared_media_type_must_match_the_bytes() -> None:
     assert InputLoader([]).load("base64", encoded, media_type="image/jpg").info.width == 4
 
 
+def test_the_format_comes_from_the_bytes_never_from_the_name(root: Path) -> None:
+    (root / "photo.png").write_bytes(jpeg(6, 4))
+    loader = InputLoader([root])
+    image = loader.load("file", "photo.png", filename="photo.png")
+    assert (image.info.format, image.info.media_type) == (OutputFormat.JPEG, "image/jpeg")
+    error = input_error(loader, "file", "photo.png", media_type="image/png")
+    assert error.message == "declared media type does not match image bytes; detected image/jpeg"
+
+
 def test_image_problems_surface_as_input_errors(root: Path) -> None:
     loader = InputLoader([root])
     bomb = base64.b64encode(png_bomb()).decode()

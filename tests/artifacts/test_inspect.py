@@ -93,7 +93,9 @@ def test_enforces_dimension_limits_before_publish() -> None:
     assert error.message == "image dimensions exceed configured limits"
     assert input_error(png(3, 3), ImageLimits(max_pixels=8)).details["max_pixels"] == 8
     # RGBA needs 4 bytes per pixel: 3×3 → 36 bytes.
-    assert input_error(png(3, 3), ImageLimits(max_decode_alloc=35))
+    error = input_error(png(3, 3), ImageLimits(max_decode_alloc=35))
+    assert error.message == "image dimensions exceed configured limits"
+    assert inspect_image(png(3, 3), ImageLimits(max_decode_alloc=36)).width == 3
 
 
 def test_decompression_bomb_is_refused_before_any_decode(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ import base64
 import io
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,13 +95,6 @@ def test_a_generation_of_two_images_shows_both(server: LiveServer, open_page: Op
         "[...document.querySelectorAll('#job-dialog figure.output img')]"
         ".every((img) => img.complete && img.naturalWidth === 32)"
     )
-    expect(dialog.locator("figure.output a", has_text="Download").first).to_have_attribute(
-        "href", re.compile(r"^blob:")
-    )
-    with page.context.expect_page() as opened:
-        dialog.locator("figure.output .image-button").first.click()
-    assert opened.value.url.startswith("blob:")
-    opened.value.close()
     expect(dialog).to_contain_text("Requested and effective parameters")
     expect(dialog.locator(".raw summary")).to_have_text("Raw metadata")
 
@@ -111,8 +105,32 @@ def test_a_generation_of_two_images_shows_both(server: LiveServer, open_page: Op
     assert request["policies"]["compatibility"] == "best_effort"  # the dashboard's default
     assert request["output"]["metadata"] == "sidecar"  # the dashboard's default
     assert request["output"]["response_format"] == "artifact"
-    names = [item["name"] for item in stored[0]["result"]["data"]]
-    assert all(item.get("metadata_name") for item in stored[0]["result"]["data"])
+    outputs = stored[0]["result"]["data"]
+    names = [output["name"] for output in outputs]
+    assert all(output.get("metadata_name") for output in outputs)
+
+    # The dialog shows 1024-px previews; a full image is fetched only when asked for.
+    def artifact_gets(suffix: str) -> int:
+        return sum(
+            1
+            for method, url in dashboard.watch.requests
+            if method == "GET" and "/v1/artifacts/" in url and url.endswith(suffix)
+        )
+
+    for output in outputs:
+        assert artifact_gets(f"/v1/artifacts/{output['id']}/thumbnail?edge=1024") == 1
+        assert artifact_gets(f"/v1/artifacts/{output['id']}") == 0
+    with page.expect_download() as downloaded:
+        dialog.get_by_role("button", name="Download").first.click()
+    assert downloaded.value.suggested_filename == names[0].rsplit("/", 1)[-1]
+    with server.client() as client:
+        original = client.get(f"/v1/artifacts/{outputs[0]['id']}").content
+    assert Path(downloaded.value.path()).read_bytes() == original
+    with page.context.expect_page() as opened:
+        dialog.locator("figure.output .image-button").first.click()
+    opened.value.wait_for_url(re.compile(r"^blob:"))
+    opened.value.close()
+    assert artifact_gets(f"/v1/artifacts/{outputs[0]['id']}") == 1  # fetched once, reused
     dialog.get_by_role("button", name="Copy path").first.click()
     expect(page.locator("#toast")).to_contain_text(names[0])
     dashboard.watch.assert_clean()
@@ -376,6 +394,12 @@ def test_presets_save_apply_edit_and_delete(server: LiveServer, open_page: OpenP
     preset_dialog.get_by_role("button", name="Save").click()
     expect(page.locator("#preset-message")).to_contain_text("A preset name is 1–64")
     page.fill("#preset-name", "web-hero")
+    page.fill("#preset-description", "d" * 513)
+    preset_dialog.get_by_role("button", name="Save").click()
+    expect(page.locator("#preset-message")).to_contain_text("A description has at most 512")
+    assert not any(
+        method == "POST" for method, url in dashboard.watch.requests if "/v1/presets" in url
+    )
     page.fill("#preset-description", "WebP heroes")
     preset_dialog.get_by_role("button", name="Save").click()
     expect(preset_dialog).to_be_hidden()

@@ -61,6 +61,13 @@ def test_the_operator_view_summarizes_the_bridge(server: LiveServer, open_page: 
     expect(summary).to_contain_text("2/2")
     expect(summary).to_contain_text(f"port {server.port}")
     expect(summary.locator("dd").first).not_to_be_empty()
+    expect(summary.locator("dt:text-is('Retained jobs') + dd")).to_have_text("1")
+    expect(summary.locator("dt:text-is('Active workers') + dd")).to_have_text("0 of 4")
+    counts = summary.locator("table", has_text="Interrupted")
+    expect(counts.locator("thead th")).to_have_text(
+        ["Queued", "Running", "Succeeded", "Failed", "Cancelled", "Interrupted", "Hidden"]
+    )
+    expect(counts.locator("tbody td")).to_have_text(["0", "0", "1", "0", "0", "0", "0"])
     expect(summary).to_contain_text("Queues and circuit breakers")
     expect(summary.locator("td", has_text="closed").first).to_be_visible()
 

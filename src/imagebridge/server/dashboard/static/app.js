@@ -32,6 +32,7 @@ const POLL_VISIBLE_MS = 250;
 const SEARCH_DEBOUNCE_MS = 300;
 const TOAST_MS = 4000;
 const CARD_THUMBNAIL_EDGE = 640;
+const DETAIL_PREVIEW_EDGE = 1024;
 const DETAIL_CONCURRENCY = 4;
 const DEFAULT_MAX_FILE_BYTES = 32 * 1024 * 1024;
 const ACTIVE = new Set(["queued", "running"]);
@@ -1007,6 +1008,10 @@ class Library {
       if (list.children[index] !== card.node) list.insertBefore(card.node, list.children[index] || null);
     });
     $("load-older").hidden = !this.cursor;
+    // The library may learn first that the job on show has changed (it finished while
+    // polls slowed down, say): the dialog follows instead of waiting for its own poll.
+    const shownDetail = jobDialog.id ? this.details.get(jobDialog.id) : null;
+    if (shownDetail && jobDialog.job && shownDetail !== jobDialog.job && (shownDetail.updated !== jobDialog.job.updated || shownDetail.status !== jobDialog.job.status)) jobDialog.update(shownDetail);
     const count = jobs.length;
     $("library-status").textContent = this.lastError || (count ? `Showing ${plural(count, "job")}${this.cursor ? "; older jobs are available" : ""}.` : "No jobs match these filters yet.");
   }
@@ -1394,18 +1399,19 @@ class JobDialog {
   }
 
   figure(item) {
-    const key = `full:${item.id}`;
-    if (!this.imageKeys.includes(key)) this.imageKeys.push(key);
+    // The dialog shows a 1024-px preview; the full image (possibly tens of MB) is fetched
+    // only when the user opens or downloads it.
+    const previewKey = `detail:${item.id}`;
+    const fullKey = `full:${item.id}`;
+    for (const key of [previewKey, fullKey]) if (!this.imageKeys.includes(key)) this.imageKeys.push(key);
+    const full = () => blobs.get(fullKey, () => api.artifact(item.id));
     const image = h("img", { alt: `Output ${item.index + 1}: ${item.name}`, width: item.width, height: item.height });
     const open = h("button", { type: "button", class: "image-button", title: "Open the full image in a new tab" }, image);
-    const download = h("a", { class: "button", download: item.name.split("/").pop(), text: "Download", "aria-disabled": "true" });
+    open.addEventListener("click", () => openFullImage(full));
+    const download = h("button", { type: "button", text: "Download", onclick: () => downloadFullImage(full, item.name.split("/").pop()) });
     const copy = h("button", { type: "button", text: "Copy path", onclick: () => copyText(item.name) });
-    blobs.get(key, () => api.artifact(item.id)).then((url) => {
-      if (!url) return;
-      image.src = url;
-      download.href = url;
-      download.removeAttribute("aria-disabled");
-      open.addEventListener("click", () => window.open(url, "_blank", "noopener"));
+    blobs.get(previewKey, () => api.thumbnail(item.id, DETAIL_PREVIEW_EDGE)).then((url) => {
+      if (url) image.src = url;
     }, () => {
       image.alt = `Output ${item.index + 1} could not be loaded`;
     });
@@ -1416,6 +1422,35 @@ class JobDialog {
       h("figcaption", {}, h("span", { class: "path", text: item.name }), h("span", { class: "muted", text: `${item.width}×${item.height} · ${item.format} · ${formatBytes(item.bytes)}` })),
       h("div", { class: "figure-actions" }, copy, download),
     );
+  }
+}
+
+/** Open a full image in a new tab: the tab opens at once (so no popup blocker objects),
+ *  then shows the authenticated blob once it has arrived. */
+async function openFullImage(load) {
+  const tab = window.open("", "_blank");
+  if (tab) tab.opener = null;
+  try {
+    const url = await load();
+    if (!url) throw new Error("the image is no longer available");
+    if (tab) tab.location.replace(url);
+    else window.location.assign(url);
+  } catch (error) {
+    if (tab) tab.close();
+    toast(`The image could not be opened: ${describeError(error)}`);
+  }
+}
+
+async function downloadFullImage(load, filename) {
+  try {
+    const url = await load();
+    if (!url) throw new Error("the image is no longer available");
+    const link = h("a", { href: url, download: filename, hidden: true });
+    document.body.append(link);
+    link.click();
+    link.remove();
+  } catch (error) {
+    toast(`The image could not be downloaded: ${describeError(error)}`);
   }
 }
 

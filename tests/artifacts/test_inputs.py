@@ -133,15 +133,26 @@ def test_relative_paths_are_tried_per_root_in_order(root: Path, outside: Path) -
     assert loader.load("file", "input.png").info.width == 2
 
 
+FORBIDDEN = "local input path contains a forbidden component"
+OUTSIDE = "local input is outside allowed roots or cannot be opened"
+
+
 @pytest.mark.parametrize(
-    "path",
-    ["../../etc/passwd", "../outside/outside.png", "nested/../../x.png", "/etc/passwd", ""],
+    ("path", "message"),
+    [
+        ("../../etc/passwd", FORBIDDEN),
+        ("../outside/outside.png", FORBIDDEN),
+        ("nested/../../x.png", FORBIDDEN),
+        ("", FORBIDDEN),
+        ("/etc/passwd", OUTSIDE),
+    ],
 )
-def test_rejects_traversal_and_paths_outside_the_roots(root: Path, path: str) -> None:
-    error = input_error(InputLoader([root]), "file", path)
-    assert error.message in (
-        "local input path contains a forbidden component",
-        "local input is outside allowed roots or cannot be opened",
+def test_rejects_traversal_and_paths_outside_the_roots(
+    root: Path, outside: Path, path: str, message: str
+) -> None:
+    assert input_error(InputLoader([root]), "file", path).message == message
+    assert input_error(InputLoader([root]), "file", str(outside / "outside.png")).message == (
+        OUTSIDE
     )
 
 

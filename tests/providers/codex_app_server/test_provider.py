@@ -308,6 +308,24 @@ async def test_no_codex_process_outlives_the_bridge(bridge: BridgeHarness) -> No
 # -- deadlines and cancellation ---------------------------------------------------------------
 
 
+async def test_the_answer_does_not_wait_for_a_turn_that_runs_on_after_its_image(
+    bridge: BridgeHarness,
+) -> None:
+    bridge.scenario(default_turn={"mode": "result", "linger_seconds": 30})
+    app = bridge.app()
+    started = time.monotonic()
+
+    response = await app.runtime.execute(image_request())
+
+    assert decoded(response.data[0].b64_json) == FINAL_PNG
+    assert time.monotonic() - started < 10  # not the 30 s the turn would run on
+    await bridge.settle(app)
+    (turn,) = bridge.events("turn_start")
+    assert [i["params"]["turnId"] for i in bridge.received("turn/interrupt")] == [turn["turn"]]
+    assert [e["turn"] for e in bridge.events("interrupted")] == [turn["turn"]]
+    assert [e["status"] for e in bridge.events("turn_end")] == ["interrupted"]
+
+
 async def test_a_deadline_interrupts_the_running_turn(bridge: BridgeHarness) -> None:
     bridge.scenario(turns=[{"mode": "hang"}])
     app = bridge.app()

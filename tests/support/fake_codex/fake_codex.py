@@ -24,6 +24,7 @@ Scenario keys (all optional)::
     default_turn       turn used when ``turns`` is exhausted (default {"mode": "result"})
 
 A turn is ``{"mode": ..., ...}`` (optional ``delay_seconds``: time the image takes, cut
+short by an interrupt; ``linger_seconds``: time the turn runs on after its image, also cut
 short by an interrupt; every turn logs ``turn_start`` and ``turn_end``) with modes
 ``result``, ``saved_path``, ``file_id``,
 ``saved_path_outside``, ``saved_path_symlink``, ``partial``, ``approval``,
@@ -526,6 +527,12 @@ class FakeCodex:
         self.notify(
             "item/completed", {**ids, "item": item, "completedAtMs": int(time.time() * 1000)}
         )
+        linger = float(spec.get("linger_seconds", 0))
+        # a turn that runs on after its image (codex still writing); an interrupt ends it
+        if linger and self.interrupts[turn_id].wait(linger):
+            self.log({"event": "interrupted", "turn": turn_id})
+            self.finish(thread_id, turn, "interrupted")
+            return
         self.agent_message(ids, turn)
         self.finish(thread_id, turn, "completed")
 

@@ -225,6 +225,28 @@ async def test_a_transient_5xx_before_output_is_retried_once(codex_bridge: Codex
     assert len(response.data) == 1
 
 
+@pytest.mark.parametrize(
+    ("provider", "route"),
+    [("codex-responses", "responses"), ("codex-images", "images_generations")],
+)
+async def test_the_configured_backoff_separates_the_attempts(
+    codex_bridge_factory: Any, provider: str, route: str
+) -> None:
+    gaps = []
+    for backoff_ms in (300, 1200):
+        bridge = await codex_bridge_factory(
+            f"providers.codex_responses.transient_retry_backoff_ms={backoff_ms}"
+        )
+        bridge.backend.reset()
+        bridge.backend.script("http_500", route=route)
+        response = await bridge.run(routing={"provider": provider})
+        assert "transient_provider_retry_used" in response.warnings
+        first, second = bridge.backend.requests_for(route)
+        gaps.append(second.received_at - first.received_at)
+        assert gaps[-1] >= backoff_ms / 1000 - 0.01  # never sooner than configured
+    assert gaps[0] < gaps[1]  # the setting, not a constant, decides the wait
+
+
 async def test_one_attempt_means_no_retry(codex_bridge_factory: Any) -> None:
     bridge = await codex_bridge_factory("providers.codex_responses.max_transient_attempts=1")
     bridge.backend.script("http_503")

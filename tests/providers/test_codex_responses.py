@@ -7,8 +7,10 @@ import base64
 import io
 import json
 import logging
+import time
 from typing import Any
 
+import httpx
 import pytest
 from PIL import Image
 
@@ -464,6 +466,28 @@ async def test_quota_snapshot_comes_from_wham_usage_then_from_headers(
     text = json.dumps([first, second])
     for identifying in backend.usage_extra.values():
         assert identifying not in text
+
+
+async def test_the_diagnostics_route_shows_both_providers_quota_without_identifiers(
+    codex_bridge: CodexBridge,
+) -> None:
+    from imagebridge.server import create_app
+
+    server = create_app(codex_bridge.app.config, application=codex_bridge.app)
+    transport = httpx.ASGITransport(app=server)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        response = await client.get("/v1/diagnostics")
+
+    assert response.status_code == 200
+    for provider in ("codex-responses", "codex-images"):
+        quota = response.json()["providers_detail"][provider]["quota"]
+        assert quota["status"] == "available" and quota["plan_type"] == "plus"
+        windows = {w["name"]: w for w in quota["windows"]}
+        assert windows["primary"]["used_percent"] == 12.0
+        assert windows["secondary"]["window_minutes"] == 10_080
+        assert all(window["resets_at"] > time.time() for window in windows.values())
+    for secret in (BRIDGE_TOKEN, BRIDGE_ACCOUNT, *codex_bridge.backend.usage_extra.values()):
+        assert secret not in response.text
 
 
 async def test_error_answers_update_the_snapshot_too(codex_bridge: CodexBridge) -> None:

@@ -21,6 +21,7 @@ from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.providers.base import ProviderContext, ProviderEventT
 from imagebridge.providers.codex_app_server.factory import STAGING_DIR_NAME
+from imagebridge.server.metrics import BridgeMetrics
 from tests.support.fake_codex import FINAL_PNG, PARTIAL_PNG, make_png
 
 from .bridge import PROVIDER, BridgeHarness, decoded, image_request
@@ -268,6 +269,8 @@ async def test_a_child_crash_fails_that_request_and_a_fresh_child_serves_the_nex
     first_pid, second_pid = provider.client.spawned_pids
     assert_reaped([first_pid])
     assert [entry["pid"] for entry in bridge.events("started")] == [first_pid, second_pid]
+    metrics = BridgeMetrics(app.runtime, app.runtime.registry.providers).render().decode()
+    assert f'imagegen_bridge_provider_restarts_total{{provider="{PROVIDER}"}} 1.0' in metrics
 
 
 async def test_the_childs_stderr_reaches_the_log_redacted_and_never_the_caller(

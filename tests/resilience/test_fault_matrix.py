@@ -72,7 +72,7 @@ FAULTS: Final = {
     "no_image": ("completed_without_image", "stream completes with only a text message"),
     "policy": ("content_policy_refusal", "response.failed content_policy_violation"),
     "refusal": ("refusal_message", "completes with an assistant refusal, no image"),
-    "slow_ok": ("slow_ok", "success after 2 s"),
+    "slow_ok": ("slow_ok", "success after 3 s"),
 }
 
 # One row per (fault, fallback); holds for sync, stream and job alike (see the docstring).
@@ -123,7 +123,7 @@ slow_ok    on_error       codex  200  -               -     -       ok        1 
 """
 
 SURFACES: Final = ("sync", "stream", "job")
-SLOW_OK_SECONDS: Final = 2.0
+SLOW_OK_SECONDS: Final = 3.0  # "a slow success of several seconds"
 STALL_TIMEOUT_MS: Final = 1_000
 DEFAULT_TIMEOUT_MS: Final = 30_000
 QUOTA_RESET_S: Final = 90
@@ -429,8 +429,15 @@ def test_fault(bench: Bench, row: Expectation, surface: str) -> None:
     assert _breaker_matches(
         row.breaker, before["consecutive_failures"], after["consecutive_failures"]
     ), (row.breaker, breaker)
-    if surface == "sync":
-        assert observed.surface_result == str(row.status)
+    # each surface's own form of the outcome: an HTTP status, a terminal event, a job state
+    assert (
+        observed.surface_result
+        == {
+            "sync": str(row.status),
+            "stream": "200+completed" if row.served else "200+error",
+            "job": "202+succeeded" if row.served else "202+failed",
+        }[surface]
+    )
     if row.code is not None and not row.stalls:
         # the provider's own upstream tries: its one safe transient retry, or none
         assert observed.provider_attempts == row.upstream

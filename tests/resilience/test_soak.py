@@ -10,8 +10,9 @@ cancelled with ``DELETE`` while running. Every answer must be the expected one.
 Afterwards, once the server is idle again, compared with a baseline taken after a warm-up
 round of the same mix: asyncio tasks back to the baseline (nothing orphaned by the
 cancellations), file descriptors back near it, no child processes, no temporary files
-in the data directory, and RSS growth bounded (``RSS_GROWTH_LIMIT``). Threads may grow
-only up to the default executor's fixed size — a pool, not a leak.
+in the data directory nor in the server's ``TMPDIR``, and RSS growth bounded
+(``RSS_GROWTH_LIMIT``). Threads may grow only up to the default executor's fixed size — a
+pool, not a leak.
 
 Duration: 20 s by default; ``--soak-seconds N`` or ``IMAGEBRIDGE_SOAK_SECONDS=N`` for a
 longer run.
@@ -215,7 +216,15 @@ def temp_files(root: Path) -> list[Path]:
 def test_soak_leaves_nothing_behind(tmp_path: Path, pytestconfig: pytest.Config) -> None:
     seconds = soak_seconds(pytestconfig)
     sets = [f"providers.mock.latency_ms={LATENCY_MS}", "server.tracing.enabled=false"]
-    with ServerProcess(tmp_path / "data", sets, module="tests.resilience.serve_debug") as server:
+    # the server's own temporary directory: whatever it puts there must be gone afterwards
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with ServerProcess(
+        tmp_path / "data",
+        sets,
+        module="tests.resilience.serve_debug",
+        env={"TMPDIR": str(scratch)},
+    ) as server:
         asyncio.run(run_mix(server.url, 0, seed=1))  # warm-up: every path once
         assert settle(server, baseline_tasks=10**6)
         base_counts = settle(server, baseline_tasks=counts(server)["tasks"])
@@ -229,7 +238,7 @@ def test_soak_leaves_nothing_behind(tmp_path: Path, pytestconfig: pytest.Config)
         # Abandoned work takes 2-3 s unless cancelled: idle within 2 s proves it was.
         after_counts = settle(server, base_counts["tasks"], timeout=2.0)
         after = server.sample()
-        leftovers = temp_files(server.data_dir)
+        leftovers = temp_files(server.data_dir) + sorted(scratch.iterdir())
 
     table = Table(["measure", "baseline", "after soak", "bound"])
     table.add("asyncio tasks", base_counts["tasks"], after_counts["tasks"], f"+{TASK_SLACK}")

@@ -136,7 +136,9 @@ def test_a_generation_of_two_images_shows_both(server: LiveServer, open_page: Op
     dashboard.watch.assert_clean()
 
 
-def test_an_edit_sends_the_uploaded_image(server: LiveServer, open_page: OpenPage) -> None:
+def test_an_edit_sends_the_uploaded_image_mask_and_reference(
+    server: LiveServer, open_page: OpenPage
+) -> None:
     dashboard = open_page(server)
     page = dashboard.page
     prompt = "make the square warmer"
@@ -148,6 +150,21 @@ def test_an_edit_sends_the_uploaded_image(server: LiveServer, open_page: OpenPag
         "#f-images", files=[{"name": "source.png", "mimeType": "image/png", "buffer": source}]
     )
     expect(page.locator("#hint-images")).to_contain_text("1 image selected")
+    mask_buffer = io.BytesIO()
+    Image.new("RGBA", (24, 24), (0, 0, 0, 0)).save(mask_buffer, format="PNG")
+    mask = mask_buffer.getvalue()
+    page.set_input_files(
+        "#f-mask", files=[{"name": "mask.png", "mimeType": "image/png", "buffer": mask}]
+    )
+    expect(page.locator("#hint-mask")).to_contain_text("1 image selected")
+    reference_buffer = io.BytesIO()
+    Image.new("RGB", (20, 20), (250, 200, 20)).save(reference_buffer, format="JPEG")
+    reference = reference_buffer.getvalue()
+    page.set_input_files(
+        "#f-references",
+        files=[{"name": "look.jpg", "mimeType": "image/jpeg", "buffer": reference}],
+    )
+    expect(page.locator("#hint-references")).to_contain_text("1 image selected")
     small_size(dashboard, "24x24")
     page.get_by_role("button", name="Edit", exact=True).click()
     item = card(dashboard, prompt)
@@ -158,6 +175,12 @@ def test_an_edit_sends_the_uploaded_image(server: LiveServer, open_page: OpenPag
     image = stored["request"]["images"][0]
     assert image["type"] == "data_url" and image["filename"] == "source.png"
     assert image["data_url"] == "data:image/png;base64," + base64.b64encode(source).decode()
+    sent_mask = stored["request"]["mask"]
+    assert sent_mask["data_url"] == "data:image/png;base64," + base64.b64encode(mask).decode()
+    [sent_reference] = stored["request"]["reference_images"]
+    assert sent_reference["data_url"] == (
+        "data:image/jpeg;base64," + base64.b64encode(reference).decode()
+    )
     assert stored["result"]["data"][0]["width"] == 24
     item.get_by_role("button", name="Details").click()
     expect(page.locator("#job-dialog")).to_contain_text("edit")

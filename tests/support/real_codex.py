@@ -369,6 +369,7 @@ class MockCodexBackend:
             entry["tools"] = _tool_names(body)
             entry["follow_up"] = _after_tool_output(body)
             entry["keys"] = sorted(body)
+            entry["input_items"] = len(body.get("input") or [])
         with self._lock, (self.state / "requests.jsonl").open("a", encoding="utf-8") as log:
             log.write(json.dumps(entry) + "\n")
 

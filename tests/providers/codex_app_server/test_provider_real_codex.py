@@ -100,6 +100,10 @@ async def test_a_persistent_session_generates_then_resumes_its_thread(
     assert len(generations) == 2
     turns = [r for r in real.requests() if r["path"].endswith("/codex/responses")]
     assert all(r["headers"]["originator"] == "imagegen-bridge" for r in turns)
+    # On the wire: codex ran both turns on the one thread, the second with the first's history.
+    assert {r["headers"]["thread-id"] for r in turns} == {first.session.thread_id}
+    first_turn, second_turn = (r for r in turns if not r["follow_up"])
+    assert second_turn["input_items"] > first_turn["input_items"]
     assert BridgeHarness.provider(app).restart_count() == 0
     assert_only_the_mock_was_contacted(real)
 

@@ -624,6 +624,22 @@ class RealCodexHarness:
                     roles.setdefault(role, []).append(int(pid))
         return roles
 
+    def codex_network_namespaces(self) -> set[str]:
+        """The network namespaces the running codex processes live in (``/proc/<pid>/ns/net``)."""
+        spaces: set[str] = set()
+        for pid in self.started_pids().get("codex", []):
+            with contextlib.suppress(OSError):
+                spaces.add(os.readlink(f"/proc/{pid}/ns/net"))
+        return spaces
+
+    def assert_codex_is_confined(self) -> None:
+        """With ``loopback-only``, codex must run in a network namespace other than ours."""
+        if not self.isolated_network:
+            return
+        spaces = self.codex_network_namespaces()
+        assert spaces, "no running codex process was recorded"
+        assert os.readlink("/proc/self/ns/net") not in spaces, "codex shares our network"
+
     def leftovers(self) -> list[int]:
         """Started PIDs still alive, plus any process still carrying this CODEX_HOME."""
         started = {pid for pids in self.started_pids().values() for pid in pids}

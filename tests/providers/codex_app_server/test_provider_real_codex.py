@@ -74,6 +74,7 @@ def assert_only_the_mock_was_contacted(real: RealCodexHarness) -> None:
     assert all(request["path"].startswith("/backend-api/") for request in requests)
     origin = real.origin()
     assert origin is not None and origin.startswith("https://127.0.0.1:")
+    real.assert_codex_is_confined()
 
 
 async def test_a_persistent_session_generates_then_resumes_its_thread(

@@ -96,6 +96,7 @@ def assert_only_the_mock_was_contacted(real: RealCodexHarness) -> None:
         assert request["path"].startswith("/backend-api/"), request["path"]
     origin = real.origin()
     assert origin is not None and origin.startswith("https://127.0.0.1:")
+    real.assert_codex_is_confined()
 
 
 async def test_a_full_session_through_the_real_binary(

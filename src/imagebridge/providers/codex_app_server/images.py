@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from imagebridge.artifacts.inspect import sniff_format
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers.codex_app_server.diagnostics import TurnDiagnostics
 from imagebridge.providers.codex_app_server.failures import (
@@ -91,13 +92,8 @@ class TurnImages:
 
 def sniff_media_type(data: bytes) -> str | None:
     """PNG, JPEG or WebP by signature; anything else is not an image codex produces."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
+    image_format = sniff_format(data)
+    return image_format.media_type if image_format is not None else None
 
 
 def _refused(reason: str, **details: Any) -> BridgeError:

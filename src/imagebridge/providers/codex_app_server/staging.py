@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from imagebridge.artifacts.inspect import sniff_format
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
 __all__ = ["StagedBatch", "StagingArea"]
@@ -38,13 +39,8 @@ _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
 
 
 def _extension_of(data: bytes) -> str | None:
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "jpg"
-    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "webp"
-    return None
+    image_format = sniff_format(data)
+    return image_format.extension if image_format is not None else None
 
 
 class StagingArea:

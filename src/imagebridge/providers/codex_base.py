@@ -55,6 +55,7 @@ from imagebridge.providers.codex_wire import (
     transport_error,
     upstream_request_id,
 )
+from imagebridge.providers.interruption import wait_unless_interrupted
 
 __all__ = ["CallState", "CodexHttpProvider", "CodexOptions"]
 
@@ -224,19 +225,9 @@ class CodexHttpProvider(Provider):
     ) -> CallResult:
         """``work`` under the deadline and cancellation; an interruption closes the call."""
         task = asyncio.ensure_future(work)
-        waiter = asyncio.ensure_future(context.cancellation.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {task, waiter},
-                timeout=context.deadline.remaining(),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        except BaseException:
-            task.cancel()
-            raise
-        finally:
-            waiter.cancel()
-        if task not in done:
+        if not await wait_unless_interrupted(
+            task, context.cancellation, context.deadline.remaining()
+        ):
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)  # the connection is closed
         if task.done() and not task.cancelled():

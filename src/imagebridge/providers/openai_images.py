@@ -52,6 +52,7 @@ from imagebridge.contract.response import (
 )
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.providers.base import Provider, ProviderContext
+from imagebridge.providers.interruption import wait_unless_interrupted
 from imagebridge.providers.openai_models import (
     DEFAULT_OPENAI_MODEL,
     KNOWN_OPENAI_MODELS,
@@ -481,17 +482,7 @@ class OpenAIImagesProvider(Provider):
         budget = self._budget(context)
         self.calls += 1
         exchange = asyncio.ensure_future(self._exchange(call, credentials, request, context, state))
-        cancelled = asyncio.ensure_future(context.cancellation.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {exchange, cancelled}, timeout=budget, return_when=asyncio.FIRST_COMPLETED
-            )
-        except BaseException:
-            exchange.cancel()
-            raise
-        finally:
-            cancelled.cancel()
-        if exchange in done:
+        if await wait_unless_interrupted(exchange, context.cancellation, budget):
             return exchange.result()
         exchange.cancel()
         with contextlib.suppress(BaseException):

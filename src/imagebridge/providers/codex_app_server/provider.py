@@ -63,6 +63,7 @@ from imagebridge.providers.codex_app_server.session_locks import SessionLease, S
 from imagebridge.providers.codex_app_server.staging import StagedBatch, StagingArea
 from imagebridge.providers.codex_app_server.threads import turn_prompt_text, turn_start_params
 from imagebridge.providers.codex_app_server.turn_cleanup import TurnCleanup
+from imagebridge.providers.interruption import wait_unless_interrupted
 from imagebridge.storage.base import SessionStore
 
 __all__ = [
@@ -481,19 +482,7 @@ class CodexAppServerProvider(Provider):
             context, wanted=request.parameters.partial_images, max_bytes=limits.max_encoded_bytes
         )
         drain = asyncio.ensure_future(_drain(turn, collector, partials))
-        stop = asyncio.ensure_future(context.cancellation.wait())
-        try:
-            await asyncio.wait(
-                {drain, stop},
-                timeout=context.deadline.remaining(),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        except BaseException:
-            drain.cancel()
-            raise
-        finally:
-            stop.cancel()
-        if drain.done():
+        if await wait_unless_interrupted(drain, context.cancellation, context.deadline.remaining()):
             return drain.result()
         drain.cancel()
         with contextlib.suppress(asyncio.CancelledError, BridgeError):
@@ -563,19 +552,7 @@ class CodexAppServerProvider(Provider):
         """Await a step that changes nothing upstream, abandoning it on cancel or deadline."""
         _raise_if_interrupted(context, stage)
         task = asyncio.ensure_future(awaitable)
-        stop = asyncio.ensure_future(context.cancellation.wait())
-        try:
-            await asyncio.wait(
-                {task, stop},
-                timeout=context.deadline.remaining(),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        except BaseException:
-            task.cancel()
-            raise
-        finally:
-            stop.cancel()
-        if task.done():
+        if await wait_unless_interrupted(task, context.cancellation, context.deadline.remaining()):
             return task.result()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, BridgeError):

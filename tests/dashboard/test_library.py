@@ -127,7 +127,10 @@ def test_search_status_filter_and_load_older(server: LiveServer, open_page: Open
         wait_terminal(server, job_id)
     dashboard = open_page(server)
     page = dashboard.page
-    page.fill("#search", "batch-of-many")
+    with page.expect_response(lambda response: "search=batch-of-many" in response.url):
+        page.fill("#search", "batch-of-many")
+    # The newest 24 jobs match anyway: wait for the searched list itself, not the first one.
+    expect(page.locator("#job-list")).to_have_attribute("aria-busy", "false")
     expect(page.locator(".card").filter(has_not_text="batch-of-many")).to_have_count(0)
     expect(page.locator(".card")).to_have_count(24)
     expect(page.locator("#library-status")).to_contain_text("older jobs are available")

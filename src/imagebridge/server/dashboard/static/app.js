@@ -860,6 +860,7 @@ class Library {
       this.pending = true;
       return this.refreshing;
     }
+    $("job-list").setAttribute("aria-busy", "true");
     this.refreshing = (async () => {
       do {
         this.pending = false;
@@ -867,6 +868,7 @@ class Library {
       } while (this.pending);
     })().finally(() => {
       this.refreshing = null;
+      $("job-list").setAttribute("aria-busy", "false");
       this.schedule();
     });
     return this.refreshing;

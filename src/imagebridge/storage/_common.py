@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 from imagebridge.contract.enums import ImageJobStatus
@@ -36,17 +37,21 @@ from imagebridge.storage.cursors import decode_job_cursor, encode_job_cursor, en
 from imagebridge.storage.rules import (
     check_count,
     check_description,
+    check_failure_status,
     check_fingerprint,
     check_job_id,
     check_limit,
+    check_partial_images,
     check_preset_name,
     check_scope,
     check_session_identifier,
+    check_stage,
     check_status,
     check_timestamp,
     check_visibility,
     dump_json_object,
     hash_submission_key,
+    interrupted_error,
     is_canonical_uuid,
     job_not_found,
     like_contains_pattern,
@@ -62,31 +67,38 @@ __all__ = [
     "JOB_SUMMARY_COLUMNS",
     "MAX_QUEUED_IDENTITIES",
     "TERMINAL_SQL",
+    "CancelStep",
     "HistoryQuery",
     "Row",
     "StoreLifecycle",
     "active_row_bytes",
+    "cancel_step",
     "check_binding",
     "check_body_limits",
     "check_capacity",
+    "check_failure",
+    "check_finishable",
     "check_history_update",
     "check_job_lookup",
     "check_migration_numbers",
     "check_not_newer",
     "check_preset_write",
+    "check_progress",
     "check_queued_page",
     "check_session_key",
     "check_submission",
+    "check_transition",
     "history_change",
     "history_query",
     "job_id_taken",
-    "job_not_running",
+    "job_identity",
     "job_page",
     "job_record",
     "job_statistics",
     "job_summary",
     "logical_bytes_sql",
     "prepare_error",
+    "prepare_interruption",
     "prepare_result",
     "prepare_submission",
     "preset_exists",
@@ -413,8 +425,63 @@ def prepare_error(error_json: JsonInput, limit: int) -> str:
     return text
 
 
-def job_not_running(status: str) -> BridgeError:
-    return BridgeError(ErrorCode.INTERNAL, "durable job is not running", details={"status": status})
+def check_transition(scope: str, now: int) -> None:
+    """The checks ``claim``, ``succeed`` and ``request_cancel`` make before any work."""
+    check_scope(scope)
+    check_timestamp(now)
+
+
+def check_progress(scope: str, stage: str, partial_images: int, now: int) -> None:
+    """The checks ``progress`` makes before any work."""
+    check_scope(scope)
+    check_stage(stage)
+    check_partial_images(partial_images)
+    check_timestamp(now)
+
+
+def check_failure(scope: str, status: ImageJobStatus | str, now: int) -> ImageJobStatus:
+    """The checks ``fail`` makes; returns the final status it asked for."""
+    check_scope(scope)
+    final = check_failure_status(status)
+    check_timestamp(now)
+    return final
+
+
+def check_finishable(current: JobRecord, now: int) -> int:
+    """Only a running job finishes; returns its finish time (never before its last update)."""
+    if current.status is not ImageJobStatus.RUNNING:
+        raise BridgeError(
+            ErrorCode.INTERNAL,
+            "durable job is not running",
+            details={"status": current.status.value},
+        )
+    return max(now, current.updated_at)
+
+
+class CancelStep(Enum):
+    """What ``request_cancel`` does to a job, by its state."""
+
+    CANCEL = "cancel"
+    """Queued: cancelled at once."""
+    FLAG = "flag"
+    """Running and not yet flagged: flagged for its worker to stop."""
+    KEEP = "keep"
+    """Already flagged or finished: left as it is."""
+
+
+def cancel_step(current: JobRecord) -> CancelStep:
+    if current.status is ImageJobStatus.QUEUED:
+        return CancelStep.CANCEL
+    if current.status is ImageJobStatus.RUNNING and not current.cancel_requested:
+        return CancelStep.FLAG
+    return CancelStep.KEEP
+
+
+def prepare_interruption(now: int) -> str:
+    """Check ``now``; the error text every job marked ``interrupted`` gets (restart, lease)."""
+    check_timestamp(now)
+    text, _ = dump_json_object(interrupted_error(), "error")
+    return text
 
 
 def check_queued_page(limit: int, after: JobIdentity | None) -> None:
@@ -422,6 +489,12 @@ def check_queued_page(limit: int, after: JobIdentity | None) -> None:
     check_limit(limit, MAX_QUEUED_IDENTITIES)
     if after is not None and not isinstance(after, JobIdentity):
         raise BridgeError(ErrorCode.INTERNAL, "after must be a JobIdentity")
+
+
+def job_identity(row: Sequence[Any]) -> JobIdentity:
+    """An ``auth_scope, id, created_at`` row as a queued job's identity."""
+    auth_scope, job_id, created_at = row
+    return JobIdentity(auth_scope=auth_scope, id=job_id, created_at=int(created_at))
 
 
 # -- history ---------------------------------------------------------------------------------

@@ -25,22 +25,29 @@ from imagebridge.storage._common import (
     JOB_SUMMARY_COLUMNS,
     MAX_QUEUED_IDENTITIES,
     TERMINAL_SQL,
+    CancelStep,
     StoreLifecycle,
+    cancel_step,
     check_body_limits,
     check_capacity,
+    check_failure,
+    check_finishable,
     check_history_update,
     check_job_lookup,
+    check_progress,
     check_queued_page,
     check_submission,
+    check_transition,
     history_change,
     history_query,
     job_id_taken,
-    job_not_running,
+    job_identity,
     job_page,
     job_record,
     job_statistics,
     logical_bytes_sql,
     prepare_error,
+    prepare_interruption,
     prepare_result,
     prepare_submission,
     prune_cutoff,
@@ -61,18 +68,7 @@ from imagebridge.storage.base import (
     JsonInput,
     SchemaStatus,
 )
-from imagebridge.storage.rules import (
-    check_failure_status,
-    check_partial_images,
-    check_scope,
-    check_stage,
-    check_timestamp,
-    dump_json_object,
-    interrupted_error,
-    job_not_found,
-    prompt_search_text,
-    utf8_size,
-)
+from imagebridge.storage.rules import job_not_found, prompt_search_text, utf8_size
 from imagebridge.storage.sqlite import (
     Migration,
     Schema,
@@ -406,8 +402,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
     async def claim(self, scope: str, job_id: str, *, now: int) -> bool:
         """queued (and not cancel-requested) → running at stage ``starting``."""
-        check_scope(scope)
-        check_timestamp(now)
+        check_transition(scope, now)
 
         def operation(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
@@ -424,10 +419,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         self, scope: str, job_id: str, *, stage: str, partial_images: int, now: int
     ) -> bool:
         """Record the latest stage of a running job; other states are left alone."""
-        check_scope(scope)
-        check_stage(stage)
-        check_partial_images(partial_images)
-        check_timestamp(now)
+        check_progress(scope, stage, partial_images, now)
 
         def operation(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
@@ -448,8 +440,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         A result above :attr:`max_result_bytes` is refused with an ``artifact`` error and
         the job is left running, so the caller can store a trimmed result instead.
         """
-        check_scope(scope)
-        check_timestamp(now)
+        check_transition(scope, now)
         limit = self._max_result_bytes
 
         def operation(conn: sqlite3.Connection) -> JobRecord:
@@ -468,9 +459,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         now: int,
     ) -> JobRecord:
         """running → failed | cancelled | interrupted with its error (oversized → replaced)."""
-        check_scope(scope)
-        final = check_failure_status(status)
-        check_timestamp(now)
+        final = check_failure(scope, status, now)
         limit = self._max_error_bytes
 
         def operation(conn: sqlite3.Connection) -> JobRecord:
@@ -490,10 +479,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         now: int,
     ) -> JobRecord:
         with immediate(conn):
-            row = _fetch_existing(conn, scope, job_id)
-            if row["status"] != ImageJobStatus.RUNNING.value:
-                raise job_not_running(row["status"])
-            stamp = max(now, row["updated_at"])
+            stamp = check_finishable(job_record(_fetch_existing(conn, scope, job_id)), now)
             conn.execute(
                 "UPDATE image_jobs SET status = ?, response_json = ?, error_json = ?, "
                 "completed_at = ?, updated_at = ?, progress_stage = 'completed' WHERE id = ?",
@@ -504,14 +490,14 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
     async def request_cancel(self, scope: str, job_id: str, *, now: int) -> JobRecord:
         """Queued → cancelled at once; running → flagged for its worker; terminal → as is."""
-        check_scope(scope)
-        check_timestamp(now)
+        check_transition(scope, now)
 
         def operation(conn: sqlite3.Connection) -> JobRecord:
             with immediate(conn):
-                row = _fetch_existing(conn, scope, job_id)
-                stamp = max(now, row["updated_at"])
-                if row["status"] == ImageJobStatus.QUEUED.value:
+                current = job_record(_fetch_existing(conn, scope, job_id))
+                step = cancel_step(current)
+                stamp = max(now, current.updated_at)
+                if step is CancelStep.CANCEL:
                     conn.execute(
                         "UPDATE image_jobs SET status = 'cancelled', cancel_requested = 1, "
                         "completed_at = ?, updated_at = ?, progress_stage = 'completed' "
@@ -519,13 +505,13 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
                         (stamp, stamp, job_id),
                     )
                     self._refresh_bytes(conn, [job_id])
-                elif row["status"] == ImageJobStatus.RUNNING.value and not row["cancel_requested"]:
+                elif step is CancelStep.FLAG:
                     conn.execute(
                         "UPDATE image_jobs SET cancel_requested = 1, updated_at = ? WHERE id = ?",
                         (stamp, job_id),
                     )
                 else:
-                    return job_record(row)
+                    return current
                 return job_record(_fetch_existing(conn, scope, job_id))
 
         return await self._db.run(operation)
@@ -535,8 +521,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
         The progress stage is left as it was, so history shows how far the job got.
         """
-        check_timestamp(now)
-        error_text, _ = dump_json_object(interrupted_error(), "error")
+        error_text = prepare_interruption(now)
 
         def operation(conn: sqlite3.Connection) -> int:
             with immediate(conn):
@@ -578,7 +563,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
                     "ORDER BY created_at, id LIMIT ?",
                     (after.created_at, after.created_at, after.id, limit),
                 )
-            return [JobIdentity(auth_scope=r[0], id=r[1], created_at=r[2]) for r in rows]
+            return [job_identity(row) for row in rows]
 
         return await self._db.run(operation)
 

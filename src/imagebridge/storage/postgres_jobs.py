@@ -28,22 +28,29 @@ from imagebridge.storage._common import (
     JOB_RECORD_COLUMNS,
     JOB_SUMMARY_COLUMNS,
     TERMINAL_SQL,
+    CancelStep,
     StoreLifecycle,
+    cancel_step,
     check_body_limits,
     check_capacity,
+    check_failure,
+    check_finishable,
     check_history_update,
     check_job_lookup,
+    check_progress,
     check_queued_page,
     check_submission,
+    check_transition,
     history_change,
     history_query,
     job_id_taken,
-    job_not_running,
+    job_identity,
     job_page,
     job_record,
     job_statistics,
     logical_bytes_sql,
     prepare_error,
+    prepare_interruption,
     prepare_result,
     prepare_submission,
     prune_cutoff,
@@ -94,16 +101,7 @@ from imagebridge.storage.queue import (
     encode_job_event,
     lease_deadline,
 )
-from imagebridge.storage.rules import (
-    check_failure_status,
-    check_partial_images,
-    check_scope,
-    check_stage,
-    check_timestamp,
-    dump_json_object,
-    interrupted_error,
-    job_not_found,
-)
+from imagebridge.storage.rules import check_timestamp, job_not_found
 
 __all__ = ["JOB_PG_SCHEMA", "PostgresJobStore", "inspect_postgres_job_schema"]
 
@@ -403,8 +401,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
 
     async def claim(self, scope: str, job_id: str, *, now: int) -> bool:
         """queued (and not cancel-requested) → running at stage ``starting`` (no lease)."""
-        check_scope(scope)
-        check_timestamp(now)
+        check_transition(scope, now)
 
         async def operation(conn: Connection) -> bool:
             cursor = await conn.execute(
@@ -422,10 +419,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         self, scope: str, job_id: str, *, stage: str, partial_images: int, now: int
     ) -> bool:
         """Record the latest stage of a running job; other states are left alone."""
-        check_scope(scope)
-        check_stage(stage)
-        check_partial_images(partial_images)
-        check_timestamp(now)
+        check_progress(scope, stage, partial_images, now)
 
         async def operation(conn: Connection) -> bool:
             cursor = await conn.execute(
@@ -446,8 +440,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         A result above :attr:`max_result_bytes` is refused with an ``artifact`` error and
         the job is left running, so the caller can store a trimmed result instead.
         """
-        check_scope(scope)
-        check_timestamp(now)
+        check_transition(scope, now)
         text = await asyncio.to_thread(prepare_result, response_json, self._max_result_bytes)
         return await self._finish(scope, job_id, ImageJobStatus.SUCCEEDED, text, None, now)
 
@@ -461,9 +454,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         now: int,
     ) -> JobRecord:
         """running → failed | cancelled | interrupted with its error (oversized → replaced)."""
-        check_scope(scope)
-        final = check_failure_status(status)
-        check_timestamp(now)
+        final = check_failure(scope, status, now)
         text = await asyncio.to_thread(prepare_error, error_json, self._max_error_bytes)
         return await self._finish(scope, job_id, final, None, text, now)
 
@@ -477,10 +468,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         now: int,
     ) -> JobRecord:
         async def operation(conn: Connection) -> JobRecord:
-            current = await self._fetch(conn, scope, job_id, lock=True)
-            if current.status is not ImageJobStatus.RUNNING:
-                raise job_not_running(current.status.value)
-            stamp = max(now, current.updated_at)
+            stamp = check_finishable(await self._fetch(conn, scope, job_id, lock=True), now)
             row = await _row(
                 conn,
                 f"UPDATE {self._t} SET status = %s, response_json = %s, "  # noqa: S608
@@ -499,21 +487,21 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         The flag is durable: the instance running the job sees it through
         :meth:`heartbeat` even if it misses the ``cancel_requested`` notification.
         """
-        check_scope(scope)
-        check_timestamp(now)
+        check_transition(scope, now)
         t = self._t
 
         async def operation(conn: Connection) -> JobRecord:
             current = await self._fetch(conn, scope, job_id, lock=True)
+            step = cancel_step(current)
             stamp = max(now, current.updated_at)
-            if current.status is ImageJobStatus.QUEUED:
+            if step is CancelStep.CANCEL:
                 sql = (
                     f"UPDATE {t} SET status = 'cancelled', cancel_requested = true, "  # noqa: S608
                     "completed_at = %s, updated_at = %s, progress_stage = 'completed' "
                     f"WHERE id = %s RETURNING {_RECORD_COLUMNS}"
                 )
                 params: tuple[Any, ...] = (stamp, stamp, job_id)
-            elif current.status is ImageJobStatus.RUNNING and not current.cancel_requested:
+            elif step is CancelStep.FLAG:
                 sql = (
                     f"UPDATE {t} SET cancel_requested = true, updated_at = %s "  # noqa: S608
                     f"WHERE id = %s RETURNING {_RECORD_COLUMNS}"
@@ -533,8 +521,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         This marks *every* running job, other instances' live ones included: a shared
         deployment calls :meth:`expire_leases` instead. The progress stage is kept.
         """
-        check_timestamp(now)
-        error_text, _ = dump_json_object(interrupted_error(), "error")
+        error_text = prepare_interruption(now)
 
         async def operation(conn: Connection) -> int:
             cursor = await conn.execute(
@@ -569,7 +556,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                     (after.created_at, after.id, limit),
                 )
             rows = await cursor.fetchall()
-            return [JobIdentity(auth_scope=r[0], id=r[1], created_at=int(r[2])) for r in rows]
+            return [job_identity(row) for row in rows]
 
         return await self._db.run(operation)
 
@@ -655,8 +642,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         never run again. Jobs claimed without a lease (plain :meth:`claim`) are untouched.
         Any instance may call this periodically; concurrent calls mark each job once.
         """
-        check_timestamp(now)
-        error_text, _ = dump_json_object(interrupted_error(), "error")
+        error_text = prepare_interruption(now)
 
         async def operation(conn: Connection) -> int:
             cursor = await conn.execute(

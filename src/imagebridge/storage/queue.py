@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any, Self
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.storage._common import prepare_interruption
 from imagebridge.storage.base import (
     DEFAULT_BUSY_TIMEOUT_MS,
     MAX_ERROR_JSON_BYTES,
@@ -42,9 +43,7 @@ from imagebridge.storage.rules import (
     check_count,
     check_job_id,
     check_timestamp,
-    dump_json_object,
     has_control_characters,
-    interrupted_error,
     is_canonical_uuid,
     utf8_size,
 )
@@ -485,8 +484,7 @@ class SqliteSharedJobStore(SqliteJobStore):
         They carry the same error as :meth:`recover_interrupted` and are never run again;
         jobs claimed without a lease (plain :meth:`claim`) are left to that recovery.
         """
-        check_timestamp(now)
-        error_text, _ = dump_json_object(interrupted_error(), "error")
+        error_text = prepare_interruption(now)
 
         def operation(conn: sqlite3.Connection) -> int:
             with immediate(conn):

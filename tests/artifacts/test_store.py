@@ -7,6 +7,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from imagebridge.artifacts._fs import TEMP_PREFIX
 from imagebridge.artifacts.inspect import inspect_image
 from imagebridge.artifacts.metadata import embed_metadata, extract_metadata_record
 from imagebridge.artifacts.store import (
+    DEFAULT_STALE_TEMP_SECS,
     OWNERSHIP_DIRECTORY,
     ArtifactStore,
     AsyncArtifactStore,
@@ -455,8 +457,8 @@ def test_a_crash_during_publication_leaves_nothing_visible(
     assert store.cleanup().scanned == 0
 
 
-def test_a_process_killed_between_write_and_link_leaves_no_artifact(root: Path) -> None:
-    """A real crash runs no cleanup: the process dies the moment the name would be given."""
+def _publish_and_die_at_link(root: Path, directory: str | None, link_call: int) -> None:
+    """Run a publication in a child process that dies at the ``link_call``-th ``os.link``."""
     script = textwrap.dedent(
         f"""
         import io, os
@@ -465,19 +467,181 @@ def test_a_process_killed_between_write_and_link_leaves_no_artifact(root: Path) 
         buffer = io.BytesIO()
         Image.new("RGB", (64, 64), (9, 9, 9)).save(buffer, format="PNG")
         store = ArtifactStore({str(root)!r})
-        os.link = lambda *args, **kwargs: os._exit(17)
-        store.publish(buffer.getvalue(), expected_format="png", owner="o", filename="crash.png")
+        real_link, calls = os.link, []
+        def link(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == {link_call}:
+                os._exit(17)
+            return real_link(*args, **kwargs)
+        os.link = link
+        store.publish(buffer.getvalue(), expected_format="png", owner="o", filename="crash.png",
+                      directory={directory!r})
         """
     )
     done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
     assert done.returncode == 17, done.stderr.decode()
+
+
+def temp_files(root: Path) -> list[str]:
+    """Every crash leftover below the root, the ownership directory included."""
+    found: list[str] = []
+    for dirpath, _dirnames, filenames in os.walk(root):
+        found.extend(
+            os.path.relpath(os.path.join(dirpath, f), root)
+            for f in filenames
+            if f.startswith(TEMP_PREFIX)
+        )
+    return sorted(found)
+
+
+@pytest.mark.parametrize("directory", [None, "gallery/2024"])
+def test_a_process_killed_between_write_and_link_leaves_no_artifact(
+    root: Path, directory: str | None
+) -> None:
+    """A real crash runs no cleanup: the process dies the moment the name would be given.
+
+    The hidden temp file it leaves is kept while a live writer could still own it and
+    removed by the next cleanup once it is older than the grace period.
+    """
+    _publish_and_die_at_link(root, directory, link_call=1)
     leftovers = visible_files(root)
-    assert leftovers and all(os.path.basename(f).startswith(TEMP_PREFIX) for f in leftovers)
+    assert len(leftovers) == 1 and os.path.basename(leftovers[0]).startswith(TEMP_PREFIX)
+    assert os.path.dirname(leftovers[0]) == (directory or "")
     assert markers(root) == []
     store = ArtifactStore(root)
-    assert store.cleanup().scanned == 0
+    young = store.cleanup()
+    assert (young.scanned, young.stale_temp_files, young.stale_temp_files_removed) == (0, 0, 0)
+    assert visible_files(root) == leftovers
     assert store.repair_orphans(10, apply=False).scanned == 0
-    assert publish(store, filename="crash.png").name == "crash.png"  # the name was never taken
+    after_grace = time.time() + DEFAULT_STALE_TEMP_SECS + 5
+    report = store.cleanup(now=after_grace)
+    assert (report.scanned, report.stale_temp_files, report.stale_temp_files_removed) == (0, 1, 1)
+    assert not report.temp_scan_limit_reached
+    assert visible_files(root) == []
+    expected = f"{directory}/crash.png" if directory else "crash.png"
+    published = publish(store, filename="crash.png", directory=directory)
+    assert published.name == expected  # the name was never taken
+
+
+def test_a_process_killed_before_its_marker_is_linked_leaves_a_removable_marker_temp(
+    root: Path,
+) -> None:
+    _publish_and_die_at_link(root, None, link_call=2)
+    assert visible_files(root) == ["crash.png"]  # published but unowned: never deleted
+    leftovers = temp_files(root)
+    assert len(leftovers) == 1 and leftovers[0].startswith(OWNERSHIP_DIRECTORY + "/")
+    store = ArtifactStore(root)
+    report = store.cleanup(now=time.time() + DEFAULT_STALE_TEMP_SECS + 5, max_age_secs=0)
+    assert (report.scanned, report.deleted, report.stale_temp_files_removed) == (0, 0, 1)
+    assert temp_files(root) == []
+    assert visible_files(root) == ["crash.png"]
+
+
+def _leave_temp(directory: Path, data: bytes = b"partial") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / (TEMP_PREFIX + os.urandom(12).hex())
+    path.write_bytes(data)
+    return path
+
+
+def test_stale_temp_files_are_removed_only_after_the_grace(
+    store: ArtifactStore, root: Path
+) -> None:
+    publish(store, directory="a/b")
+    made = [_leave_temp(root), _leave_temp(root / "a" / "b"), _leave_temp(root / "a")]
+    made.append(_leave_temp(root / OWNERSHIP_DIRECTORY))
+    grace = 600
+    start = time.time()
+    assert store.cleanup(now=start + grace - 5, stale_temp_secs=grace).stale_temp_files == 0
+    assert all(path.exists() for path in made)
+    audit = store.repair_orphans(10, apply=False, now=start + grace + 5, stale_temp_secs=grace)
+    assert (audit.healthy, audit.stale_temp_files, audit.stale_temp_files_removed) == (1, 4, 0)
+    assert all(path.exists() for path in made)
+    report = store.cleanup(now=start + grace + 5, stale_temp_secs=grace)
+    assert (report.scanned, report.deleted, report.skipped) == (1, 0, 0)
+    assert (report.stale_temp_files, report.stale_temp_files_removed) == (4, 4)
+    assert temp_files(root) == []
+    assert len(visible_files(root)) == 1
+
+
+def test_repair_applies_the_temp_sweep_too(store: ArtifactStore, root: Path) -> None:
+    leftover = _leave_temp(root / "gallery")
+    repair = store.repair_orphans(10, apply=True, now=time.time() + 3600 + 5)
+    assert (repair.scanned, repair.stale_temp_files, repair.stale_temp_files_removed) == (0, 1, 1)
+    assert not leftover.exists()
+
+
+def test_age_is_measured_from_the_last_write(store: ArtifactStore, root: Path) -> None:
+    """A temp file's writer writes, fsyncs and links at once: an old mtime means no writer."""
+    skewed, old = _leave_temp(root), _leave_temp(root)
+    two_hours_ago = time.time() - 2 * 3600
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    future = time.time() + 3600  # clock skew: a file from the future is never stale
+    os.utime(skewed, (future, future))
+    report = store.cleanup()
+    assert (report.stale_temp_files, report.stale_temp_files_removed) == (1, 1)
+    assert skewed.exists() and not old.exists()
+
+
+def test_a_temp_name_left_beside_its_published_artifact_is_removed_but_the_artifact_stays(
+    store: ArtifactStore, root: Path
+) -> None:
+    """A crash after ``link`` but before the temp name is dropped: two names, one file."""
+    owned = publish(store, directory="gallery")
+    second_name = owned.path.parent / (TEMP_PREFIX + "ab" * 12)
+    os.link(owned.path, second_name)
+    report = store.cleanup(now=time.time() + 3600 + 5, max_age_secs=10**9)
+    assert (report.deleted, report.stale_temp_files_removed) == (0, 1)
+    assert not second_name.exists()
+    assert store.read(owned.id, OWNER).data == owned.path.read_bytes()
+
+
+def test_the_temp_sweep_never_leaves_the_root_or_touches_what_is_not_a_bridge_temp(
+    store: ArtifactStore, root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside_temp = _leave_temp(outside)
+    (root / "linked-dir").symlink_to(outside, target_is_directory=True)
+    (root / (TEMP_PREFIX + "cd" * 12)).symlink_to(outside_temp)  # a temp-named symlink
+    (root / (TEMP_PREFIX + "ef" * 12)).mkdir()  # a temp-named directory
+    untouched = [
+        _leave_temp(root / ".hidden"),  # no publication creates a hidden directory
+        _leave_temp(root / "has space"),  # nor a directory with an unsafe name
+        _leave_temp(root / OWNERSHIP_DIRECTORY / "nested"),
+        root / (TEMP_PREFIX + "not-ours"),
+        root / (TEMP_PREFIX + "AB" * 12),
+        root / (TEMP_PREFIX + "ab" * 13),
+        root / "imagegen-bridge-tmp-" / ("ab" * 12),
+    ]
+    for path in untouched:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"keep")
+    report = store.cleanup(now=time.time() + 10 * 3600)
+    assert (report.stale_temp_files, report.stale_temp_files_removed) == (0, 0)
+    assert outside_temp.read_bytes() == b"partial"
+    assert (root / (TEMP_PREFIX + "cd" * 12)).is_symlink()
+    assert (root / (TEMP_PREFIX + "ef" * 12)).is_dir()
+    assert all(path.read_bytes() == b"keep" for path in untouched)
+
+
+def test_the_temp_sweep_is_bounded_by_the_scan_limit(store: ArtifactStore, root: Path) -> None:
+    for _ in range(5):
+        _leave_temp(root)
+    later = time.time() + 3600 + 5
+    first = store.cleanup(now=later, max_scan_entries=2)
+    assert first.temp_scan_limit_reached
+    assert first.stale_temp_files_removed <= 2
+    assert len(temp_files(root)) == 5 - first.stale_temp_files_removed
+    rest = store.cleanup(now=later, max_scan_entries=100)
+    assert not rest.temp_scan_limit_reached
+    assert first.stale_temp_files_removed + rest.stale_temp_files_removed == 5
+    assert temp_files(root) == []
+
+
+@pytest.mark.parametrize("grace", [0, 59, -1, True])
+def test_the_temp_grace_protects_live_writers(store: ArtifactStore, grace: int) -> None:
+    artifact_error(lambda: store.cleanup(stale_temp_secs=grace))
+    artifact_error(lambda: store.repair_orphans(10, apply=True, stale_temp_secs=grace))
 
 
 def test_a_failed_marker_replacement_rolls_back_the_sidecar(
@@ -501,6 +665,13 @@ async def test_async_store_runs_the_same_operations(root: Path) -> None:
     assert inspect_image(await store.thumbnail(owned.id, OWNER, 32)).width == 32
     assert (await store.repair_orphans(5, apply=False)).healthy == 1
     assert (await store.cleanup(now=10**12, max_age_secs=0)).deleted == 1
+    leftover = root / (TEMP_PREFIX + "ab" * 12)
+    leftover.write_bytes(b"partial")
+    later = time.time() + 120
+    audit = await store.repair_orphans(5, apply=False, now=later, stale_temp_secs=60)
+    assert audit.stale_temp_files == 1
+    swept = await store.cleanup(now=later, stale_temp_secs=60)
+    assert swept.stale_temp_files_removed == 1 and not leftover.exists()
     assert store.root == root.resolve()
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 from tests.cli.conftest import Cli
 
@@ -47,6 +49,7 @@ def test_cleanup_dry_run_prints_the_policy_without_opening_the_store(cli: Cli) -
         "max_age_seconds": 604800,
         "max_artifacts": 5,
         "max_scan_entries": 100000,
+        "stale_temp_seconds": 3600,
     }
     assert not cli.artifacts.exists()
     assert cli("artifacts", "cleanup").code == 2
@@ -63,6 +66,50 @@ def test_cleanup_deletes_only_beyond_the_policy(cli: Cli) -> None:
     remaining = [name for name in names if (cli.artifacts / name).exists()]
     assert remaining == [names[-1]]
     assert stranger.exists()
+
+
+def _leave_temp(directory: Path, age_secs: float) -> Path:
+    """A hidden temp file as a writer killed between write and link leaves it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / (".imagegen-bridge-tmp-" + os.urandom(12).hex())
+    path.write_bytes(b"half an image")
+    then = time.time() - age_secs
+    os.utime(path, (then, then))
+    return path
+
+
+def test_cleanup_removes_crash_leftovers_older_than_the_grace(cli: Cli) -> None:
+    name = _generate(cli, "--output-dir", "gallery")
+    stale = [_leave_temp(cli.artifacts, 7200), _leave_temp(cli.artifacts / "gallery", 7200)]
+    young = _leave_temp(cli.artifacts / "gallery", 600)
+    report = cli("--json", "artifacts", "cleanup", "--force").json()
+    assert report["stale_temp_files"] == 2 and report["stale_temp_files_removed"] == 2
+    assert report["temp_scan_limit_reached"] is False
+    assert (report["scanned"], report["deleted"]) == (1, 0)
+    assert not any(path.exists() for path in stale)
+    assert young.exists() and (cli.artifacts / name).exists()
+    shorter = cli("--json", "--set", "artifacts.retention.stale_temp_secs=300", "artifacts",
+                  "cleanup", "--force")  # fmt: skip
+    assert shorter.json()["stale_temp_files_removed"] == 1 and not young.exists()
+
+
+def test_repair_audits_then_removes_crash_leftovers(cli: Cli) -> None:
+    _generate(cli)
+    leftover = _leave_temp(cli.artifacts, 7200)
+    audit = cli("--json", "artifacts", "repair", "--dry-run").json()
+    assert (audit["stale_temp_files"], audit["stale_temp_files_removed"]) == (1, 0)
+    assert leftover.exists()
+    repaired = cli("--json", "artifacts", "repair", "--force").json()
+    assert (repaired["stale_temp_files"], repaired["stale_temp_files_removed"]) == (1, 1)
+    assert repaired["healthy"] == 1 and not leftover.exists()
+
+
+def test_a_grace_short_enough_to_catch_live_writers_is_a_configuration_error(cli: Cli) -> None:
+    result = cli("--json", "--set", "artifacts.retention.stale_temp_secs=5", "artifacts",
+                 "cleanup", "--force")  # fmt: skip
+    assert result.code == 2
+    issues = result.error()["details"]["issues"]
+    assert [issue["field"] for issue in issues] == ["artifacts.retention.stale_temp_secs"]
 
 
 def test_config_origins_name_keys_never_values(cli: Cli) -> None:

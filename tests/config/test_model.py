@@ -72,6 +72,7 @@ DEFAULTS: dict[str, Any] = {
     "artifacts.retention.max_age_secs": 604_800,
     "artifacts.retention.max_artifacts": None,
     "artifacts.retention.max_scan_entries": 100_000,
+    "artifacts.retention.stale_temp_secs": 3_600,
     "providers.codex_app_server.enabled": True,
     "providers.codex_app_server.executable": "codex",
     "providers.codex_app_server.args": [],

@@ -250,6 +250,14 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
     ],
     *[
         (
+            f"stale-temp-grace-{value}",
+            _cfg(**{"artifacts.retention.stale_temp_secs": value}),
+            ("artifacts.retention.stale_temp_secs", "out_of_range"),
+        )
+        for value in [0, 59, 365 * 24 * 3600 + 1]
+    ],
+    *[
+        (
             f"public-url-{url}",
             _cfg(**{"artifacts.public_base_url": url}),
             ("artifacts.public_base_url", "invalid_url"),
@@ -485,6 +493,8 @@ def test_rule_reports_its_issue(settings: dict[str, Any], expected: tuple[str, s
         _cfg(**{"artifacts.public_base_url": "http://images.example"}),
         _cfg(**{"artifacts.image.max_edge": 100, "artifacts.image.max_pixels": 10_000}),
         _cfg(**{"artifacts.retention.max_artifacts": 1}),
+        _cfg(**{"artifacts.retention.stale_temp_secs": 60}),
+        _cfg(**{"artifacts.retention.stale_temp_secs": 365 * 24 * 3600}),
         _cfg(
             **{
                 "runtime.circuit_breaker.enabled": False,

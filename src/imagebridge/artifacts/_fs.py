@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -23,10 +24,12 @@ __all__ = [
     "Unsafe",
     "entry_state",
     "fsync_dir",
+    "is_temp_name",
     "link_noclobber",
     "open_child_dir",
     "open_dir",
     "open_parent",
+    "open_relative_dir",
     "read_regular",
     "remove_quietly",
     "replace_atomically",
@@ -34,6 +37,8 @@ __all__ = [
 ]
 
 TEMP_PREFIX = ".imagegen-bridge-tmp-"
+_TEMP_TOKEN_BYTES = 12
+_TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + f"[0-9a-f]{{{2 * _TEMP_TOKEN_BYTES}}}")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -88,6 +93,20 @@ def open_parent(root_fd: int, relative: str, *, create: bool = False) -> Iterato
         os.close(fd)
 
 
+def open_relative_dir(root_fd: int, relative: str) -> int:
+    """Open the directory ``relative`` (``""`` is ``root_fd`` itself) without symlinks."""
+    fd = os.dup(root_fd)
+    try:
+        for component in relative.split("/") if relative else ():
+            child = open_child_dir(fd, component)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def entry_state(root_fd: int, relative: str) -> EntryState:
     """Whether ``relative`` is a regular file reached without symlinks, missing, or neither."""
     try:
@@ -133,7 +152,7 @@ def read_regular(parent_fd: int, basename: str, limit: int) -> bytes:
 
 def write_temp(dir_fd: int, data: bytes, mode: int) -> str:
     """Write ``data`` to a new hidden temp file in ``dir_fd`` and fsync it; return its name."""
-    name = TEMP_PREFIX + secrets.token_hex(12)
+    name = TEMP_PREFIX + secrets.token_hex(_TEMP_TOKEN_BYTES)
     fd = os.open(name, _WRITE_FLAGS, mode, dir_fd=dir_fd)
     try:
         view = memoryview(data)
@@ -147,6 +166,11 @@ def write_temp(dir_fd: int, data: bytes, mode: int) -> str:
         raise
     os.close(fd)
     return name
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is exactly what :func:`write_temp` creates (nothing else matches)."""
+    return _TEMP_NAME.fullmatch(name) is not None
 
 
 def link_noclobber(dir_fd: int, temp_name: str, name: str) -> bool:

@@ -16,6 +16,13 @@ created it (``anonymous-local``, ``bearer:<sha256>`` …). :meth:`ArtifactStore.
 with a different owner fails exactly like an unknown id. Markers written by the
 original (no ``owner``) belong to :data:`LEGACY_OWNER`.
 
+Crash leftovers: every file is first written to a hidden ``.imagegen-bridge-tmp-<hex>``
+file and then linked to its name. A process killed in between leaves that temp file
+behind; :meth:`ArtifactStore.cleanup` and :meth:`ArtifactStore.repair_orphans` remove
+such files once they are older than a grace period (a live writer's file is never that
+old), looking only in the root, the ownership directory and directories a publication
+could have created.
+
 Threading: the store is synchronous and thread-safe (every operation is a sequence of
 atomic filesystem calls). Async code uses the ``a*`` methods, which run the same work
 in a worker thread.
@@ -28,7 +35,9 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,10 +65,12 @@ from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
 __all__ = [
+    "DEFAULT_STALE_TEMP_SECS",
     "LEGACY_OWNER",
     "MAX_COLLISION_ATTEMPTS",
     "MAX_MARKER_BYTES",
     "MAX_SIDECAR_BYTES",
+    "MIN_STALE_TEMP_SECS",
     "OWNERSHIP_DIRECTORY",
     "ArtifactContent",
     "ArtifactStore",
@@ -75,6 +86,9 @@ MAX_SIDECAR_BYTES = 1024 * 1024
 MAX_COLLISION_ATTEMPTS = 10_000
 MAX_OWNER_BYTES = 256
 LEGACY_OWNER = "anonymous-local"
+DEFAULT_STALE_TEMP_SECS = 60 * 60
+MIN_STALE_TEMP_SECS = 60
+"""A temp file younger than this may belong to a live writer: it is never removed."""
 _NOT_FOUND = "artifact was not found or is invalid"
 _ARTIFACT_MODE = 0o666  # narrowed by the process umask, like any file a tool writes
 _MARKER_MODE = 0o600
@@ -133,14 +147,22 @@ class ArtifactContent:
 
 @dataclass(slots=True)
 class CleanupReport:
+    """``scanned``/``deleted``/``skipped`` count ownership markers; ``stale_temp_*`` count
+    crash leftovers found (and removed) by the temp sweep."""
+
     scanned: int = 0
     deleted: int = 0
     skipped: int = 0
     scan_limit_reached: bool = False
+    stale_temp_files: int = 0
+    stale_temp_files_removed: int = 0
+    temp_scan_limit_reached: bool = False
 
 
 @dataclass(slots=True)
 class RepairReport:
+    """Marker counts as in :class:`CleanupReport`; an audit only counts stale temp files."""
+
     scanned: int = 0
     healthy: int = 0
     orphaned_records: int = 0
@@ -148,6 +170,17 @@ class RepairReport:
     repaired: int = 0
     skipped: int = 0
     scan_limit_reached: bool = False
+    stale_temp_files: int = 0
+    stale_temp_files_removed: int = 0
+    temp_scan_limit_reached: bool = False
+
+
+@dataclass(slots=True)
+class _TempSweep:
+    examined: int = 0
+    stale: int = 0
+    removed: int = 0
+    limit_reached: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +267,18 @@ def _parse_marker(encoded: bytes, filename: str) -> _Marker | None:
         sidecar_name=sidecar_name,
         sidecar_sha256=sidecar_sha,
     )
+
+
+def _check_grace(stale_temp_secs: int) -> None:
+    if (
+        isinstance(stale_temp_secs, bool)
+        or not isinstance(stale_temp_secs, int)
+        or stale_temp_secs < MIN_STALE_TEMP_SECS
+    ):
+        raise _artifact_error(
+            "stale temp file grace must be at least 60 seconds",
+            minimum_seconds=MIN_STALE_TEMP_SECS,
+        )
 
 
 def _json_object(encoded: bytes) -> bool:
@@ -674,18 +719,31 @@ class ArtifactStore:
         max_age_secs: int = 7 * 24 * 60 * 60,
         max_artifacts: int | None = None,
         max_scan_entries: int = 100_000,
+        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
     ) -> CleanupReport:
         """Delete verified owned artifacts older than ``max_age_secs`` or beyond the newest
-        ``max_artifacts``, looking at no more than ``max_scan_entries`` markers."""
+        ``max_artifacts``, looking at no more than ``max_scan_entries`` markers.
+
+        Temp files left by a crash and older than ``stale_temp_secs`` are removed first,
+        examining no more than ``max_scan_entries`` directory entries.
+        """
         if max_scan_entries <= 0:
             raise _artifact_error("retention scan limit must be greater than zero")
         if max_artifacts is not None and max_artifacts <= 0:
             raise _artifact_error("retention max_artifacts must be greater than zero")
         if max_age_secs < 0:
             raise _artifact_error("retention max_age_secs must not be negative")
-        cutoff = int(self._clock() if now is None else now) - max_age_secs
+        _check_grace(stale_temp_secs)
+        current = self._clock() if now is None else now
+        cutoff = int(current) - max_age_secs
         report = CleanupReport()
         with self._root_fds() as (root_fd, own_fd):
+            sweep = self._sweep_stale_temps(
+                root_fd, own_fd, current - stale_temp_secs, max_scan_entries, apply=True
+            )
+            report.stale_temp_files = sweep.stale
+            report.stale_temp_files_removed = sweep.removed
+            report.temp_scan_limit_reached = sweep.limit_reached
             names, report.scan_limit_reached = self._scan(own_fd, max_scan_entries)
             report.scanned = len(names)
             valid: list[_Marker] = []
@@ -724,17 +782,33 @@ class ArtifactStore:
             return False
         return True
 
-    def repair_orphans(self, max_scan: int, *, apply: bool) -> RepairReport:
+    def repair_orphans(
+        self,
+        max_scan: int,
+        *,
+        apply: bool,
+        now: float | None = None,
+        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
+    ) -> RepairReport:
         """Audit (``apply=False``) or repair provably safe ownership inconsistencies.
 
         A marker whose artifact is gone is removed (with its unchanged sidecar); a
         marker whose sidecar is gone has the reference cleared. Anything changed or
-        invalid is skipped and never modified.
+        invalid is skipped and never modified. Crash-leftover temp files older than
+        ``stale_temp_secs`` are counted, and removed when applying.
         """
         if max_scan <= 0:
             raise _artifact_error("artifact repair scan limit must be greater than zero")
+        _check_grace(stale_temp_secs)
+        current = self._clock() if now is None else now
         report = RepairReport()
         with self._root_fds() as (root_fd, own_fd):
+            sweep = self._sweep_stale_temps(
+                root_fd, own_fd, current - stale_temp_secs, max_scan, apply=apply
+            )
+            report.stale_temp_files = sweep.stale
+            report.stale_temp_files_removed = sweep.removed
+            report.temp_scan_limit_reached = sweep.limit_reached
             names, report.scan_limit_reached = self._scan(own_fd, max_scan)
             report.scanned = len(names)
             for filename in names:
@@ -765,6 +839,83 @@ class ArtifactStore:
                 else:
                     report.skipped += 1
         return report
+
+    # -- crash leftovers ---------------------------------------------------------------------
+
+    def _sweep_stale_temps(
+        self, root_fd: int, own_fd: int, cutoff: float, limit: int, *, apply: bool
+    ) -> _TempSweep:
+        """Find (and with ``apply`` remove) temp files last changed before ``cutoff``.
+
+        Publication directories are walked breadth first from the root (only names a
+        publication could have created: safe relative paths, so never a hidden or
+        symlinked directory), then the ownership directory; at most ``limit`` directory
+        entries are examined in all.
+        """
+        sweep = _TempSweep()
+        pending: deque[str] = deque([""])
+        while pending and not sweep.limit_reached:
+            relative = pending.popleft()
+            try:
+                dir_fd = _fs.open_relative_dir(root_fd, relative)
+            except (Unsafe, OSError):
+                continue  # replaced by a symlink or removed meanwhile: not ours to walk
+            try:
+                self._sweep_directory(dir_fd, relative, cutoff, limit, sweep, pending, apply)
+            finally:
+                os.close(dir_fd)
+        if not sweep.limit_reached:
+            self._sweep_directory(own_fd, None, cutoff, limit, sweep, None, apply)
+        return sweep
+
+    @staticmethod
+    def _sweep_directory(
+        dir_fd: int,
+        relative: str | None,
+        cutoff: float,
+        limit: int,
+        sweep: _TempSweep,
+        pending: deque[str] | None,
+        apply: bool,
+    ) -> None:
+        temps: list[str] = []
+        try:
+            with os.scandir(dir_fd) as entries:
+                for entry in entries:
+                    if sweep.examined >= limit:
+                        sweep.limit_reached = True
+                        break
+                    sweep.examined += 1
+                    if _fs.is_temp_name(entry.name):
+                        temps.append(entry.name)
+                    elif pending is not None and entry.is_dir(follow_symlinks=False):
+                        child = f"{relative}/{entry.name}" if relative else entry.name
+                        if is_safe_relative(child):
+                            pending.append(child)
+        except OSError:
+            pass  # an unreadable directory is skipped; what was listed is still handled
+        removed = False
+        for name in temps:
+            try:
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError:
+                continue  # gone already: its writer finished
+            # A writer's every write moves mtime and it links right after its fsync, so an
+            # old mtime means no live writer; a future mtime (clock skew) is never stale.
+            if not stat.S_ISREG(info.st_mode) or info.st_mtime >= cutoff:
+                continue
+            sweep.stale += 1
+            if not apply:
+                continue
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+            except OSError:
+                continue
+            sweep.removed += 1
+            removed = True
+        if removed:
+            with contextlib.suppress(OSError):
+                _fs.fsync_dir(dir_fd)
 
     def _clear_sidecar(self, root_fd: int, own_fd: int, marker: _Marker) -> bool:
         current = self._load_marker(own_fd, f"{marker.id}.json")
@@ -851,6 +1002,7 @@ class ArtifactStore:
         max_age_secs: int = 7 * 24 * 60 * 60,
         max_artifacts: int | None = None,
         max_scan_entries: int = 100_000,
+        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
     ) -> CleanupReport:
         """:meth:`cleanup` in a worker thread."""
         return await asyncio.to_thread(
@@ -859,12 +1011,24 @@ class ArtifactStore:
                 max_age_secs=max_age_secs,
                 max_artifacts=max_artifacts,
                 max_scan_entries=max_scan_entries,
+                stale_temp_secs=stale_temp_secs,
             )
         )
 
-    async def arepair_orphans(self, max_scan: int, *, apply: bool) -> RepairReport:
+    async def arepair_orphans(
+        self,
+        max_scan: int,
+        *,
+        apply: bool,
+        now: float | None = None,
+        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
+    ) -> RepairReport:
         """:meth:`repair_orphans` in a worker thread."""
-        return await asyncio.to_thread(lambda: self.repair_orphans(max_scan, apply=apply))
+        return await asyncio.to_thread(
+            lambda: self.repair_orphans(
+                max_scan, apply=apply, now=now, stale_temp_secs=stale_temp_secs
+            )
+        )
 
 
 class AsyncArtifactStore:
@@ -922,13 +1086,24 @@ class AsyncArtifactStore:
         max_age_secs: int = 7 * 24 * 60 * 60,
         max_artifacts: int | None = None,
         max_scan_entries: int = 100_000,
+        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
     ) -> CleanupReport:
         return await self.sync.acleanup(
             now,
             max_age_secs=max_age_secs,
             max_artifacts=max_artifacts,
             max_scan_entries=max_scan_entries,
+            stale_temp_secs=stale_temp_secs,
         )
 
-    async def repair_orphans(self, max_scan: int, *, apply: bool) -> RepairReport:
-        return await self.sync.arepair_orphans(max_scan, apply=apply)
+    async def repair_orphans(
+        self,
+        max_scan: int,
+        *,
+        apply: bool,
+        now: float | None = None,
+        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
+    ) -> RepairReport:
+        return await self.sync.arepair_orphans(
+            max_scan, apply=apply, now=now, stale_temp_secs=stale_temp_secs
+        )

@@ -54,6 +54,7 @@ def artifacts_cleanup(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
                 "max_age_seconds": retention.max_age_secs,
                 "max_artifacts": retention.max_artifacts,
                 "max_scan_entries": retention.max_scan_entries,
+                "stale_temp_seconds": retention.stale_temp_secs,
             }
         )
         return 0
@@ -65,6 +66,7 @@ def artifacts_cleanup(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
         max_age_secs=retention.max_age_secs,
         max_artifacts=retention.max_artifacts,
         max_scan_entries=retention.max_scan_entries,
+        stale_temp_secs=retention.stale_temp_secs,
     )
     ctx.output.value(
         {
@@ -72,6 +74,9 @@ def artifacts_cleanup(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
             "deleted": report.deleted,
             "skipped": report.skipped,
             "scan_limit_reached": report.scan_limit_reached,
+            "stale_temp_files": report.stale_temp_files,
+            "stale_temp_files_removed": report.stale_temp_files_removed,
+            "temp_scan_limit_reached": report.temp_scan_limit_reached,
         }
     )
     return 0
@@ -86,6 +91,9 @@ def artifacts_repair(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
 
     config = ctx.config()
     store = ArtifactStore(config.artifacts.root, image_limits(config))
-    report = store.repair_orphans(config.artifacts.retention.max_scan_entries, apply=force)
+    retention = config.artifacts.retention
+    report = store.repair_orphans(
+        retention.max_scan_entries, apply=force, stale_temp_secs=retention.stale_temp_secs
+    )
     ctx.output.value({"dry_run": dry_run, **asdict(report)})
     return 0

@@ -220,6 +220,9 @@ class RetentionSettings(_Section):
     max_artifacts: U64 | None = None
     """Newest artifacts to keep; unset keeps any number (within ``max_age_secs``)."""
     max_scan_entries: U64 = 100_000
+    stale_temp_secs: U64 = 3_600
+    """Age after which a hidden temp file left by a crashed writer is removed by cleanup
+    (at least 60 s: a younger one may belong to a live writer)."""
 
 
 def _default_artifact_root() -> Path:

@@ -57,6 +57,9 @@ _MAX_OPEN_DURATION_MS = 24 * 60 * 60 * 1000
 _MAX_BACKOFF_MS = 30_000
 _MAX_MOCK_LATENCY_MS = 60 * 60 * 1000
 _MAX_QUOTA_CACHE_MS = 24 * 60 * 60 * 1000
+# A younger temp file may belong to a live writer (the store refuses less as well).
+MIN_STALE_TEMP_SECS = 60
+MAX_STALE_TEMP_SECS = 365 * 24 * 60 * 60
 _MIN_RPC_BYTES = 1024
 """Smallest codex app-server message/notification bound the transport accepts."""
 
@@ -254,6 +257,12 @@ def _check_inputs_and_artifacts(config: BridgeConfig, report: Report) -> None:
                 "out_of_range",
                 "retention bounds must be greater than zero",
             )
+    if not MIN_STALE_TEMP_SECS <= retention.stale_temp_secs <= MAX_STALE_TEMP_SECS:
+        report(
+            "artifacts.retention.stale_temp_secs",
+            "out_of_range",
+            "stale temp file grace must be between 60 seconds and 365 days",
+        )
     if artifacts.public_base_url is not None and not valid_public_base_url(
         artifacts.public_base_url
     ):

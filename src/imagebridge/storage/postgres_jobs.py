@@ -91,17 +91,16 @@ from imagebridge.storage.postgres import (
 )
 from imagebridge.storage.queue import (
     UNROUTED,
+    check_claim,
     check_event_kind,
-    check_heartbeat_jobs,
-    check_instance_id,
-    check_lease_secs,
+    check_heartbeat,
     check_provider,
-    check_providers,
+    counts_by_name,
     decode_job_event,
     encode_job_event,
-    lease_deadline,
+    lease_renewal,
 )
-from imagebridge.storage.rules import check_timestamp, job_not_found
+from imagebridge.storage.rules import job_not_found
 
 __all__ = ["JOB_PG_SCHEMA", "PostgresJobStore", "inspect_postgres_job_schema"]
 
@@ -574,10 +573,9 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         ``instance_id`` until ``now + lease_secs`` unless :meth:`heartbeat` extends it.
         Returns ``None`` when nothing is claimable (always, for an empty ``providers``).
         """
-        owner = check_instance_id(instance_id)
-        wanted = check_providers(providers)
-        check_timestamp(now)
-        deadline = lease_deadline(now, check_lease_secs(lease_secs))
+        owner, wanted, deadline = check_claim(
+            instance_id, providers, now=now, lease_secs=lease_secs
+        )
         if not wanted:
             return None
         t = self._t
@@ -611,10 +609,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         ``cancel_requested`` lists renewed jobs whose cancellation was asked for, so a
         missed notification costs at most one heartbeat period.
         """
-        owner = check_instance_id(instance_id)
-        ids = check_heartbeat_jobs(job_ids)
-        check_timestamp(now)
-        deadline = lease_deadline(now, check_lease_secs(lease_secs))
+        owner, ids, deadline = check_heartbeat(instance_id, job_ids, now=now, lease_secs=lease_secs)
         if not ids:
             return LeaseRenewal(renewed=frozenset(), cancel_requested=frozenset())
 
@@ -626,11 +621,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 "RETURNING id, cancel_requested",
                 (deadline, ids, owner),
             )
-            rows = await cursor.fetchall()
-            return LeaseRenewal(
-                renewed=frozenset(str(r[0]) for r in rows),
-                cancel_requested=frozenset(str(r[0]) for r in rows if r[1]),
-            )
+            return lease_renewal(await cursor.fetchall())
 
         return await self._db.run(operation)
 
@@ -666,7 +657,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 "WHERE status = 'running' AND lease_owner IS NOT NULL "
                 "GROUP BY lease_owner ORDER BY lease_owner"
             )
-            return {str(r[0]): int(r[1]) for r in await cursor.fetchall()}
+            return counts_by_name(await cursor.fetchall())
 
         return await self._db.run(operation)
 
@@ -679,7 +670,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 "WHERE status = 'queued' GROUP BY 1 ORDER BY 1",
                 (UNROUTED,),
             )
-            return {str(r[0]): int(r[1]) for r in await cursor.fetchall()}
+            return counts_by_name(await cursor.fetchall())
 
         return await self._db.run(operation)
 

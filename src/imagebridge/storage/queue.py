@@ -20,9 +20,9 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.storage._common import prepare_interruption
@@ -58,16 +58,21 @@ __all__ = [
     "MAX_QUEUE_PROVIDERS",
     "QUEUE_SCHEMA",
     "UNROUTED",
+    "LeaseRequest",
     "SqliteSharedJobStore",
+    "check_claim",
     "check_event_kind",
+    "check_heartbeat",
     "check_heartbeat_jobs",
     "check_instance_id",
     "check_lease_secs",
     "check_provider",
     "check_providers",
+    "counts_by_name",
     "decode_job_event",
     "encode_job_event",
     "lease_deadline",
+    "lease_renewal",
 ]
 
 UNROUTED = "*"
@@ -177,6 +182,56 @@ def check_lease_secs(lease_secs: object) -> int:
 def lease_deadline(now: int, lease_secs: int) -> int:
     """When a lease taken at ``now`` runs out (capped, so it always fits a 64-bit integer)."""
     return min(now + lease_secs, MAX_INTEGER)
+
+
+class LeaseRequest(NamedTuple):
+    """A checked ``claim_next`` or ``heartbeat`` call."""
+
+    owner: str
+    """The instance that holds the leases."""
+    targets: builtins.list[str]
+    """Sorted, de-duplicated: the providers to claim for, or the jobs to renew."""
+    deadline: int
+    """When the leases run out."""
+
+
+def _lease_request(
+    owner: str, targets: builtins.list[str], now: int, lease_secs: object
+) -> LeaseRequest:
+    check_timestamp(now)
+    return LeaseRequest(owner, targets, lease_deadline(now, check_lease_secs(lease_secs)))
+
+
+def check_claim(
+    instance_id: object, providers: object, *, now: int, lease_secs: object
+) -> LeaseRequest:
+    """The checks ``claim_next`` makes, in order: instance id, providers, time, lease."""
+    owner = check_instance_id(instance_id)
+    wanted = check_providers(providers)
+    return _lease_request(owner, wanted, now, lease_secs)
+
+
+def check_heartbeat(
+    instance_id: object, job_ids: object, *, now: int, lease_secs: object
+) -> LeaseRequest:
+    """The checks ``heartbeat`` makes, in order: instance id, job ids, time, lease."""
+    owner = check_instance_id(instance_id)
+    ids = check_heartbeat_jobs(job_ids)
+    return _lease_request(owner, ids, now, lease_secs)
+
+
+def lease_renewal(rows: Iterable[Sequence[Any]]) -> LeaseRenewal:
+    """A heartbeat's outcome from the renewed ``(job_id, cancel_requested)`` rows."""
+    found = [(str(row[0]), bool(row[1])) for row in rows]
+    return LeaseRenewal(
+        renewed=frozenset(job_id for job_id, _ in found),
+        cancel_requested=frozenset(job_id for job_id, flagged in found if flagged),
+    )
+
+
+def counts_by_name(rows: Iterable[Sequence[Any]]) -> dict[str, int]:
+    """``(name, count)`` rows (jobs per lease owner or per provider) as a mapping."""
+    return {str(row[0]): int(row[1]) for row in rows}
 
 
 def check_event_kind(kind: object) -> JobEventKind:
@@ -397,10 +452,9 @@ class SqliteSharedJobStore(SqliteJobStore):
         :meth:`claim`), owned by ``instance_id`` until ``now + lease_secs`` unless renewed.
         Returns ``None`` when nothing is claimable (always, for an empty ``providers``).
         """
-        owner = check_instance_id(instance_id)
-        wanted = check_providers(providers)
-        check_timestamp(now)
-        deadline = lease_deadline(now, check_lease_secs(lease_secs))
+        owner, wanted, deadline = check_claim(
+            instance_id, providers, now=now, lease_secs=lease_secs
+        )
         if not wanted:
             return None
 
@@ -446,14 +500,10 @@ class SqliteSharedJobStore(SqliteJobStore):
         A lease never moves backwards. A job that is no longer running under this instance
         (finished, or expired into ``interrupted``) is simply not renewed.
         """
-        owner = check_instance_id(instance_id)
-        ids = check_heartbeat_jobs(job_ids)
-        check_timestamp(now)
-        deadline = lease_deadline(now, check_lease_secs(lease_secs))
+        owner, ids, deadline = check_heartbeat(instance_id, job_ids, now=now, lease_secs=lease_secs)
 
         def operation(conn: sqlite3.Connection) -> LeaseRenewal:
-            renewed: set[str] = set()
-            cancelled: set[str] = set()
+            renewed: builtins.list[Any] = []
             with immediate(conn):
                 for chunk in _chunks(ids):
                     marks = _placeholders(len(chunk))
@@ -464,17 +514,15 @@ class SqliteSharedJobStore(SqliteJobStore):
                         f"AND q.job_id IN ({marks})",
                         (owner, *chunk),
                     ).fetchall()
-                    found = [str(row[0]) for row in rows]
-                    renewed.update(found)
-                    cancelled.update(str(row[0]) for row in rows if row[1])
+                    renewed.extend(rows)
                     run_for_ids(
                         conn,
                         "UPDATE job_queue SET lease_expires_at = "
                         "MAX(COALESCE(lease_expires_at, 0), :deadline) WHERE job_id IN ({ids})",
-                        found,
+                        [str(row[0]) for row in rows],
                         {"deadline": deadline},
                     )
-            return LeaseRenewal(renewed=frozenset(renewed), cancel_requested=frozenset(cancelled))
+            return lease_renewal(renewed)
 
         return await self._db.run(operation)
 
@@ -520,7 +568,7 @@ class SqliteSharedJobStore(SqliteJobStore):
                 "WHERE j.status = 'running' AND q.lease_owner IS NOT NULL "
                 "GROUP BY q.lease_owner ORDER BY q.lease_owner"
             ).fetchall()
-            return {str(row[0]): int(row[1]) for row in rows}
+            return counts_by_name(rows)
 
         return await self._db.run(operation)
 
@@ -534,7 +582,7 @@ class SqliteSharedJobStore(SqliteJobStore):
                 "WHERE j.status = 'queued' GROUP BY 1 ORDER BY 1",
                 (UNROUTED,),
             ).fetchall()
-            return {str(row[0]): int(row[1]) for row in rows}
+            return counts_by_name(rows)
 
         return await self._db.run(operation)
 

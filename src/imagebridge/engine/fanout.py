@@ -42,7 +42,7 @@ from imagebridge.contract.response import (
     Usage,
 )
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.engine.negotiation import negotiate_request
+from imagebridge.engine.negotiation import copy_parameters, negotiate_request
 from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.providers.base import Provider, ProviderContext, ProviderEventT
 
@@ -163,7 +163,7 @@ class FanoutProvider(Provider):
         else:
             response = await self._fan_out(effective, context, native.count.max)
         response.requested = negotiated.requested
-        response.effective = effective.parameters.model_copy(deep=True)
+        response.effective = copy_parameters(effective.parameters)
         response.normalizations[0:0] = negotiated.normalizations
         return response
 
@@ -396,8 +396,8 @@ class FanoutProvider(Provider):
             created=int(time.time()),
             provider=first.provider,
             model=first.model,
-            requested=request.parameters.model_copy(deep=True),
-            effective=request.parameters.model_copy(deep=True),
+            requested=copy_parameters(request.parameters),
+            effective=copy_parameters(request.parameters),
             data=data,
             failures=failures,
             revised_prompt=revised_prompt,

@@ -34,6 +34,7 @@ __all__ = [
     "CODEX_MASK_CODE",
     "NEGATIVE_PROMPT_PREFIX",
     "NegotiationResult",
+    "copy_parameters",
     "merge_negative_prompt",
     "negotiate_request",
 ]
@@ -51,6 +52,16 @@ class NegotiationResult:
     requested: GenerationParameters
     request: ImageRequest
     normalizations: list[Normalization]
+
+
+def copy_parameters(parameters: GenerationParameters) -> GenerationParameters:
+    """An independent copy of ``parameters``.
+
+    Every field of :class:`GenerationParameters` is an immutable scalar (int, str, enum or
+    ``None``), so a shallow copy already shares nothing mutable; a deep copy costs several
+    times more and this runs several times per request.
+    """
+    return parameters.model_copy()
 
 
 def merge_negative_prompt(prompt: str, negative: str) -> str:
@@ -352,7 +363,7 @@ class _Negotiator:
             step()
         effective = ImageRequest.model_validate(self.data)
         return NegotiationResult(
-            requested=self.original.parameters.model_copy(deep=True),
+            requested=copy_parameters(self.original.parameters),
             request=effective,
             normalizations=self.normalizations,
         )

@@ -39,7 +39,7 @@ from imagebridge.engine.idempotency import (
     request_fingerprint,
 )
 from imagebridge.engine.materialize import Materializer
-from imagebridge.engine.negotiation import negotiate_request
+from imagebridge.engine.negotiation import copy_parameters, negotiate_request
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.transparency import prepare_transparency
 from imagebridge.engine.validation import RequestLimits, validate_request
@@ -492,8 +492,8 @@ class ImageRuntime:
             )
         response.id = op.request_id
         response.provider = provider.name
-        response.requested = request.parameters.model_copy(deep=True)
-        response.effective = effective.parameters.model_copy(deep=True)
+        response.requested = copy_parameters(request.parameters)
+        response.effective = copy_parameters(effective.parameters)
         if prepared.plan is not None:
             response.effective.background = Background.TRANSPARENT
             response.add_warning("transparent_background_postprocessed")

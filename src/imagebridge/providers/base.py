@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
@@ -87,6 +87,15 @@ class Provider(ABC):
 
     async def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Release resources; called once when the bridge stops."""
+
+    def _unserved_model(self, requested: str, supported: Iterable[str]) -> BridgeError:
+        """The refusal of a model this provider does not serve (same shape everywhere)."""
+        return BridgeError.unsupported(
+            "requested model is not served by this provider",
+            field="routing.model",
+            requested_model=requested,
+            supported_models=list(supported),
+        ).with_provider(self.name)
 
     def _no_sessions(self) -> BridgeError:
         error = BridgeError.unsupported(

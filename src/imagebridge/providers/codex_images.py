@@ -138,12 +138,7 @@ class CodexImagesProvider(CodexHttpProvider):
     async def capabilities(self, model: str | None) -> ProviderCapabilities:
         chosen = model or self.options.model
         if chosen != self.options.model:
-            raise BridgeError.unsupported(
-                "requested model is not served by this provider",
-                field="routing.model",
-                requested_model=chosen[:128],
-                supported_models=[self.options.model],
-            ).with_provider(self.name)
+            raise self._unserved_model(chosen[:128], [self.options.model])
         return images_capabilities(self.name, chosen, self.options.input_bounds)
 
     async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:

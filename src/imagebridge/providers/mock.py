@@ -293,16 +293,7 @@ class MockProvider(Provider):
 
     def _describe(self, chosen: str) -> ProviderCapabilities:
         if chosen not in self.settings.models:
-            raise BridgeError(
-                ErrorCode.UNSUPPORTED_CAPABILITY,
-                "requested model is not served by this provider",
-                provider=self.name,
-                details={
-                    "field": "routing.model",
-                    "requested_model": chosen,
-                    "supported_models": list(self.settings.models),
-                },
-            )
+            raise self._unserved_model(chosen, self.settings.models)
         native = self.settings.native_count
         inputs = InputCapabilities(
             support=SupportLevel.NATIVE,

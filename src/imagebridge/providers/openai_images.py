@@ -257,16 +257,7 @@ class OpenAIImagesProvider(Provider):
         chosen = model or self.settings.default_model
         profile = self._profiles.get(chosen)
         if profile is None:
-            raise BridgeError(
-                ErrorCode.UNSUPPORTED_CAPABILITY,
-                "requested model is not served by this provider",
-                provider=self.name,
-                details={
-                    "field": "routing.model",
-                    "requested_model": chosen,
-                    "supported_models": list(self.settings.models),
-                },
-            )
+            raise self._unserved_model(chosen, self.settings.models)
         return chosen, profile
 
     async def capabilities(self, model: str | None) -> ProviderCapabilities:

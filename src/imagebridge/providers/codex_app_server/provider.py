@@ -191,16 +191,7 @@ class CodexAppServerProvider(Provider):
 
     def _check_model(self, model: str | None) -> None:
         if model is not None and model != self.model:
-            raise BridgeError(
-                ErrorCode.UNSUPPORTED_CAPABILITY,
-                "requested model is not served by this provider",
-                provider=self.name,
-                details={
-                    "field": "routing.model",
-                    "requested_model": model,
-                    "supported_models": [self.model],
-                },
-            )
+            raise self._unserved_model(model, [self.model])
 
     async def check_ready(self) -> None:
         """Signed in and image generation available (``account/read`` + capabilities).

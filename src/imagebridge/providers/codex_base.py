@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import httpx
 
@@ -39,7 +39,12 @@ from imagebridge.providers.codex_auth import (
     load_codex_credentials_async,
 )
 from imagebridge.providers.codex_http import CodexHttpClient, read_limited
-from imagebridge.providers.codex_inputs import CodexInputBounds, CodexInputs
+from imagebridge.providers.codex_inputs import (
+    CodexInputBounds,
+    CodexInputs,
+    InputLoaderFactory,
+    load_codex_inputs,
+)
 from imagebridge.providers.codex_quota import DEFAULT_QUOTA_CACHE_MS, CodexQuotaClient
 from imagebridge.providers.codex_retry import (
     RETRY_WARNING,
@@ -62,6 +67,7 @@ __all__ = ["CallState", "CodexHttpProvider", "CodexOptions"]
 logger = logging.getLogger("imagebridge.providers.codex")
 
 _MIN_TIMEOUT_S: Final = 0.001
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +120,11 @@ class CodexHttpProvider(Provider):
         self,
         options: CodexOptions,
         *,
+        inputs: InputLoaderFactory,
         credentials_loader: CredentialsLoader = load_codex_credentials_async,
     ) -> None:
         self._options = options
+        self._inputs = inputs
         self._retry = TransientRetryPolicy(
             options.max_transient_attempts, options.transient_retry_backoff_ms
         )
@@ -156,13 +164,27 @@ class CodexHttpProvider(Provider):
         except BridgeError as error:
             raise error.with_provider(self.name) from None
 
-    def _check_single_output(self, request: ImageRequest) -> None:
+    async def _prepare(self, request: ImageRequest, default_model: str) -> tuple[str, CodexInputs]:
+        """What every call settles before it is sent: one output, a served model, the inputs."""
         if request.parameters.n != 1:
             raise BridgeError(
                 ErrorCode.PROTOCOL,
                 "the Codex provider produces one output per call; larger counts use fan-out",
                 provider=self.name,
             )
+        model = (await self.capabilities(request.routing.model)).model or default_model
+        inputs = await load_codex_inputs(
+            request, self._inputs, self._options.input_bounds, provider=self.name
+        )
+        return model, inputs
+
+    async def _encode(self, encode: Callable[[], T], inputs: CodexInputs) -> T:
+        """Build the request body; input images make that megabytes of base64 work, so it
+        then runs in a worker thread."""
+        try:
+            return await asyncio.to_thread(encode) if inputs.present else encode()
+        except BridgeError as error:
+            raise error.with_provider(self.name) from None
 
     async def _call(
         self,

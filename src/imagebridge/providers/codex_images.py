@@ -37,7 +37,7 @@ from imagebridge.providers.codex_base import CallResult, CallState, CodexHttpPro
 from imagebridge.providers.codex_capabilities import images_capabilities
 from imagebridge.providers.codex_hints import ratio_of_size, with_aspect_line
 from imagebridge.providers.codex_http import read_limited
-from imagebridge.providers.codex_inputs import CodexInputs, InputLoaderFactory, load_codex_inputs
+from imagebridge.providers.codex_inputs import CodexInputs, InputLoaderFactory
 from imagebridge.providers.codex_wire import (
     DEFAULT_CODEX_BASE_URL,
     DEFAULT_IMAGE_MODEL,
@@ -121,9 +121,8 @@ class CodexImagesProvider(CodexHttpProvider):
             usage_endpoint=options.usage_endpoint or images_usage_url(options.base_url),
             input_bounds=bounds,
         )
-        super().__init__(options, credentials_loader=credentials_loader)
+        super().__init__(options, inputs=inputs, credentials_loader=credentials_loader)
         self.options = options
-        self._inputs = inputs
 
     @property
     def descriptor(self) -> ProviderDescriptor:
@@ -143,11 +142,7 @@ class CodexImagesProvider(CodexHttpProvider):
 
     async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
         started = time.monotonic()
-        self._check_single_output(request)
-        model = (await self.capabilities(request.routing.model)).model or self.options.model
-        inputs = await load_codex_inputs(
-            request, self._inputs, self.options.input_bounds, provider=self.name
-        )
+        model, inputs = await self._prepare(request, self.options.model)
         prompt = images_prompt(request, inputs)
         background = (
             "transparent" if request.parameters.background is Background.TRANSPARENT else "opaque"
@@ -185,10 +180,7 @@ class CodexImagesProvider(CodexHttpProvider):
             )
             return call, call.content()
 
-        try:
-            return await asyncio.to_thread(build) if inputs.present else build()
-        except BridgeError as error:
-            raise error.with_provider(self.name) from None
+        return await self._encode(build, inputs)
 
     async def _exchange(
         self,

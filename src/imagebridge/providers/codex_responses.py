@@ -9,7 +9,6 @@ ERRATA §13). Failures follow A6; the one transient retry follows :mod:`codex_re
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field, replace
 
@@ -30,7 +29,7 @@ from imagebridge.providers.codex_auth import (
 from imagebridge.providers.codex_base import CallResult, CallState, CodexHttpProvider, CodexOptions
 from imagebridge.providers.codex_capabilities import responses_capabilities, responses_sizes
 from imagebridge.providers.codex_hints import size_for_hints, with_aspect_line
-from imagebridge.providers.codex_inputs import CodexInputs, InputLoaderFactory, load_codex_inputs
+from imagebridge.providers.codex_inputs import CodexInputs, InputLoaderFactory
 from imagebridge.providers.codex_wire import (
     DEFAULT_IMAGE_MODEL,
     DEFAULT_RESPONSES_ENDPOINT,
@@ -120,9 +119,8 @@ class CodexResponsesProvider(CodexHttpProvider):
             name=options.name or CODEX_RESPONSES_PROVIDER,
             usage_endpoint=options.usage_endpoint or derive_usage_url(options.endpoint),
         )
-        super().__init__(options, credentials_loader=credentials_loader)
+        super().__init__(options, inputs=inputs, credentials_loader=credentials_loader)
         self.options = options
-        self._inputs = inputs
 
     @property
     def descriptor(self) -> ProviderDescriptor:
@@ -144,11 +142,7 @@ class CodexResponsesProvider(CodexHttpProvider):
 
     async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
         started = time.monotonic()
-        self._check_single_output(request)
-        model = (await self.capabilities(request.routing.model)).model or self.options.image_model
-        inputs = await load_codex_inputs(
-            request, self._inputs, self.options.input_bounds, provider=self.name
-        )
+        model, inputs = await self._prepare(request, self.options.image_model)
         body = await self._encoded_body(request, inputs, model)
 
         async def attempt(credentials: CodexCredentials, state: CallState) -> CallResult:
@@ -168,11 +162,7 @@ class CodexResponsesProvider(CodexHttpProvider):
                 )
             )
 
-        try:
-            # Input images are base64-encoded into the body: megabytes of CPU work.
-            return await asyncio.to_thread(encode) if inputs.present else encode()
-        except BridgeError as error:
-            raise error.with_provider(self.name) from None
+        return await self._encode(encode, inputs)
 
     async def _exchange(
         self,

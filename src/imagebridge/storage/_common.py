@@ -33,7 +33,12 @@ from imagebridge.storage.base import (
     PresetPage,
     PresetRecord,
 )
-from imagebridge.storage.cursors import decode_job_cursor, encode_job_cursor, encode_preset_cursor
+from imagebridge.storage.cursors import (
+    decode_job_cursor,
+    decode_preset_cursor,
+    encode_job_cursor,
+    encode_preset_cursor,
+)
 from imagebridge.storage.rules import (
     check_count,
     check_description,
@@ -66,6 +71,7 @@ __all__ = [
     "JOB_RECORD_COLUMNS",
     "JOB_SUMMARY_COLUMNS",
     "MAX_QUEUED_IDENTITIES",
+    "PRESET_COLUMNS",
     "TERMINAL_SQL",
     "CancelStep",
     "HistoryQuery",
@@ -82,10 +88,12 @@ __all__ = [
     "check_job_lookup",
     "check_migration_numbers",
     "check_not_newer",
+    "check_preset_page",
     "check_preset_write",
     "check_progress",
     "check_queued_page",
     "check_session_key",
+    "check_session_provider",
     "check_submission",
     "check_transition",
     "history_change",
@@ -105,6 +113,7 @@ __all__ = [
     "preset_page",
     "preset_record",
     "prune_cutoff",
+    "replaced_preset",
     "replayed",
 ]
 
@@ -295,8 +304,12 @@ def job_page(rows: Sequence[Row], limit: int) -> JobPage:
     return JobPage(items=items, next_cursor=next_cursor)
 
 
+PRESET_COLUMNS = "name, description, template_json, created_at, updated_at"
+"""What :func:`preset_record` reads, in this order."""
+
+
 def preset_record(row: Sequence[Any]) -> PresetRecord:
-    """A ``name, description, template_json, created_at, updated_at`` row as a record."""
+    """A :data:`PRESET_COLUMNS` row as a record."""
     name, description, template_json, created_at, updated_at = row
     return PresetRecord(
         name=name,
@@ -645,6 +658,21 @@ def check_preset_write(name: str, description: str | None, now: int) -> None:
     check_timestamp(now)
 
 
+def replaced_preset(
+    existing: PresetRecord, description: str | None, template_json: str, now: int
+) -> PresetRecord:
+    """What ``replace`` stores: ``created`` kept, ``updated`` never moving backwards."""
+    stamp = max(now, existing.updated_at)
+    return PresetRecord(existing.name, description, template_json, existing.created_at, stamp)
+
+
+def check_preset_page(cursor: str | None, limit: int) -> str | None:
+    """The checks ``list`` makes; returns the name the page starts after."""
+    after = None if cursor is None else decode_preset_cursor(cursor)
+    check_limit(limit)
+    return after
+
+
 def preset_exists() -> BridgeError:
     return BridgeError(
         ErrorCode.IDEMPOTENCY_CONFLICT,
@@ -655,6 +683,11 @@ def preset_exists() -> BridgeError:
 
 def check_session_key(key: str) -> str:
     return check_session_identifier(key, "session key", "key")
+
+
+def check_session_provider(provider: str) -> str:
+    """The provider namespace a session store is opened for."""
+    return check_session_identifier(provider, "session provider", "provider")
 
 
 def check_binding(key: str, thread_id: str, now: int | None) -> int:

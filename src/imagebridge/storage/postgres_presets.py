@@ -11,11 +11,14 @@ from typing import Self
 
 from imagebridge.contract.errors import ErrorCode
 from imagebridge.storage._common import (
+    PRESET_COLUMNS,
     StoreLifecycle,
+    check_preset_page,
     check_preset_write,
     preset_exists,
     preset_page,
     preset_record,
+    replaced_preset,
 )
 from imagebridge.storage.base import (
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -26,7 +29,6 @@ from imagebridge.storage.base import (
     PresetRecord,
     SchemaStatus,
 )
-from imagebridge.storage.cursors import decode_preset_cursor
 from imagebridge.storage.postgres import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
@@ -42,7 +44,6 @@ from imagebridge.storage.postgres import (
 )
 from imagebridge.storage.rules import (
     check_count,
-    check_limit,
     check_preset_name,
     prepare_template,
     preset_not_found,
@@ -52,7 +53,6 @@ __all__ = ["PRESET_PG_SCHEMA", "PostgresPresetStore", "inspect_postgres_preset_s
 
 _LABEL = "preset database"
 _CODE = ErrorCode.INTERNAL
-_COLUMNS = "name, description, template_json, created_at, updated_at"
 
 
 async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
@@ -117,7 +117,7 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
 
     async def _fetch(self, conn: Connection, name: str, *, lock: bool) -> PresetRecord | None:
         cursor = await conn.execute(
-            f"SELECT {_COLUMNS} FROM {self._t} WHERE name = %s"  # noqa: S608
+            f"SELECT {PRESET_COLUMNS} FROM {self._t} WHERE name = %s"  # noqa: S608
             + (" FOR UPDATE" if lock else ""),
             (name,),
         )
@@ -135,7 +135,7 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
 
         async def operation(conn: Connection) -> PresetRecord:
             cursor = await conn.execute(
-                f"INSERT INTO {self._t} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
+                f"INSERT INTO {self._t} ({PRESET_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
                 "ON CONFLICT (name) DO NOTHING",
                 (name, description, template, now, now),
             )
@@ -169,13 +169,13 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
             existing = await self._fetch(conn, name, lock=True)
             if existing is None:
                 raise preset_not_found()
-            stamp = max(now, existing.updated_at)
+            record = replaced_preset(existing, description, template, now)
             await conn.execute(
                 f"UPDATE {self._t} SET description = %s, template_json = %s, "  # noqa: S608
                 "updated_at = %s WHERE name = %s",
-                (description, template, stamp, name),
+                (description, template, record.updated_at, name),
             )
-            return PresetRecord(name, description, template, existing.created_at, stamp)
+            return record
 
         return await self._db.run(operation)
 
@@ -196,18 +196,17 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
         self, *, cursor: str | None = None, limit: int = DEFAULT_PAGE_LIMIT
     ) -> PresetPage:
         """Presets by name after the exclusive ``cursor``; ``next_cursor`` only if more follow."""
-        after = None if cursor is None else decode_preset_cursor(cursor)
-        check_limit(limit)
+        after = check_preset_page(cursor, limit)
 
         async def operation(conn: Connection) -> PresetPage:
             if after is None:
                 result = await conn.execute(
-                    f"SELECT {_COLUMNS} FROM {self._t} ORDER BY name LIMIT %s",  # noqa: S608
+                    f"SELECT {PRESET_COLUMNS} FROM {self._t} ORDER BY name LIMIT %s",  # noqa: S608
                     (limit + 1,),
                 )
             else:
                 result = await conn.execute(
-                    f"SELECT {_COLUMNS} FROM {self._t} WHERE name > %s "  # noqa: S608
+                    f"SELECT {PRESET_COLUMNS} FROM {self._t} WHERE name > %s "  # noqa: S608
                     "ORDER BY name LIMIT %s",
                     (after, limit + 1),
                 )

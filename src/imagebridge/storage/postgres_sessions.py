@@ -10,7 +10,12 @@ from __future__ import annotations
 from typing import Self
 
 from imagebridge.contract.errors import ErrorCode
-from imagebridge.storage._common import StoreLifecycle, check_binding, check_session_key
+from imagebridge.storage._common import (
+    StoreLifecycle,
+    check_binding,
+    check_session_key,
+    check_session_provider,
+)
 from imagebridge.storage.base import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
 from imagebridge.storage.postgres import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -25,7 +30,6 @@ from imagebridge.storage.postgres import (
     missing_objects,
     quote_schema,
 )
-from imagebridge.storage.rules import check_session_identifier
 
 __all__ = ["SESSION_PG_SCHEMA", "PostgresSessionStore", "inspect_postgres_session_schema"]
 
@@ -69,7 +73,7 @@ class PostgresSessionStore(StoreLifecycle[PostgresDatabase]):
         pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
         pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
     ) -> Self:
-        check_session_identifier(provider, "session provider", "provider")
+        check_session_provider(provider)
         database = await PostgresDatabase.open(
             url,
             schema=schema,

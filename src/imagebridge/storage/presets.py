@@ -15,11 +15,14 @@ from typing import Self
 
 from imagebridge.contract.errors import ErrorCode
 from imagebridge.storage._common import (
+    PRESET_COLUMNS,
     StoreLifecycle,
+    check_preset_page,
     check_preset_write,
     preset_exists,
     preset_page,
     preset_record,
+    replaced_preset,
 )
 from imagebridge.storage.base import (
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -30,10 +33,8 @@ from imagebridge.storage.base import (
     PresetRecord,
     SchemaStatus,
 )
-from imagebridge.storage.cursors import decode_preset_cursor
 from imagebridge.storage.rules import (
     check_count,
-    check_limit,
     check_preset_name,
     prepare_template,
     preset_not_found,
@@ -50,7 +51,6 @@ __all__ = ["PRESET_SCHEMA", "SqlitePresetStore", "inspect_preset_schema"]
 
 _LABEL = "preset database"
 _CODE = ErrorCode.INTERNAL
-_COLUMNS = "name, description, template_json, created_at, updated_at"
 
 
 def _migrate_v1(conn: sqlite3.Connection, recorded: bool) -> None:
@@ -76,7 +76,7 @@ PRESET_SCHEMA = Schema(
 
 def _fetch(conn: sqlite3.Connection, name: str) -> PresetRecord | None:
     row = conn.execute(
-        f"SELECT {_COLUMNS} FROM image_presets WHERE name = ?",  # noqa: S608
+        f"SELECT {PRESET_COLUMNS} FROM image_presets WHERE name = ?",  # noqa: S608
         (name,),
     ).fetchone()
     return None if row is None else preset_record(row)
@@ -120,7 +120,7 @@ class SqlitePresetStore(StoreLifecycle[SqliteDatabase]):
                 if _fetch(conn, name) is not None:
                     raise preset_exists()
                 conn.execute(
-                    f"INSERT INTO image_presets ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",  # noqa: S608
+                    f"INSERT INTO image_presets ({PRESET_COLUMNS}) VALUES (?, ?, ?, ?, ?)",  # noqa: S608
                     (name, description, template, now, now),
                 )
             return PresetRecord(name, description, template, now, now)
@@ -151,13 +151,13 @@ class SqlitePresetStore(StoreLifecycle[SqliteDatabase]):
                 existing = _fetch(conn, name)
                 if existing is None:
                     raise preset_not_found()
-                stamp = max(now, existing.updated_at)
+                record = replaced_preset(existing, description, template, now)
                 conn.execute(
                     "UPDATE image_presets SET description = ?, template_json = ?, updated_at = ? "
                     "WHERE name = ?",
-                    (description, template, stamp, name),
+                    (description, template, record.updated_at, name),
                 )
-            return PresetRecord(name, description, template, existing.created_at, stamp)
+            return record
 
         return await self._db.run(operation)
 
@@ -174,18 +174,17 @@ class SqlitePresetStore(StoreLifecycle[SqliteDatabase]):
         self, *, cursor: str | None = None, limit: int = DEFAULT_PAGE_LIMIT
     ) -> PresetPage:
         """Presets by name after the exclusive ``cursor``; ``next_cursor`` only if more follow."""
-        after = None if cursor is None else decode_preset_cursor(cursor)
-        check_limit(limit)
+        after = check_preset_page(cursor, limit)
 
         def operation(conn: sqlite3.Connection) -> PresetPage:
             if after is None:
                 rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM image_presets ORDER BY name LIMIT ?",  # noqa: S608
+                    f"SELECT {PRESET_COLUMNS} FROM image_presets ORDER BY name LIMIT ?",  # noqa: S608
                     (limit + 1,),
                 ).fetchall()
             else:
                 rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM image_presets WHERE name > ? "  # noqa: S608
+                    f"SELECT {PRESET_COLUMNS} FROM image_presets WHERE name > ? "  # noqa: S608
                     "ORDER BY name LIMIT ?",
                     (after, limit + 1),
                 ).fetchall()

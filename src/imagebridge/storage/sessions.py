@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import Self
 
 from imagebridge.contract.errors import ErrorCode
-from imagebridge.storage._common import StoreLifecycle, check_binding, check_session_key
+from imagebridge.storage._common import (
+    StoreLifecycle,
+    check_binding,
+    check_session_key,
+    check_session_provider,
+)
 from imagebridge.storage.base import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
-from imagebridge.storage.rules import check_session_identifier
 from imagebridge.storage.sqlite import Migration, Schema, SqliteDatabase, inspect_schema
 
 __all__ = ["SESSION_SCHEMA", "SqliteSessionStore", "inspect_session_schema"]
@@ -56,7 +60,7 @@ class SqliteSessionStore(StoreLifecycle[SqliteDatabase]):
         provider: str,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
     ) -> Self:
-        check_session_identifier(provider, "session provider", "provider")
+        check_session_provider(provider)
         database = await SqliteDatabase.open(
             path, schema=SESSION_SCHEMA, code=_CODE, label=_LABEL, busy_timeout_ms=busy_timeout_ms
         )

@@ -15,7 +15,6 @@ from typing import Final
 
 from imagebridge._version import __version__
 from imagebridge.contract.capabilities import (
-    BatchCapabilities,
     InputCapabilities,
     ProviderCapabilities,
     SizeCapabilities,
@@ -23,7 +22,6 @@ from imagebridge.contract.capabilities import (
 )
 from imagebridge.contract.enums import (
     Background,
-    BatchMode,
     ImageAction,
     InputFidelity,
     Moderation,
@@ -31,6 +29,7 @@ from imagebridge.contract.enums import (
     Quality,
     SupportLevel,
 )
+from imagebridge.providers.capability_parts import native_batch, native_inputs
 from imagebridge.providers.codex_inputs import CodexInputBounds
 
 __all__ = [
@@ -56,27 +55,15 @@ def responses_sizes(model: str) -> list[str]:
     return [*RESPONSES_BASE_SIZES, *RESPONSES_LARGE_SIZES]
 
 
-def _single_output() -> tuple[U8Range, BatchCapabilities]:
-    count = U8Range(min=1, max=1)
-    return count, BatchCapabilities(
-        mode=BatchMode.NATIVE, native_count=count.model_copy(), max_parallel_outputs=1
-    )
-
-
 def _inputs(bounds: CodexInputBounds) -> InputCapabilities:
-    return InputCapabilities(
-        support=SupportLevel.NATIVE,
-        max_count=bounds.max_count,
-        max_bytes_each=bounds.max_bytes_each,
-        max_bytes_total=bounds.max_bytes_total,
-    )
+    return native_inputs(bounds.max_count, bounds.max_bytes_each, bounds.max_bytes_total)
 
 
 def responses_capabilities(
     provider: str, model: str, bounds: CodexInputBounds
 ) -> ProviderCapabilities:
     """``codex-responses`` for one image model (the model is checked by the caller)."""
-    count, batching = _single_output()
+    count, batching = native_batch(1)
     native_alpha = model != _NATIVE_ALPHA_EXCEPTION
     backgrounds = [Background.AUTO, Background.OPAQUE]
     if native_alpha:
@@ -121,7 +108,7 @@ def images_capabilities(
     provider: str, model: str, bounds: CodexInputBounds
 ) -> ProviderCapabilities:
     """``codex-images``: what ``/codex/images/{generations,edits}`` honours."""
-    count, batching = _single_output()
+    count, batching = native_batch(1)
     return ProviderCapabilities(
         provider=provider,
         implementation_version=__version__,

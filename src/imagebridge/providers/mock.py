@@ -28,8 +28,6 @@ from PIL import Image
 
 from imagebridge._version import __version__
 from imagebridge.contract.capabilities import (
-    BatchCapabilities,
-    InputCapabilities,
     ProviderCapabilities,
     ProviderDescriptor,
     SizeCapabilities,
@@ -37,7 +35,6 @@ from imagebridge.contract.capabilities import (
 )
 from imagebridge.contract.enums import (
     Background,
-    BatchMode,
     ImageAction,
     InputFidelity,
     Moderation,
@@ -59,6 +56,7 @@ from imagebridge.contract.response import (
     Usage,
 )
 from imagebridge.providers.base import Provider, ProviderContext
+from imagebridge.providers.capability_parts import native_batch, native_inputs
 
 __all__ = ["MOCK_PROVIDER", "MockProvider", "MockSettings", "render_image"]
 
@@ -294,13 +292,8 @@ class MockProvider(Provider):
     def _describe(self, chosen: str) -> ProviderCapabilities:
         if chosen not in self.settings.models:
             raise self._unserved_model(chosen, self.settings.models)
-        native = self.settings.native_count
-        inputs = InputCapabilities(
-            support=SupportLevel.NATIVE,
-            max_count=5,
-            max_bytes_each=MAX_SOURCE_BYTES,
-            max_bytes_total=2 * MAX_SOURCE_BYTES,
-        )
+        count, batching = native_batch(self.settings.native_count)
+        inputs = native_inputs(5, MAX_SOURCE_BYTES, 2 * MAX_SOURCE_BYTES)
         return ProviderCapabilities(
             provider=self.name,
             implementation_version=__version__,
@@ -308,12 +301,8 @@ class MockProvider(Provider):
             experimental=True,
             generation=True,
             edits=True,
-            count=U8Range(min=1, max=native),
-            batching=BatchCapabilities(
-                mode=BatchMode.NATIVE,
-                native_count=U8Range(min=1, max=native),
-                max_parallel_outputs=native,
-            ),
+            count=count,
+            batching=batching,
             sizes=SizeCapabilities(
                 auto=True, arbitrary=True, min_edge=1, max_edge=MAX_EDGE, max_pixels=MAX_EDGE**2
             ),
@@ -331,12 +320,7 @@ class MockProvider(Provider):
             actions=list(ImageAction),
             reference_images=inputs,
             edit_images=inputs,
-            masks=InputCapabilities(
-                support=SupportLevel.NATIVE,
-                max_count=1,
-                max_bytes_each=MAX_SOURCE_BYTES,
-                max_bytes_total=MAX_SOURCE_BYTES,
-            ),
+            masks=native_inputs(1, MAX_SOURCE_BYTES, MAX_SOURCE_BYTES),
             partial_images=U8Range(min=0, max=3),
             persistent_sessions=True,
             explicit_threads=True,

@@ -17,7 +17,6 @@ from typing import TypeVar
 
 from imagebridge._version import __version__
 from imagebridge.contract.capabilities import (
-    BatchCapabilities,
     InputCapabilities,
     ProviderCapabilities,
     SizeCapabilities,
@@ -25,7 +24,6 @@ from imagebridge.contract.capabilities import (
 )
 from imagebridge.contract.enums import (
     Background,
-    BatchMode,
     ImageAction,
     InputFidelity,
     Moderation,
@@ -34,6 +32,7 @@ from imagebridge.contract.enums import (
     SupportLevel,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.providers.capability_parts import native_batch, native_inputs
 
 __all__ = [
     "DEFAULT_OPENAI_MODEL",
@@ -114,17 +113,12 @@ class ModelProfile:
 
     def capabilities(self, provider: str, model: str) -> ProviderCapabilities:
         """The contract document for this profile under ``provider``/``model``."""
-        native = max(1, min(self.native_max, 255))
+        count, batching = native_batch(max(1, min(self.native_max, 255)))
 
         def inputs(count: int, each: int) -> InputCapabilities:
             if count <= 0:
                 return InputCapabilities.unsupported()
-            return InputCapabilities(
-                support=SupportLevel.NATIVE,
-                max_count=count,
-                max_bytes_each=each,
-                max_bytes_total=each * count,
-            )
+            return native_inputs(count, each, each * count)
 
         return ProviderCapabilities(
             provider=provider,
@@ -132,12 +126,8 @@ class ModelProfile:
             model=model,
             generation=self.generation,
             edits=self.edits and self.max_edit_images > 0,
-            count=U8Range(min=1, max=native),
-            batching=BatchCapabilities(
-                mode=BatchMode.NATIVE,
-                native_count=U8Range(min=1, max=native),
-                max_parallel_outputs=native,
-            ),
+            count=count,
+            batching=batching,
             sizes=self.sizes.model_copy(deep=True),
             aspect_ratio=SupportLevel.UNSUPPORTED,
             resolution=SupportLevel.UNSUPPORTED,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from imagebridge._version import __version__
 from imagebridge.contract.capabilities import (
-    BatchCapabilities,
     InputCapabilities,
     ProviderCapabilities,
     SizeCapabilities,
@@ -19,7 +18,6 @@ from imagebridge.contract.capabilities import (
 )
 from imagebridge.contract.enums import (
     Background,
-    BatchMode,
     ImageAction,
     InputFidelity,
     Moderation,
@@ -27,6 +25,7 @@ from imagebridge.contract.enums import (
     Quality,
     SupportLevel,
 )
+from imagebridge.providers.capability_parts import native_batch, native_inputs
 
 __all__ = [
     "DEFAULT_IMAGE_MODEL",
@@ -44,18 +43,10 @@ MAX_INPUT_BYTES_EACH = 32 * 1024 * 1024
 MAX_INPUT_BYTES_TOTAL = 64 * 1024 * 1024
 
 
-def _inputs() -> InputCapabilities:
-    return InputCapabilities(
-        support=SupportLevel.NATIVE,
-        max_count=MAX_INPUT_IMAGES,
-        max_bytes_each=MAX_INPUT_BYTES_EACH,
-        max_bytes_total=MAX_INPUT_BYTES_TOTAL,
-    )
-
-
 def app_server_capabilities(model: str) -> ProviderCapabilities:
     """The native capability document (count 1; the fan-out decorator widens it)."""
-    one = U8Range(min=1, max=1)
+    count, batching = native_batch(1)
+    inputs = native_inputs(MAX_INPUT_IMAGES, MAX_INPUT_BYTES_EACH, MAX_INPUT_BYTES_TOTAL)
     return ProviderCapabilities(
         provider=PROVIDER_NAME,
         implementation_version=__version__,
@@ -63,10 +54,8 @@ def app_server_capabilities(model: str) -> ProviderCapabilities:
         experimental=False,
         generation=True,
         edits=True,
-        count=one,
-        batching=BatchCapabilities(
-            mode=BatchMode.NATIVE, native_count=one.model_copy(), max_parallel_outputs=1
-        ),
+        count=count,
+        batching=batching,
         sizes=SizeCapabilities(auto=True, arbitrary=False),
         aspect_ratio=SupportLevel.UNSUPPORTED,
         resolution=SupportLevel.UNSUPPORTED,
@@ -80,11 +69,9 @@ def app_server_capabilities(model: str) -> ProviderCapabilities:
         user_attribution=SupportLevel.UNSUPPORTED,
         input_fidelities=[InputFidelity.HIGH],
         actions=[ImageAction.AUTO],
-        reference_images=_inputs(),
-        edit_images=_inputs(),
-        masks=InputCapabilities(
-            support=SupportLevel.UNSUPPORTED, max_count=0, max_bytes_each=0, max_bytes_total=0
-        ),
+        reference_images=inputs,
+        edit_images=inputs.model_copy(),
+        masks=InputCapabilities.unsupported(),
         partial_images=U8Range(min=0, max=0),
         persistent_sessions=True,
         explicit_threads=True,

@@ -66,102 +66,96 @@ def _safe(value: str) -> str:
     return _SAFE_CODE.sub("", value[:64]) or "other"
 
 
-def _from_status(status: int, details: dict[str, Any]) -> BridgeError:
-    """The Responses-transport status table (providers.md A6), shared for consistency."""
-    if status == 401:
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """One row of the tables below: the bridge's own wording for a kind of failure."""
+
+    code: ErrorCode
+    message: str
+    retryable: bool = False
+    limit: str | None = None
+    """Which limit was hit (``details.limit``), for the rate-limit rows."""
+    suggestions: tuple[str, ...] | None = None
+    """``None``: the error code's standard suggestions."""
+
+    def error(self, details: Mapping[str, Any]) -> BridgeError:
+        merged = {**details, "limit": self.limit} if self.limit is not None else dict(details)
+        if self.code is ErrorCode.SAFETY_REJECTED:
+            return BridgeError.safety_rejected(self.message, **merged)
         return BridgeError(
-            ErrorCode.AUTHENTICATION, "Codex rejected the login credentials", details=details
+            self.code,
+            self.message,
+            retryable=self.retryable,
+            details=merged,
+            suggestions=self.suggestions,
         )
-    if status == 403:
-        return BridgeError(
-            ErrorCode.PERMISSION_DENIED, "Codex refused access to image generation", details=details
-        )
-    if status == 408:
-        return BridgeError(ErrorCode.TIMEOUT, "the Codex backend timed out", details=details)
-    if status == 413:
-        return BridgeError(ErrorCode.INPUT, "the request was too large for Codex", details=details)
-    if status == 429:
-        return BridgeError(
-            ErrorCode.RATE_LIMITED,
-            "Codex is rate limiting requests",
-            retryable=True,
-            details=details,
-        )
-    if status >= 500:
-        return BridgeError(
-            ErrorCode.UPSTREAM,
-            "the Codex backend failed",
-            retryable=True,
-            details=details,
-        )
-    return BridgeError(ErrorCode.UPSTREAM, "the Codex backend rejected the turn", details=details)
 
 
-def _by_kind(kind: str, details: dict[str, Any]) -> BridgeError | None:
-    factories: dict[str, Callable[[], BridgeError]] = {
-        "usageLimitExceeded": lambda: BridgeError(
-            ErrorCode.RATE_LIMITED,
-            "the Codex usage limit of this account is reached",
-            retryable=True,
-            details={**details, "limit": "usage"},
-        ),
-        "rateLimitExceeded": lambda: BridgeError(
-            ErrorCode.RATE_LIMITED,
-            "Codex is rate limiting requests",
-            retryable=True,
-            details=details,
-        ),
-        "sessionBudgetExceeded": lambda: BridgeError(
-            ErrorCode.RATE_LIMITED,
-            "the Codex session budget is exhausted",
-            details={**details, "limit": "session_budget"},
-        ),
-        "serverOverloaded": lambda: BridgeError(
-            ErrorCode.OVERLOADED, "the Codex backend is overloaded", retryable=True, details=details
-        ),
-        "policyCapacityUnavailable": lambda: BridgeError(
-            ErrorCode.OVERLOADED,
-            "Codex has no capacity for this request right now",
-            retryable=True,
-            details=details,
-        ),
-        "flexUnavailable": lambda: BridgeError(
-            ErrorCode.OVERLOADED,
-            "the Codex flex tier is unavailable",
-            retryable=True,
-            details=details,
-        ),
-        "unauthorized": lambda: BridgeError(
-            ErrorCode.AUTHENTICATION, "Codex rejected the login credentials", details=details
-        ),
-        "inferenceHookDenied": lambda: BridgeError(
-            ErrorCode.PERMISSION_DENIED,
-            "the workspace's inference hook denied this request",
-            details=details,
-        ),
-        "cyberPolicy": lambda: BridgeError.safety_rejected(
-            "Codex rejected the request under its usage policy", **details
-        ),
-        "misalignmentPolicyViolation": lambda: BridgeError.safety_rejected(
-            "Codex rejected the request under its usage policy", **details
-        ),
-        "modelNotFound": lambda: BridgeError(
-            ErrorCode.CONFIGURATION,
-            "the configured Codex model was not found",
-            details=details,
-            suggestions=["Check providers.codex_app_server.codex_model."],
-        ),
-        "internalServerError": lambda: BridgeError(
-            ErrorCode.UPSTREAM, "the Codex backend failed", retryable=True, details=details
-        ),
-        "contextWindowExceeded": lambda: BridgeError(
-            ErrorCode.UPSTREAM,
-            "the Codex thread is out of context window; start a new session",
-            details=details,
-        ),
-    }
-    factory = factories.get(kind)
-    return factory() if factory is not None else None
+_UNAUTHORIZED = _Failure(ErrorCode.AUTHENTICATION, "Codex rejected the login credentials")
+_RATE_LIMITED = _Failure(ErrorCode.RATE_LIMITED, "Codex is rate limiting requests", retryable=True)
+_USAGE_LIMIT = _Failure(
+    ErrorCode.RATE_LIMITED,
+    "the Codex usage limit of this account is reached",
+    retryable=True,
+    limit="usage",
+)
+_BACKEND_FAILED = _Failure(ErrorCode.UPSTREAM, "the Codex backend failed", retryable=True)
+_USAGE_POLICY = _Failure(
+    ErrorCode.SAFETY_REJECTED, "Codex rejected the request under its usage policy"
+)
+_CONTENT_POLICY = _Failure(
+    ErrorCode.SAFETY_REJECTED, "Codex rejected the request under its content policy"
+)
+_TURN_FAILED = _Failure(ErrorCode.UPSTREAM, "the Codex turn failed")
+
+_BY_STATUS: dict[int, _Failure] = {
+    401: _UNAUTHORIZED,
+    403: _Failure(ErrorCode.PERMISSION_DENIED, "Codex refused access to image generation"),
+    408: _Failure(ErrorCode.TIMEOUT, "the Codex backend timed out"),
+    413: _Failure(ErrorCode.INPUT, "the request was too large for Codex"),
+    429: _RATE_LIMITED,
+}
+"""The Responses-transport status table (providers.md A6), shared for consistency."""
+_OTHER_STATUS = _Failure(ErrorCode.UPSTREAM, "the Codex backend rejected the turn")
+
+_BY_KIND: dict[str, _Failure] = {
+    "usageLimitExceeded": _USAGE_LIMIT,
+    "rateLimitExceeded": _RATE_LIMITED,
+    "sessionBudgetExceeded": _Failure(
+        ErrorCode.RATE_LIMITED, "the Codex session budget is exhausted", limit="session_budget"
+    ),
+    "serverOverloaded": _Failure(
+        ErrorCode.OVERLOADED, "the Codex backend is overloaded", retryable=True
+    ),
+    "policyCapacityUnavailable": _Failure(
+        ErrorCode.OVERLOADED, "Codex has no capacity for this request right now", retryable=True
+    ),
+    "flexUnavailable": _Failure(
+        ErrorCode.OVERLOADED, "the Codex flex tier is unavailable", retryable=True
+    ),
+    "unauthorized": _UNAUTHORIZED,
+    "inferenceHookDenied": _Failure(
+        ErrorCode.PERMISSION_DENIED, "the workspace's inference hook denied this request"
+    ),
+    "cyberPolicy": _USAGE_POLICY,
+    "misalignmentPolicyViolation": _USAGE_POLICY,
+    "modelNotFound": _Failure(
+        ErrorCode.CONFIGURATION,
+        "the configured Codex model was not found",
+        suggestions=("Check providers.codex_app_server.codex_model.",),
+    ),
+    "internalServerError": _BACKEND_FAILED,
+    "contextWindowExceeded": _Failure(
+        ErrorCode.UPSTREAM, "the Codex thread is out of context window; start a new session"
+    ),
+}
+"""``codexErrorInfo`` kinds with a meaning of their own; others fall back to the status."""
+
+
+def _from_status(status: int) -> _Failure:
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    return _BACKEND_FAILED if status >= 500 else _OTHER_STATUS
 
 
 def _looks_like(message: str, words: tuple[str, ...]) -> bool:
@@ -187,31 +181,22 @@ def classify_turn_error(
     if diagnostics:
         details["turn_diagnostics"] = dict(diagnostics)
 
+    return _classify(info, message).error(details)
+
+
+def _classify(info: CodexErrorInfo | None, message: str) -> _Failure:
     if _looks_like(message, _SAFETY_WORDS):
-        return BridgeError.safety_rejected(
-            "Codex rejected the request under its content policy", **details
-        )
+        return _CONTENT_POLICY
     if info is not None:
-        known = _by_kind(info.kind, details)
-        if known is not None:
-            return known
+        if info.kind in _BY_KIND:
+            return _BY_KIND[info.kind]
         if info.http_status is not None:
-            return _from_status(info.http_status, details)
+            return _from_status(info.http_status)
     if _looks_like(message, _USAGE_WORDS):
-        return BridgeError(
-            ErrorCode.RATE_LIMITED,
-            "the Codex usage limit of this account is reached",
-            retryable=True,
-            details={**details, "limit": "usage"},
-        )
+        return _USAGE_LIMIT
     if _looks_like(message, _RATE_WORDS):
-        return BridgeError(
-            ErrorCode.RATE_LIMITED,
-            "Codex is rate limiting requests",
-            retryable=True,
-            details=details,
-        )
-    return BridgeError(ErrorCode.UPSTREAM, "the Codex turn failed", details=details)
+        return _RATE_LIMITED
+    return _TURN_FAILED
 
 
 def classify_image_failure(

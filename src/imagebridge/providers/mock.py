@@ -147,17 +147,7 @@ async def _rendered(
     source: Image.Image | None = None,
 ) -> bytes:
     """:func:`render_image`, in a worker thread unless the image is tiny."""
-    if source is None and width * height <= _INLINE_RENDER_PIXELS:
-        return render_image(
-            prompt,
-            index,
-            width,
-            height,
-            output_format,
-            transparent=transparent,
-            compression=compression,
-        )
-    return await asyncio.to_thread(
+    render = functools.partial(
         render_image,
         prompt,
         index,
@@ -168,6 +158,9 @@ async def _rendered(
         compression=compression,
         source=source,
     )
+    if source is None and width * height <= _INLINE_RENDER_PIXELS:
+        return render()
+    return await asyncio.to_thread(render)
 
 
 @functools.lru_cache(maxsize=64)

@@ -42,7 +42,7 @@ from imagebridge.contract.response import (
     Usage,
 )
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.engine.negotiation import copy_parameters, negotiate_request
+from imagebridge.engine.negotiation import NegotiationResult, copy_parameters, negotiate_request
 from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.providers.base import Provider, ProviderContext, ProviderEventT
 
@@ -156,6 +156,36 @@ class FanoutProvider(Provider):
         validate_request(request, self.limits)
         native = await self.inner.capabilities(request.routing.model)
         negotiated = negotiate_request(request, self._effective(native))
+        return await self._execute_effective(negotiated, context, native)
+
+    async def execute_negotiated(
+        self, request: ImageRequest, context: ProviderContext, caps: ProviderCapabilities
+    ) -> ImageResponse:
+        """:meth:`execute` for a request its caller already negotiated against ``caps``.
+
+        ``caps`` must be what :meth:`capabilities` returned for the request's model (the
+        runtime negotiates against it before calling). Negotiation is idempotent: a request
+        it produced for a document comes out of a second negotiation against an equal
+        document unchanged and with no normalizations. So while the inner provider still
+        describes itself the same way, the second negotiation is skipped; if its document
+        changed in between, the request is negotiated again exactly as :meth:`execute` does.
+        Validation always runs: a merged negative prompt can exceed the prompt limit.
+        """
+        validate_request(request, self.limits)
+        native = await self.inner.capabilities(request.routing.model)
+        effective_caps = self._effective(native)
+        if effective_caps == caps:
+            negotiated = NegotiationResult(copy_parameters(request.parameters), request, [])
+        else:
+            negotiated = negotiate_request(request, effective_caps)
+        return await self._execute_effective(negotiated, context, native)
+
+    async def _execute_effective(
+        self,
+        negotiated: NegotiationResult,
+        context: ProviderContext,
+        native: ProviderCapabilities,
+    ) -> ImageResponse:
         effective = negotiated.request
         if effective.parameters.n <= native.count.max:
             async with self._permit(context, context.cancellation):

@@ -32,6 +32,7 @@ from imagebridge.contract.response import ImageResponse, Normalization, Provider
 from imagebridge.engine.admission import REJECTION_RETRY_AFTER_MS, AdmissionGate
 from imagebridge.engine.breaker import BreakerConfig, CircuitBreaker
 from imagebridge.engine.cancellation import CancelToken, Deadline
+from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.idempotency import (
     IdempotencyConfig,
     IdempotencyCoordinator,
@@ -482,7 +483,11 @@ class ImageRuntime:
         context = ProviderContext(
             request_id=op.request_id, deadline=op.deadline, cancellation=op.token, events=op.events
         )
-        response = await self._await_provider(provider.execute(effective, context), op)
+        if isinstance(provider, FanoutProvider):  # negotiated here: not again in the decorator
+            call = provider.execute_negotiated(effective, context, caps)
+        else:
+            call = provider.execute(effective, context)
+        response = await self._await_provider(call, op)
         provider_ms = _ms(provider_started)
         if caps.model is not None and response.model != caps.model:
             raise BridgeError(

@@ -14,9 +14,9 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from imagebridge.contract.errors import ErrorCode
+from imagebridge.storage._common import JOB_STORE, PRESET_STORE, SESSION_STORE
 from imagebridge.storage.base import (
     ACTIVE_ROW_RESERVE_BYTES,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -145,9 +145,31 @@ def __getattr__(name: str) -> Any:
 
 # -- factories: the location picks the backend ---------------------------------------------
 
-_JOBS_LABEL = "durable job database"
-_PRESETS_LABEL = "preset database"
-_SESSIONS_LABEL = "session database"
+_KINDS = {"jobs": JOB_STORE, "presets": PRESET_STORE, "sessions": SESSION_STORE}
+
+
+class _PostgresArgs(TypedDict):
+    """What every PostgreSQL store's ``open`` takes besides its URL and its own limits."""
+
+    schema: str
+    busy_timeout_ms: int
+    connect_timeout_s: float
+    pool_min_size: int
+    pool_max_size: int
+
+
+def _postgres_args(
+    target: str, postgres: PostgresOptions | None, busy_timeout_ms: int
+) -> tuple[str, _PostgresArgs]:
+    """The URL to connect with (password applied) and the pool settings, from ``postgres``."""
+    options = postgres or PostgresOptions()
+    return options.url(target), _PostgresArgs(
+        schema=options.schema,
+        busy_timeout_ms=busy_timeout_ms,
+        connect_timeout_s=options.connect_timeout_s,
+        pool_min_size=options.pool_min_size,
+        pool_max_size=options.pool_max_size,
+    )
 
 
 async def open_job_store(
@@ -160,7 +182,7 @@ async def open_job_store(
 ) -> SharedJobStore:
     """Open the job store at ``location``: a SQLite path / ``sqlite:///`` URL, or a
     ``postgresql://`` URL. Either way the store is a :class:`SharedJobStore`."""
-    target = resolve_store_location(location, ErrorCode.INTERNAL, _JOBS_LABEL)
+    target = resolve_store_location(location, JOB_STORE.code, JOB_STORE.label)
     if isinstance(target, Path):
         return await SqliteSharedJobStore.open(
             target,
@@ -170,16 +192,9 @@ async def open_job_store(
         )
     from imagebridge.storage.postgres_jobs import PostgresJobStore
 
-    options = postgres or PostgresOptions()
+    url, args = _postgres_args(target, postgres, busy_timeout_ms)
     return await PostgresJobStore.open(
-        options.url(target),
-        schema=options.schema,
-        busy_timeout_ms=busy_timeout_ms,
-        connect_timeout_s=options.connect_timeout_s,
-        pool_min_size=options.pool_min_size,
-        pool_max_size=options.pool_max_size,
-        max_result_bytes=max_result_bytes,
-        max_error_bytes=max_error_bytes,
+        url, **args, max_result_bytes=max_result_bytes, max_error_bytes=max_error_bytes
     )
 
 
@@ -191,23 +206,15 @@ async def open_preset_store(
     postgres: PostgresOptions | None = None,
 ) -> PresetStore:
     """Open the preset store at ``location`` (SQLite path or URL, or PostgreSQL URL)."""
-    target = resolve_store_location(location, ErrorCode.INTERNAL, _PRESETS_LABEL)
+    target = resolve_store_location(location, PRESET_STORE.code, PRESET_STORE.label)
     if isinstance(target, Path):
         return await SqlitePresetStore.open(
             target, busy_timeout_ms=busy_timeout_ms, max_template_bytes=max_template_bytes
         )
     from imagebridge.storage.postgres_presets import PostgresPresetStore
 
-    options = postgres or PostgresOptions()
-    return await PostgresPresetStore.open(
-        options.url(target),
-        schema=options.schema,
-        busy_timeout_ms=busy_timeout_ms,
-        connect_timeout_s=options.connect_timeout_s,
-        pool_min_size=options.pool_min_size,
-        pool_max_size=options.pool_max_size,
-        max_template_bytes=max_template_bytes,
-    )
+    url, args = _postgres_args(target, postgres, busy_timeout_ms)
+    return await PostgresPresetStore.open(url, **args, max_template_bytes=max_template_bytes)
 
 
 async def open_session_store(
@@ -218,23 +225,15 @@ async def open_session_store(
     postgres: PostgresOptions | None = None,
 ) -> SessionStore:
     """Open ``provider``'s session bindings at ``location``; every failure is ``session``."""
-    target = resolve_store_location(location, ErrorCode.SESSION, _SESSIONS_LABEL)
+    target = resolve_store_location(location, SESSION_STORE.code, SESSION_STORE.label)
     if isinstance(target, Path):
         return await SqliteSessionStore.open(
             target, provider=provider, busy_timeout_ms=busy_timeout_ms
         )
     from imagebridge.storage.postgres_sessions import PostgresSessionStore
 
-    options = postgres or PostgresOptions()
-    return await PostgresSessionStore.open(
-        options.url(target),
-        provider=provider,
-        schema=options.schema,
-        busy_timeout_ms=busy_timeout_ms,
-        connect_timeout_s=options.connect_timeout_s,
-        pool_min_size=options.pool_min_size,
-        pool_max_size=options.pool_max_size,
-    )
+    url, args = _postgres_args(target, postgres, busy_timeout_ms)
+    return await PostgresSessionStore.open(url, provider=provider, **args)
 
 
 async def inspect_store_schema(
@@ -244,9 +243,8 @@ async def inspect_store_schema(
     postgres: PostgresOptions | None = None,
 ) -> SchemaStatus:
     """Read-only: the schema version of one store at ``location`` (nothing is created)."""
-    code = ErrorCode.SESSION if store == "sessions" else ErrorCode.INTERNAL
-    label = {"jobs": _JOBS_LABEL, "presets": _PRESETS_LABEL, "sessions": _SESSIONS_LABEL}[store]
-    target = resolve_store_location(location, code, label)
+    kind = _KINDS[store]
+    target = resolve_store_location(location, kind.code, kind.label)
     if isinstance(target, Path):
         inspect = {
             "jobs": inspect_job_schema,

@@ -69,13 +69,17 @@ from imagebridge.storage.rules import (
 
 __all__ = [
     "JOB_RECORD_COLUMNS",
+    "JOB_STORE",
     "JOB_SUMMARY_COLUMNS",
     "MAX_QUEUED_IDENTITIES",
     "PRESET_COLUMNS",
+    "PRESET_STORE",
+    "SESSION_STORE",
     "TERMINAL_SQL",
     "CancelStep",
     "HistoryQuery",
     "Row",
+    "StoreKind",
     "StoreLifecycle",
     "active_row_bytes",
     "cancel_step",
@@ -125,6 +129,22 @@ TERMINAL_SQL = "('succeeded', 'failed', 'cancelled', 'interrupted')"
 
 
 # -- store plumbing --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoreKind:
+    """How a store names itself in errors, and the code every one of its failures carries.
+
+    One value per kind of store, so both backends (and the factories) fail alike.
+    """
+
+    label: str
+    code: ErrorCode
+
+
+JOB_STORE = StoreKind("durable job database", ErrorCode.INTERNAL)
+PRESET_STORE = StoreKind("preset database", ErrorCode.INTERNAL)
+SESSION_STORE = StoreKind("session database", ErrorCode.SESSION)
 
 
 class _Closable(Protocol):

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Self
 
 from imagebridge.contract.enums import ImageJobStatus
-from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.errors import BridgeError
 from imagebridge.storage._common import (
     JOB_RECORD_COLUMNS,
+    JOB_STORE,
     JOB_SUMMARY_COLUMNS,
     MAX_QUEUED_IDENTITIES,
     TERMINAL_SQL,
@@ -87,8 +88,6 @@ __all__ = [
     "inspect_job_schema",
 ]
 
-_LABEL = "durable job database"
-_CODE = ErrorCode.INTERNAL
 
 # -- accounting ------------------------------------------------------------------------------
 
@@ -157,8 +156,8 @@ def _migrate_v1(conn: sqlite3.Connection, recorded: bool) -> None:
     missing = _V1_REQUIRED - table_columns(conn, "image_jobs")
     if missing:
         raise BridgeError(
-            _CODE,
-            f"{_LABEL} has an unrecognised image_jobs table",
+            JOB_STORE.code,
+            f"{JOB_STORE.label} has an unrecognised image_jobs table",
             details={"missing_columns": sorted(missing)},
         )
     for column, declaration in _V1_OPTIONAL:
@@ -280,7 +279,11 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         """Open or create the database at ``path`` and bring its schema to version 3."""
         check_body_limits(max_result_bytes, max_error_bytes)
         database = await SqliteDatabase.open(
-            path, schema=JOB_SCHEMA, code=_CODE, label=_LABEL, busy_timeout_ms=busy_timeout_ms
+            path,
+            schema=JOB_SCHEMA,
+            code=JOB_STORE.code,
+            label=JOB_STORE.label,
+            busy_timeout_ms=busy_timeout_ms,
         )
         store = cls(
             database,
@@ -718,4 +721,4 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
 async def inspect_job_schema(path: str | os.PathLike[str]) -> SchemaStatus:
     """Read-only: the job schema version of ``path`` (a missing file is not created)."""
-    return await inspect_schema(path, JOB_SCHEMA, code=_CODE, label=_LABEL)
+    return await inspect_schema(path, JOB_SCHEMA, code=JOB_STORE.code, label=JOB_STORE.label)

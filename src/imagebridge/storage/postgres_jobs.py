@@ -23,9 +23,10 @@ import psycopg
 from psycopg.rows import dict_row
 
 from imagebridge.contract.enums import ImageJobStatus
-from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.errors import BridgeError
 from imagebridge.storage._common import (
     JOB_RECORD_COLUMNS,
+    JOB_STORE,
     JOB_SUMMARY_COLUMNS,
     TERMINAL_SQL,
     CancelStep,
@@ -104,8 +105,6 @@ from imagebridge.storage.rules import job_not_found
 
 __all__ = ["JOB_PG_SCHEMA", "PostgresJobStore", "inspect_postgres_job_schema"]
 
-_LABEL = "durable job database"
-_CODE = ErrorCode.INTERNAL
 
 # -- accounting ------------------------------------------------------------------------------
 
@@ -195,8 +194,8 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
         absent = set(_COLUMNS) - await table_columns(conn, schema, "image_jobs")
         if absent:
             raise BridgeError(
-                _CODE,
-                f"{_LABEL} has an unrecognised image_jobs table",
+                JOB_STORE.code,
+                f"{JOB_STORE.label} has an unrecognised image_jobs table",
                 details={"missing_columns": sorted(absent)},
             )
     for index, definition in _INDEXES.items():
@@ -279,8 +278,8 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             url,
             schema=schema,
             pg_schema=JOB_PG_SCHEMA,
-            code=_CODE,
-            label=_LABEL,
+            code=JOB_STORE.code,
+            label=JOB_STORE.label,
             busy_timeout_ms=busy_timeout_ms,
             connect_timeout_s=connect_timeout_s,
             pool_min_size=pool_min_size,
@@ -884,7 +883,7 @@ async def inspect_postgres_job_schema(
         url,
         JOB_PG_SCHEMA,
         schema=schema,
-        code=_CODE,
-        label=_LABEL,
+        code=JOB_STORE.code,
+        label=JOB_STORE.label,
         connect_timeout_s=connect_timeout_s,
     )

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 from typing import Self
 
-from imagebridge.contract.errors import ErrorCode
 from imagebridge.storage._common import (
     PRESET_COLUMNS,
+    PRESET_STORE,
     StoreLifecycle,
     check_preset_page,
     check_preset_write,
@@ -50,9 +50,6 @@ from imagebridge.storage.rules import (
 )
 
 __all__ = ["PRESET_PG_SCHEMA", "PostgresPresetStore", "inspect_postgres_preset_schema"]
-
-_LABEL = "preset database"
-_CODE = ErrorCode.INTERNAL
 
 
 async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
@@ -102,8 +99,8 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
             url,
             schema=schema,
             pg_schema=PRESET_PG_SCHEMA,
-            code=_CODE,
-            label=_LABEL,
+            code=PRESET_STORE.code,
+            label=PRESET_STORE.label,
             busy_timeout_ms=busy_timeout_ms,
             connect_timeout_s=connect_timeout_s,
             pool_min_size=pool_min_size,
@@ -223,7 +220,7 @@ async def inspect_postgres_preset_schema(
         url,
         PRESET_PG_SCHEMA,
         schema=schema,
-        code=_CODE,
-        label=_LABEL,
+        code=PRESET_STORE.code,
+        label=PRESET_STORE.label,
         connect_timeout_s=connect_timeout_s,
     )

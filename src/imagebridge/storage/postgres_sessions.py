@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Self
 
-from imagebridge.contract.errors import ErrorCode
 from imagebridge.storage._common import (
+    SESSION_STORE,
     StoreLifecycle,
     check_binding,
     check_session_key,
@@ -32,9 +32,6 @@ from imagebridge.storage.postgres import (
 )
 
 __all__ = ["SESSION_PG_SCHEMA", "PostgresSessionStore", "inspect_postgres_session_schema"]
-
-_LABEL = "session database"
-_CODE = ErrorCode.SESSION
 
 
 async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
@@ -78,8 +75,8 @@ class PostgresSessionStore(StoreLifecycle[PostgresDatabase]):
             url,
             schema=schema,
             pg_schema=SESSION_PG_SCHEMA,
-            code=_CODE,
-            label=_LABEL,
+            code=SESSION_STORE.code,
+            label=SESSION_STORE.label,
             busy_timeout_ms=busy_timeout_ms,
             connect_timeout_s=connect_timeout_s,
             pool_min_size=pool_min_size,
@@ -149,7 +146,7 @@ async def inspect_postgres_session_schema(
         url,
         SESSION_PG_SCHEMA,
         schema=schema,
-        code=_CODE,
-        label=_LABEL,
+        code=SESSION_STORE.code,
+        label=SESSION_STORE.label,
         connect_timeout_s=connect_timeout_s,
     )

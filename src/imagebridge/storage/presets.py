@@ -13,9 +13,9 @@ import sqlite3
 from pathlib import Path
 from typing import Self
 
-from imagebridge.contract.errors import ErrorCode
 from imagebridge.storage._common import (
     PRESET_COLUMNS,
+    PRESET_STORE,
     StoreLifecycle,
     check_preset_page,
     check_preset_write,
@@ -48,9 +48,6 @@ from imagebridge.storage.sqlite import (
 )
 
 __all__ = ["PRESET_SCHEMA", "SqlitePresetStore", "inspect_preset_schema"]
-
-_LABEL = "preset database"
-_CODE = ErrorCode.INTERNAL
 
 
 def _migrate_v1(conn: sqlite3.Connection, recorded: bool) -> None:
@@ -99,7 +96,11 @@ class SqlitePresetStore(StoreLifecycle[SqliteDatabase]):
     ) -> Self:
         check_count(max_template_bytes, "max_template_bytes")
         database = await SqliteDatabase.open(
-            path, schema=PRESET_SCHEMA, code=_CODE, label=_LABEL, busy_timeout_ms=busy_timeout_ms
+            path,
+            schema=PRESET_SCHEMA,
+            code=PRESET_STORE.code,
+            label=PRESET_STORE.label,
+            busy_timeout_ms=busy_timeout_ms,
         )
         return cls(database, max_template_bytes=max_template_bytes)
 
@@ -195,4 +196,6 @@ class SqlitePresetStore(StoreLifecycle[SqliteDatabase]):
 
 async def inspect_preset_schema(path: str | os.PathLike[str]) -> SchemaStatus:
     """Read-only: the preset schema version of ``path`` (a missing file is not created)."""
-    return await inspect_schema(path, PRESET_SCHEMA, code=_CODE, label=_LABEL)
+    return await inspect_schema(
+        path, PRESET_SCHEMA, code=PRESET_STORE.code, label=PRESET_STORE.label
+    )

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple, Self
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage._common import prepare_interruption
+from imagebridge.storage._common import JOB_STORE, prepare_interruption
 from imagebridge.storage.base import (
     DEFAULT_BUSY_TIMEOUT_MS,
     MAX_ERROR_JSON_BYTES,
@@ -299,9 +299,6 @@ QUEUE_SCHEMA = Schema(
     migrations=(Migration(1, _migrate_queue_v1),),
 )
 
-_LABEL = "durable job database"
-_CODE = ErrorCode.INTERNAL
-
 
 def _placeholders(count: int) -> str:
     return ", ".join("?" for _ in range(count))
@@ -339,9 +336,9 @@ class SqliteSharedJobStore(SqliteJobStore):
             or not isinstance(event_poll_interval_s, int | float)
             or not 0.001 <= event_poll_interval_s <= 60
         ):
-            raise BridgeError(_CODE, "event_poll_interval_s must be between 0.001 and 60")
+            raise BridgeError(JOB_STORE.code, "event_poll_interval_s must be between 0.001 and 60")
         if check_count(retained_events, "retained_events") < 1:
-            raise BridgeError(_CODE, "retained_events must be at least 1")
+            raise BridgeError(JOB_STORE.code, "retained_events must be at least 1")
         store = await super().open(
             path,
             busy_timeout_ms=busy_timeout_ms,
@@ -354,8 +351,8 @@ class SqliteSharedJobStore(SqliteJobStore):
             queue_db = await SqliteDatabase.open(
                 path,
                 schema=QUEUE_SCHEMA,
-                code=_CODE,
-                label=_LABEL,
+                code=JOB_STORE.code,
+                label=JOB_STORE.label,
                 busy_timeout_ms=busy_timeout_ms,
             )
             await queue_db.close()

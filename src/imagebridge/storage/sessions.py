@@ -12,8 +12,8 @@ import sqlite3
 from pathlib import Path
 from typing import Self
 
-from imagebridge.contract.errors import ErrorCode
 from imagebridge.storage._common import (
+    SESSION_STORE,
     StoreLifecycle,
     check_binding,
     check_session_key,
@@ -23,9 +23,6 @@ from imagebridge.storage.base import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
 from imagebridge.storage.sqlite import Migration, Schema, SqliteDatabase, inspect_schema
 
 __all__ = ["SESSION_SCHEMA", "SqliteSessionStore", "inspect_session_schema"]
-
-_LABEL = "session database"
-_CODE = ErrorCode.SESSION
 
 
 def _migrate_v1(conn: sqlite3.Connection, recorded: bool) -> None:
@@ -62,7 +59,11 @@ class SqliteSessionStore(StoreLifecycle[SqliteDatabase]):
     ) -> Self:
         check_session_provider(provider)
         database = await SqliteDatabase.open(
-            path, schema=SESSION_SCHEMA, code=_CODE, label=_LABEL, busy_timeout_ms=busy_timeout_ms
+            path,
+            schema=SESSION_SCHEMA,
+            code=SESSION_STORE.code,
+            label=SESSION_STORE.label,
+            busy_timeout_ms=busy_timeout_ms,
         )
         return cls(database, provider)
 
@@ -123,4 +124,6 @@ class SqliteSessionStore(StoreLifecycle[SqliteDatabase]):
 
 async def inspect_session_schema(path: str | os.PathLike[str]) -> SchemaStatus:
     """Read-only: the session schema version of ``path`` (a missing file is not created)."""
-    return await inspect_schema(path, SESSION_SCHEMA, code=_CODE, label=_LABEL)
+    return await inspect_schema(
+        path, SESSION_SCHEMA, code=SESSION_STORE.code, label=SESSION_STORE.label
+    )

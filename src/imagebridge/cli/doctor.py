@@ -289,34 +289,21 @@ async def _providers(doctor: Doctor, config: BridgeConfig, selected: str | None)
 
 
 async def _quota(doctor: Doctor, app: Any, name: str) -> None:
-    """Quota windows, for providers with a ``diagnostics()`` hook (the Codex transports
-    read ``wham/usage``: a plain read, never a generation)."""
+    """Quota windows, for providers that report them (the Codex transports read
+    ``wham/usage``: a plain read, never a generation)."""
+    from imagebridge.cli.quota import read_quota
+
     try:
-        current: Any = app.runtime.registry.resolve(name)
+        provider = app.runtime.registry.resolve(name)
     except BridgeError:
         return
-    hook = None
-    for _ in range(8):  # unwrap decorators (fan-out) down to the transport
-        hook = getattr(current, "diagnostics", None)
-        if callable(hook) or getattr(current, "inner", None) is None:
-            break
-        current = current.inner
-    if not callable(hook):
+    reading = await read_quota(provider, timeout_s=QUOTA_TIMEOUT_S)
+    if reading.status == "not_reported":
         doctor.add("provider_quota", "skip", f"{name} does not report quota")
-        return
-    try:
-        details = await asyncio.wait_for(hook(), QUOTA_TIMEOUT_S)
-    except BridgeError as error:
-        doctor.add("provider_quota", "warn", error.message, error.to_dict())
-        return
-    except Exception as error:  # a diagnostics hook (or its timeout) must never fail doctor
-        doctor.add("provider_quota", "warn", "quota could not be read", type(error).__name__)
-        return
-    quota = details.get("quota") if isinstance(details, dict) else None
-    if isinstance(quota, dict) and quota.get("status") == "unavailable":
-        doctor.add("provider_quota", "warn", f"{name} quota is unavailable", quota)
+    elif reading.status == "unavailable":
+        doctor.add("provider_quota", "warn", f"{name} quota is unavailable", reading.to_dict())
     else:
-        doctor.add("provider_quota", "pass", f"{name} quota reported", quota or details)
+        doctor.add("provider_quota", "pass", f"{name} quota reported", reading.quota)
 
 
 def run_checks(ctx: CliContext, provider: str | None) -> tuple[Doctor, LoadedConfig | None]:

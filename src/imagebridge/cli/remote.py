@@ -139,6 +139,10 @@ class RemoteBridge:
         caps = await self._call(lambda: self.client.providers.capabilities(provider, model=model))
         return caps.to_wire()
 
+    async def diagnostics(self) -> dict[str, Any]:
+        """``GET /v1/diagnostics``: readiness and each provider's extras (quota windows)."""
+        return await self._call(self.client.diagnostics)
+
     async def get_session(self, key: str, provider: str | None) -> Any:
         session = await self._call(lambda: self.client.sessions.get(key, provider=provider))
         return session.to_wire()

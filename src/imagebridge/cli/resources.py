@@ -23,6 +23,7 @@ __all__ = [
     "preset_write",
     "providers_capabilities",
     "providers_list",
+    "providers_quota",
     "providers_readiness",
     "session_delete",
     "session_get",
@@ -119,6 +120,66 @@ def providers_readiness(ctx: CliContext) -> int:
         if result.error is not None:
             return exit_code_for(result.error.code.value)
     return 0
+
+
+def providers_quota(ctx: CliContext, provider: str | None, *, refresh: bool) -> int:
+    """Print ``{items: [{provider, status, quota?, warning?, message?}]}``; exit 0.
+
+    Every enabled provider (or ``--provider``) is listed; one that keeps no quota says so
+    (``not_reported``) and one whose quota cannot be read is an ``unavailable`` entry with
+    a ``warning``. On ``--remote`` the bridge's ``GET /v1/diagnostics`` is read instead.
+    """
+    from imagebridge.cli.quota import read_quota, reading_from_detail
+
+    if refresh and ctx.remote_url() is not None:
+        raise CliUsageError(
+            "providers quota --refresh reads the providers in this process; a remote bridge "
+            "answers from its own cache (providers.codex_responses.quota_cache_ms)"
+        )
+
+    async def local(app: Application) -> Any:
+        registry = app.runtime.registry
+        names = registry.names if provider is None else [provider]
+        providers = [registry.resolve(name) for name in names]
+        readings = await asyncio.gather(*(read_quota(p, refresh=refresh) for p in providers))
+        return [reading.to_dict() for reading in readings]
+
+    async def remote(bridge: RemoteBridge) -> Any:
+        body = await bridge.diagnostics()
+        names = _diagnosed_providers(body)
+        if provider is not None:
+            if provider not in names:
+                raise _not_registered(provider)
+            names = [provider]
+        detail = body.get("providers_detail")
+        details = detail if isinstance(detail, dict) else {}
+        return [reading_from_detail(name, details.get(name)).to_dict() for name in names]
+
+    ctx.output.value({"items": _run(ctx, local, remote)})
+    return 0
+
+
+def _diagnosed_providers(body: dict[str, Any]) -> list[str]:
+    """The provider names a bridge's diagnostics list (its enabled providers), sorted."""
+    from imagebridge.config._net import is_provider_name
+    from imagebridge.contract.errors import ErrorCode
+
+    entries = body.get("providers")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise BridgeError(ErrorCode.PROTOCOL, "the bridge sent malformed diagnostics")
+    names = {entry.get("provider") for entry in entries}
+    return sorted(name for name in names if isinstance(name, str) and is_provider_name(name))
+
+
+def _not_registered(name: str) -> BridgeError:
+    from imagebridge.contract.errors import ErrorCode
+
+    return BridgeError(
+        ErrorCode.CONFIGURATION,
+        "requested provider is not registered",
+        details={"provider": name},
+        suggestions=["List the providers with `imagegen-bridge providers list`."],
+    )
 
 
 # -- sessions ---------------------------------------------------------------------------------

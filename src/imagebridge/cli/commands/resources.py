@@ -51,6 +51,25 @@ def _providers() -> typer.Typer:
 
         return providers_capabilities(cli_context(ctx), provider, model)
 
+    @group.command("quota")
+    def quota(
+        ctx: typer.Context,
+        provider: Annotated[
+            str | None,
+            typer.Option("--provider", metavar="NAME", help="Default: every enabled provider."),
+        ] = None,
+        refresh: Annotated[
+            bool,
+            typer.Option(
+                "--refresh", help="Ask the backend now instead of using a cached reading."
+            ),
+        ] = False,
+    ) -> int:
+        """Show each provider's plan usage windows (a read, never a generation)."""
+        from imagebridge.cli.resources import providers_quota
+
+        return providers_quota(cli_context(ctx), provider, refresh=refresh)
+
     @group.command("readiness")
     def readiness(ctx: typer.Context) -> int:
         """Run the non-generating readiness checks of every provider."""

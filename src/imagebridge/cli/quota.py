@@ -1,0 +1,182 @@
+"""Provider quota for ``providers quota`` and ``doctor``: plan windows, never identities.
+
+A provider that knows its plan's usage (the Codex transports read ``wham/usage``) exposes
+an ``async def diagnostics() -> dict`` hook; the fan-out decorator wraps it, so the hook is
+looked for on the provider and then down its ``inner`` chain. The same hook feeds
+``GET /v1/diagnostics`` (``providers_detail``), which is what ``--remote`` reads.
+
+Whatever the source, a reading is reduced to an allow-list of fields (plan type, window
+names, used percent, window length, reset time, an error's code and message), so a token,
+an account id or an e-mail address can never reach the terminal, even from a provider or
+a bridge that put one in its diagnostics. A quota that cannot be read is a warning entry,
+never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from imagebridge.contract.errors import BridgeError
+
+if TYPE_CHECKING:
+    from imagebridge.providers.base import Provider
+
+__all__ = [
+    "QUOTA_TIMEOUT_S",
+    "QuotaReading",
+    "read_quota",
+    "reading_from_detail",
+]
+
+QUOTA_TIMEOUT_S = 10.0
+"""One provider's quota read (including a ``--refresh``), at most."""
+MAX_DECORATOR_DEPTH = 8
+MAX_WINDOWS = 16
+MAX_TEXT_CHARS = 300
+QuotaState = Literal["available", "unavailable", "not_reported"]
+_QUOTA_FIELDS = ("plan_type", "limit_reached", "exhausted", "source", "observed_at")
+_WINDOW_FIELDS = ("name", "used_percent", "window_minutes", "resets_at")
+_HOOK_FAILURES = {
+    "timeout": ("timeout", "the provider did not report its quota in time"),
+    "error": ("internal", "the provider's quota could not be read"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaReading:
+    """One provider's quota as ``providers quota`` prints it."""
+
+    provider: str
+    status: QuotaState
+    quota: dict[str, Any] | None = None
+    warning: dict[str, str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"provider": self.provider, "status": self.status}
+        if self.status == "not_reported":
+            body["message"] = f"{self.provider} does not report quota"
+        if self.quota is not None:
+            body["quota"] = self.quota
+        if self.warning is not None:
+            body["warning"] = self.warning
+        return body
+
+
+def _hook_owner(provider: object) -> Any:
+    """``provider``, or the transport it decorates, that has a ``diagnostics()`` hook."""
+    current: object | None = provider
+    for _ in range(MAX_DECORATOR_DEPTH):
+        if current is None:
+            return None
+        if callable(getattr(current, "diagnostics", None)):
+            return current
+        current = getattr(current, "inner", None)
+    return None
+
+
+async def read_quota(
+    provider: Provider, *, refresh: bool = False, timeout_s: float = QUOTA_TIMEOUT_S
+) -> QuotaReading:
+    """Read one provider's quota through its hook; never raises.
+
+    ``refresh`` first asks the provider's quota client for a new reading, bypassing its
+    cache, when the client supports it (``quota.get(force=True)``). When that fails, the
+    reading is ``unavailable`` with the refresh's error and the last reading, if any.
+    """
+    name = provider.name
+    owner = _hook_owner(provider)
+    if owner is None:
+        return QuotaReading(name, "not_reported")
+    try:
+        async with asyncio.timeout(timeout_s):
+            failed = await _force_refresh(owner) if refresh else None
+            detail = await owner.diagnostics()
+    except BridgeError as error:
+        return _warning(name, error.code.value, error.message)
+    except TimeoutError:
+        return _warning(name, *_HOOK_FAILURES["timeout"])
+    except Exception:  # a diagnostics hook must never break the command
+        return _warning(name, *_HOOK_FAILURES["error"])
+    reading = reading_from_detail(name, detail)
+    if failed is None:
+        return reading
+    return QuotaReading(
+        name, "unavailable", reading.quota, _warning_body(failed.code.value, failed.message)
+    )
+
+
+async def _force_refresh(owner: object) -> BridgeError | None:
+    """Ask the owner's quota client for a new reading; the error if that failed."""
+    client = getattr(owner, "quota", None)
+    get = getattr(client, "get", None)
+    if not callable(get):
+        return None
+    try:
+        await get(force=True)
+    except BridgeError as error:
+        return error
+    return None
+
+
+def reading_from_detail(name: str, detail: object) -> QuotaReading:
+    """A reading from a ``diagnostics()`` answer (or a ``providers_detail`` entry).
+
+    ``{"quota": {"status": …, windows…, "error"?}}`` is a quota; the server's
+    ``{"status": "unavailable", "reason": …}`` (its hook failed) is a warning; anything
+    else (no detail, or extras that are not a quota) means the provider reports none.
+    """
+    if not isinstance(detail, Mapping):
+        return QuotaReading(name, "not_reported")
+    quota = detail.get("quota")
+    if not isinstance(quota, Mapping):
+        reason = detail.get("reason")
+        if detail.get("status") == "unavailable" and isinstance(reason, str):
+            return _warning(name, *_HOOK_FAILURES.get(reason, _HOOK_FAILURES["error"]))
+        return QuotaReading(name, "not_reported")
+    cleaned = _clean_quota(quota)
+    if quota.get("status") == "available":
+        return QuotaReading(name, "available", cleaned)
+    error = quota.get("error")
+    code, message = "upstream", "the quota could not be read"
+    if isinstance(error, Mapping):
+        code = _text(error.get("code")) or code
+        message = _text(error.get("message")) or message
+    last = cleaned if "windows" in quota else None  # the latest reading, however old
+    return QuotaReading(name, "unavailable", last, _warning_body(code, message))
+
+
+def _warning(name: str, code: str, message: str) -> QuotaReading:
+    return QuotaReading(name, "unavailable", None, _warning_body(code, message))
+
+
+def _warning_body(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": _text(message) or ""}
+
+
+def _clean_quota(raw: Mapping[str, Any]) -> dict[str, Any]:
+    cleaned: dict[str, Any] = {key: _scalar(raw[key]) for key in _QUOTA_FIELDS if key in raw}
+    windows = raw.get("windows")
+    if isinstance(windows, list):
+        cleaned["windows"] = [
+            {key: _scalar(window[key]) for key in _WINDOW_FIELDS if key in window}
+            for window in windows[:MAX_WINDOWS]
+            if isinstance(window, Mapping)
+        ]
+    return cleaned
+
+
+def _scalar(value: object) -> str | int | float | bool | None:
+    """A bounded JSON scalar; anything else (objects, lists, NaN) becomes ``None``."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return _text(value)
+
+
+def _text(value: object) -> str | None:
+    return value[:MAX_TEXT_CHARS] if isinstance(value, str) else None

@@ -11,6 +11,7 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.errors import BridgeError
@@ -21,14 +22,18 @@ from imagebridge.contract.events import (
     StartedEvent,
 )
 from imagebridge.contract.request import ImageRequest
-from imagebridge.contract.response import ImageResponse, SessionMetadata
+from imagebridge.contract.response import GeneratedImage, ImageResponse, SessionMetadata
 from imagebridge.engine.cancellation import CancelToken, Deadline
+
+if TYPE_CHECKING:  # the pixel layer (Pillow) stays unloaded for the interface alone
+    from imagebridge.artifacts.inspect import ImageInfo
 
 __all__ = [
     "EventSink",
     "Provider",
     "ProviderContext",
     "ProviderEventT",
+    "inline_image",
 ]
 
 ProviderEventT = StartedEvent | ProgressEvent | PartialImageEvent | CompletedEvent
@@ -51,6 +56,23 @@ class ProviderContext:
             return
         with contextlib.suppress(Exception):
             await self.events(event)
+
+
+def inline_image(
+    index: int, b64_json: str, info: ImageInfo, *, generation_ms: int | None = None
+) -> GeneratedImage:
+    """An output carried as base64, described by what inspecting its bytes proved."""
+    return GeneratedImage(
+        index=index,
+        type="b64_json",
+        b64_json=b64_json,
+        format=info.format,
+        width=info.width,
+        height=info.height,
+        bytes=info.bytes,
+        sha256=info.sha256,
+        generation_ms=generation_ms,
+    )
 
 
 class Provider(ABC):

@@ -32,7 +32,7 @@ from imagebridge.artifacts.inspect import ImageLimits, inspect_image
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Timings, Usage
-from imagebridge.providers.base import Provider, ProviderContext
+from imagebridge.providers.base import Provider, ProviderContext, inline_image
 from imagebridge.providers.codex_auth import (
     CodexCredentials,
     CredentialsLoader,
@@ -360,16 +360,7 @@ class CodexHttpProvider(Provider):
                     "The Codex backend sent an image that could not be verified.",
                     details={"stage": "image", "reason": error.message},
                 ) from None
-            return GeneratedImage(
-                index=0,
-                type="b64_json",
-                b64_json=text,
-                format=info.format,
-                width=info.width,
-                height=info.height,
-                bytes=info.bytes,
-                sha256=info.sha256,
-            )
+            return inline_image(0, text, info)
 
         return await asyncio.to_thread(decode)
 

@@ -51,7 +51,7 @@ from imagebridge.contract.response import (
     Usage,
 )
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.providers.base import Provider, ProviderContext
+from imagebridge.providers.base import Provider, ProviderContext, inline_image
 from imagebridge.providers.interruption import wait_unless_interrupted
 from imagebridge.providers.openai_models import (
     DEFAULT_OPENAI_MODEL,
@@ -710,16 +710,7 @@ class OpenAIImagesProvider(Provider):
         encoded = image.b64_json if image.b64_json is not None else None
         if encoded is None:
             encoded = await asyncio.to_thread(lambda: base64.b64encode(data).decode("ascii"))
-        return GeneratedImage(
-            index=index,
-            type="b64_json",
-            b64_json=encoded,
-            format=info.format,
-            width=info.width,
-            height=info.height,
-            bytes=info.bytes,
-            sha256=info.sha256,
-        )
+        return inline_image(index, encoded, info)
 
     async def _response(
         self,

@@ -39,8 +39,8 @@ from imagebridge.contract.enums import Operation, SessionMode
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import ProgressEvent, StartedEvent
 from imagebridge.contract.request import ImageInput, ImageRequest
-from imagebridge.contract.response import GeneratedImage, ImageResponse, SessionMetadata, Timings
-from imagebridge.providers.base import Provider, ProviderContext
+from imagebridge.contract.response import ImageResponse, SessionMetadata, Timings
+from imagebridge.providers.base import Provider, ProviderContext, inline_image
 from imagebridge.providers.codex_app_server.capabilities import (
     DEFAULT_IMAGE_MODEL,
     MAX_INPUT_BYTES_EACH,
@@ -513,19 +513,7 @@ class CodexAppServerProvider(Provider):
             model=self.model,
             requested=params.model_copy(deep=True),
             effective=params.model_copy(deep=True),
-            data=[
-                GeneratedImage(
-                    index=0,
-                    type="b64_json",
-                    b64_json=encoded,
-                    format=info.format,
-                    width=info.width,
-                    height=info.height,
-                    bytes=info.bytes,
-                    sha256=info.sha256,
-                    generation_ms=elapsed,
-                )
-            ],
+            data=[inline_image(0, encoded, info, generation_ms=elapsed)],
             revised_prompt=image.revised_prompt,
             session=session,
             timings=Timings(provider_ms=elapsed, total_ms=elapsed),

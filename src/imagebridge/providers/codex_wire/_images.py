@@ -15,7 +15,6 @@ from imagebridge.providers.codex_wire._constants import (
     MAX_BASE64_CHARS,
     MAX_IMAGES_API_INPUTS,
     MAX_REVISED_PROMPT_BYTES,
-    ORIGINATOR,
     InputImage,
 )
 from imagebridge.providers.codex_wire._payload import (
@@ -24,6 +23,7 @@ from imagebridge.providers.codex_wire._payload import (
 )
 from imagebridge.providers.codex_wire._request import (
     _choice,
+    _codex_headers,
     _data_url,
     _size,
     encode_json_body,
@@ -85,12 +85,7 @@ def build_images_request(
     }
     if images:
         body["images"] = [{"image_url": _data_url(media, data)} for media, data in images]
-    headers = {"Authorization": f"Bearer {credentials.access_token}"}
-    if credentials.account_id:
-        headers["ChatGPT-Account-Id"] = credentials.account_id
-    headers["originator"] = ORIGINATOR
-    headers["Accept"] = "application/json"
-    headers["Content-Type"] = "application/json"
+    headers = _codex_headers(credentials, accept="application/json")
     if turn_id is not None:
         if _REQUEST_ID_PATTERN.fullmatch(turn_id) is None:
             raise BridgeError(ErrorCode.INTERNAL, "The image turn id is malformed.")

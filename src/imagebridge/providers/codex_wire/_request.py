@@ -115,11 +115,17 @@ def build_responses_body(
 
 def build_responses_headers(credentials: CodexCredentials) -> dict[str, str]:
     """Exactly the headers of providers.md A2 (the account id only when known)."""
+    return _codex_headers(credentials, accept="text/event-stream")
+
+
+def _codex_headers(credentials: CodexCredentials, *, accept: str) -> dict[str, str]:
+    """The login, originator and content headers every Codex backend route takes, as codex
+    sends them (the account id only when known)."""
     headers = {"Authorization": f"Bearer {credentials.access_token}"}
     if credentials.account_id:
         headers["ChatGPT-Account-Id"] = credentials.account_id
     headers["originator"] = ORIGINATOR
-    headers["Accept"] = "text/event-stream"
+    headers["Accept"] = accept
     headers["Content-Type"] = "application/json"
     return headers
 

@@ -580,6 +580,15 @@ class HistoryQuery:
     where: str
     params: dict[str, Any]
     limit: int
+    fetch: str
+    """The dialect's placeholder for ``params["fetch"]``."""
+
+    def select(self, table: str) -> str:
+        """The page's statement: what :func:`job_page` reads, in the cursor's order."""
+        return (
+            f"SELECT {', '.join(JOB_SUMMARY_COLUMNS)} FROM {table} "  # noqa: S608
+            f"WHERE {self.where} ORDER BY created_at DESC, id DESC LIMIT {self.fetch}"
+        )
 
 
 def history_query(
@@ -629,7 +638,12 @@ def history_query(
     if position is not None:
         clauses.append(before_position)
         params["created"], params["after_id"] = position
-    return HistoryQuery(where=" AND ".join(clauses), params=params, limit=limit)
+    return HistoryQuery(
+        where=" AND ".join(clauses),
+        params=params,
+        limit=limit,
+        fetch=placeholder.format("fetch"),
+    )
 
 
 def prune_cutoff(

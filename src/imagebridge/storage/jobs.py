@@ -23,7 +23,6 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.storage._common import (
     JOB_RECORD_COLUMNS,
     JOB_STORE,
-    JOB_SUMMARY_COLUMNS,
     MAX_QUEUED_IDENTITIES,
     TERMINAL_SQL,
     CancelStep,
@@ -233,7 +232,6 @@ JOB_SCHEMA = Schema(
 # -- rows ------------------------------------------------------------------------------------
 
 _RECORD_COLUMNS = ", ".join(JOB_RECORD_COLUMNS)
-_SUMMARY_COLUMNS = ", ".join(JOB_SUMMARY_COLUMNS)
 
 
 def _fetch(conn: sqlite3.Connection, scope: str, job_id: str) -> sqlite3.Row | None:
@@ -708,10 +706,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
             placeholder=":{}",
             before_position="(created_at < :created OR (created_at = :created AND id < :after_id))",
         )
-        sql = (
-            f"SELECT {_SUMMARY_COLUMNS} FROM image_jobs WHERE {query.where} "  # noqa: S608
-            "ORDER BY created_at DESC, id DESC LIMIT :fetch"
-        )
+        sql = query.select("image_jobs")
 
         def operation(conn: sqlite3.Connection) -> JobPage:
             return job_page(conn.execute(sql, query.params).fetchall(), query.limit)

@@ -27,7 +27,6 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.storage._common import (
     JOB_RECORD_COLUMNS,
     JOB_STORE,
-    JOB_SUMMARY_COLUMNS,
     TERMINAL_SQL,
     CancelStep,
     StoreLifecycle,
@@ -216,7 +215,6 @@ def _columns(names: tuple[str, ...], prefix: str = "") -> str:
 
 
 _RECORD_COLUMNS = _columns(JOB_RECORD_COLUMNS)
-_SUMMARY_COLUMNS = _columns(JOB_SUMMARY_COLUMNS)
 
 
 def _record(row: Mapping[str, Any]) -> JobRecord:
@@ -864,10 +862,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             placeholder="%({})s",
             before_position="(created_at, id) < (%(created)s, %(after_id)s)",
         )
-        sql = (
-            f"SELECT {_SUMMARY_COLUMNS} FROM {self._t} WHERE {query.where} "  # noqa: S608
-            "ORDER BY created_at DESC, id DESC LIMIT %(fetch)s"
-        )
+        sql = query.select(self._t)
 
         async def operation(conn: Connection) -> JobPage:
             return job_page(await _rows(conn, sql, query.params), query.limit)

@@ -204,6 +204,17 @@ class FanoutProvider(Provider):
         """Hold one provider-wide permit, waiting at most until the deadline."""
         if self._closed:
             raise BridgeError(ErrorCode.CANCELLED, "output fan-out is shutting down")
+        if self._permits.locked():
+            await self._wait_for_permit(context, cancellation)
+        else:  # a free permit: acquire() takes it without waiting, so there is nothing to race
+            await self._permits.acquire()
+        try:
+            yield
+        finally:
+            self._permits.release()
+
+    async def _wait_for_permit(self, context: ProviderContext, cancellation: CancelToken) -> None:
+        """Wait for a permit until it is granted, the deadline passes or ``cancellation``."""
         acquire = asyncio.ensure_future(self._permits.acquire())
         cancelled = asyncio.ensure_future(cancellation.wait())
         granted = False
@@ -231,10 +242,6 @@ class FanoutProvider(Provider):
                 "output fan-out timed out while waiting for capacity",
                 retryable=True,
             )
-        try:
-            yield
-        finally:
-            self._permits.release()
 
     async def _fan_out(
         self, request: ImageRequest, context: ProviderContext, native_max: int

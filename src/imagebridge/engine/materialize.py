@@ -11,8 +11,9 @@ import asyncio
 import base64
 import binascii
 import itertools
+from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from imagebridge.artifacts.chroma import inspect_transparent_alpha, remove_background
 from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, inspect_image
@@ -42,6 +43,7 @@ __all__ = [
     "operation_summary",
 ]
 
+T = TypeVar("T")
 MiB = 1024 * 1024
 INLINE_BYTES = 256 * 1024
 """Outputs up to this size (encoded) are decoded, verified and re-encoded on the event
@@ -120,6 +122,14 @@ def _verification_failure(error: BridgeError, index: int) -> BridgeError:
     )
 
 
+async def _each(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """``asyncio.gather`` of ``calls``; a single one (the common single image) is awaited
+    directly, which gives the same result without a task and its scheduling."""
+    if len(calls) == 1:
+        return [await calls[0]]
+    return list(await asyncio.gather(*calls))
+
+
 def _delivered(response: ImageResponse, projected: list[GeneratedImage]) -> ImageResponse:
     """The delivered response: ``projected`` in place of the provider's items.
 
@@ -177,9 +187,7 @@ class Materializer:
         """
         self._check_output_set(response, effective)
         budget = self._initial_budget(response)
-        verified = list(
-            await asyncio.gather(*(self._verify(item, effective) for item in response.data))
-        )
+        verified = await _each([self._verify(item, effective) for item in response.data])
         for image in verified:
             budget += len(image.data)
             self._check_budget(budget)
@@ -200,17 +208,15 @@ class Materializer:
             record_response.normalizations.extend(normalizations)
             for warning in warnings:
                 record_response.add_warning(warning)
-            await asyncio.gather(
-                *(
+            await _each(
+                [
                     self._embed(image, record_response, original or effective, effective)
                     for image in verified
-                )
+                ]
             )
         projected: list[GeneratedImage] = []
         if effective.output.response_format in (ResponseFormat.B64_JSON, ResponseFormat.METADATA):
-            projected = list(
-                await asyncio.gather(*(self._project(i, effective, owner) for i in verified))
-            )
+            projected = await _each([self._project(i, effective, owner) for i in verified])
         else:  # publication is sequential so collision suffixes stay deterministic
             for image in verified:
                 projected.append(await self._project(image, effective, owner))

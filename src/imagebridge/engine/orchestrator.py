@@ -387,6 +387,8 @@ class ImageRuntime:
                     response.attempts = attempts
                 response.timings.queue_ms += global_queue_ms
                 response.timings.total_ms = _ms(started)
+                if not request.output.metadata.writes_sidecar:
+                    return response  # what attach_sidecars would return, without a task
                 try:
                     return await self._controlled(
                         self.materializer.attach_sidecars(response, request, routed.effective),
@@ -428,13 +430,14 @@ class ImageRuntime:
         self, provider_name: str, model: str | None, request: ImageRequest, op: _Operation
     ) -> _RouteResult:
         provider = self.registry.resolve(provider_name)
-        breaker_permit = self.breakers[provider.name].acquire()
+        name = provider.name  # a property that builds the descriptor: read it once
+        breaker_permit = self.breakers[name].acquire()
         gate_started = time.monotonic()
         try:
-            gate_permit = await self.provider_gates[provider.name].acquire(op.deadline, op.token)
+            gate_permit = await self.provider_gates[name].acquire(op.deadline, op.token)
         except BridgeError as error:
             breaker_permit.abandon()
-            raise error.with_provider(provider.name) from None
+            raise error.with_provider(name) from None
         except BaseException:
             breaker_permit.abandon()
             raise
@@ -443,7 +446,7 @@ class ImageRuntime:
             result = await self._execute_admitted(provider, model, request, op, queue_ms)
         except BridgeError as error:
             breaker_permit.finish(error)
-            raise error.with_provider(provider.name) from None
+            raise error.with_provider(name) from None
         except BaseException:
             breaker_permit.abandon()
             raise
@@ -463,7 +466,8 @@ class ImageRuntime:
         caps: ProviderCapabilities = await self._controlled(
             provider.capabilities(model), op, "request was cancelled during capability discovery"
         )
-        if caps.provider != provider.name:
+        name = provider.name
+        if caps.provider != name:
             raise BridgeError(
                 ErrorCode.PROTOCOL,
                 "provider capability identity does not match its registry identity",
@@ -471,7 +475,7 @@ class ImageRuntime:
         routed = request.model_copy(
             update={
                 "routing": request.routing.model_copy(
-                    update={"provider": provider.name, "model": model, "fallbacks": []}
+                    update={"provider": name, "model": model, "fallbacks": []}
                 )
             }
         )
@@ -496,7 +500,7 @@ class ImageRuntime:
                 details={"expected_model": caps.model, "actual_model": response.model},
             )
         response.id = op.request_id
-        response.provider = provider.name
+        response.provider = name
         response.requested = copy_parameters(request.parameters)
         response.effective = copy_parameters(effective.parameters)
         if prepared.plan is not None:

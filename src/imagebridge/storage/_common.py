@@ -11,6 +11,7 @@ answer alike.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -102,6 +103,7 @@ __all__ = [
     "check_transition",
     "history_change",
     "history_query",
+    "is_plain_identifier",
     "job_id_taken",
     "job_identity",
     "job_page",
@@ -129,6 +131,13 @@ TERMINAL_SQL = "('succeeded', 'failed', 'cancelled', 'interrupted')"
 
 
 # -- store plumbing --------------------------------------------------------------------------
+
+_PLAIN_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def is_plain_identifier(name: str) -> bool:
+    """Whether ``name`` may be put into SQL text unquoted (table, column, component)."""
+    return _PLAIN_IDENTIFIER.fullmatch(name) is not None
 
 
 @dataclass(frozen=True, slots=True)

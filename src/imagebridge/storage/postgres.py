@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -33,7 +32,11 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage._common import check_migration_numbers, check_not_newer
+from imagebridge.storage._common import (
+    check_migration_numbers,
+    check_not_newer,
+    is_plain_identifier,
+)
 from imagebridge.storage.base import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
 from imagebridge.storage.postgres_url import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -73,7 +76,6 @@ MAX_POOL_SIZE = 100
 MIN_SERVER_VERSION = 120_000
 """PostgreSQL 12: stored generated columns keep the logical size of every job row."""
 
-_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 _MAX_REASON_CHARS = 200
 _MIGRATION_LOCK_TIMEOUT_MS = 60_000
 _BUSY_STATES = (
@@ -159,7 +161,7 @@ class PgSchema:
     migrations: tuple[PgMigration, ...]
 
     def __post_init__(self) -> None:
-        if _IDENTIFIER.fullmatch(self.component) is None:
+        if not is_plain_identifier(self.component):
             raise ValueError("component must be a plain identifier")
         check_migration_numbers([m.version for m in self.migrations])
 
@@ -423,7 +425,7 @@ class PostgresDatabase:
 
     def table(self, name: str) -> str:
         """``name`` qualified with this database's (quoted) schema."""
-        if _IDENTIFIER.fullmatch(name) is None:  # pragma: no cover - internal misuse
+        if not is_plain_identifier(name):  # pragma: no cover - internal misuse
             raise ValueError("table must be a plain SQL identifier")
         return f"{quote_schema(self._schema)}.{name}"
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import sqlite3
 import stat
 import time
@@ -27,7 +26,11 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage._common import check_migration_numbers, check_not_newer
+from imagebridge.storage._common import (
+    check_migration_numbers,
+    check_not_newer,
+    is_plain_identifier,
+)
 from imagebridge.storage.base import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
 
 __all__ = [
@@ -44,7 +47,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 _MAX_REASON_CHARS = 200
 
 
@@ -68,7 +70,7 @@ class Schema:
     migrations: tuple[Migration, ...]
 
     def __post_init__(self) -> None:
-        if _IDENTIFIER.fullmatch(self.migrations_table) is None:
+        if not is_plain_identifier(self.migrations_table):
             raise ValueError("migrations table must be a plain SQL identifier")
         check_migration_numbers([m.version for m in self.migrations])
 
@@ -171,7 +173,7 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    if _IDENTIFIER.fullmatch(table) is None:  # pragma: no cover - internal misuse
+    if not is_plain_identifier(table):  # pragma: no cover - internal misuse
         raise ValueError("table must be a plain SQL identifier")
     return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
 
@@ -180,7 +182,7 @@ def ensure_column(conn: sqlite3.Connection, table: str, column: str, declaration
     """Add ``column`` when missing; return whether it was added."""
     if column in table_columns(conn, table):
         return False
-    if _IDENTIFIER.fullmatch(column) is None:  # pragma: no cover - internal misuse
+    if not is_plain_identifier(column):  # pragma: no cover - internal misuse
         raise ValueError("column must be a plain SQL identifier")
     conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
     return True

@@ -117,30 +117,8 @@ _LOGICAL_BYTES_SQL = logical_bytes_sql(_octets)
 
 # -- schema ----------------------------------------------------------------------------------
 
-_COLUMNS = (
-    "id",
-    "auth_scope",
-    "status",
-    "created_at",
-    "updated_at",
-    "started_at",
-    "completed_at",
-    "progress_stage",
-    "partial_images",
-    "cancel_requested",
-    "favorite",
-    "deleted_at",
-    "submission_key_hash",
-    "request_fingerprint",
-    "provider",
-    "lease_owner",
-    "lease_expires_at",
-    "prompt_search",
-    "request_json",
-    "response_json",
-    "error_json",
-    "logical_bytes",
-)
+_COLUMNS = (*JOB_RECORD_COLUMNS, "provider", "lease_owner", "lease_expires_at")
+"""Every column an existing table must have: what a record reads, and the queue's own."""
 
 # Identifier-like text is compared bytewise (COLLATE "C"), as in SQLite, whatever the
 # database's default collation: ids order and page the same on both backends.

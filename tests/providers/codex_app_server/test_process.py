@@ -134,12 +134,14 @@ async def test_supervisor_restarts_after_the_backoff_and_counts(
 ) -> None:
     supervisor = AppServerProcess(fake_codex.options(restart_backoff_ms=300))
     try:
+        # The backoff runs from the previous spawn, which happens somewhere inside start():
+        # measure from before it, so a slow handshake on a loaded machine cannot eat into it.
+        began = time.monotonic()
         first = await supervisor.start()
         assert await supervisor.start() is first  # alive: no new child
         assert supervisor.restart_count == 0
-        began = time.monotonic()
         second = await supervisor.restart()
-        assert time.monotonic() - began >= 0.25
+        assert time.monotonic() - began >= 0.295
         assert second.pid != first.pid
         assert supervisor.generation == 2 and supervisor.restart_count == 1
         assert_reaped([first.pid])

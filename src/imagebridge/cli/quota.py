@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from imagebridge.contract.errors import BridgeError
+from imagebridge.providers.base import diagnostics_owner
 
 if TYPE_CHECKING:
     from imagebridge.providers.base import Provider
@@ -34,7 +35,6 @@ __all__ = [
 
 QUOTA_TIMEOUT_S = 10.0
 """One provider's quota read (including a ``--refresh``), at most."""
-MAX_DECORATOR_DEPTH = 8
 MAX_WINDOWS = 16
 MAX_TEXT_CHARS = 300
 QuotaState = Literal["available", "unavailable", "not_reported"]
@@ -66,18 +66,6 @@ class QuotaReading:
         return body
 
 
-def _hook_owner(provider: object) -> Any:
-    """``provider``, or the transport it decorates, that has a ``diagnostics()`` hook."""
-    current: object | None = provider
-    for _ in range(MAX_DECORATOR_DEPTH):
-        if current is None:
-            return None
-        if callable(getattr(current, "diagnostics", None)):
-            return current
-        current = getattr(current, "inner", None)
-    return None
-
-
 async def read_quota(
     provider: Provider, *, refresh: bool = False, timeout_s: float = QUOTA_TIMEOUT_S
 ) -> QuotaReading:
@@ -88,7 +76,7 @@ async def read_quota(
     reading is ``unavailable`` with the refresh's error and the last reading, if any.
     """
     name = provider.name
-    owner = _hook_owner(provider)
+    owner = diagnostics_owner(provider)
     if owner is None:
         return QuotaReading(name, "not_reported")
     try:

@@ -11,7 +11,7 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.errors import BridgeError
@@ -33,12 +33,32 @@ __all__ = [
     "Provider",
     "ProviderContext",
     "ProviderEventT",
+    "diagnostics_owner",
     "inline_image",
 ]
 
 ProviderEventT = StartedEvent | ProgressEvent | PartialImageEvent | CompletedEvent
 EventSink = Callable[[ProviderEventT], Awaitable[None]]
 """Receives provider events; it may apply backpressure by awaiting."""
+
+_MAX_DECORATOR_DEPTH = 8
+
+
+def diagnostics_owner(provider: object) -> Any:
+    """``provider``, or the transport it decorates, that has an ``async diagnostics()`` hook.
+
+    Decorators (the fan-out) expose what they wrap as ``inner``; the hook lives on the
+    transport, so the chain is followed a bounded number of steps. ``None`` when no link
+    has one.
+    """
+    current: object | None = provider
+    for _ in range(_MAX_DECORATOR_DEPTH):
+        if current is None:
+            return None
+        if callable(getattr(current, "diagnostics", None)):
+            return current
+        current = getattr(current, "inner", None)
+    return None
 
 
 @dataclass(slots=True)

@@ -14,14 +14,13 @@ import asyncio
 import ipaddress
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from imagebridge._version import __version__
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.response import BridgeErrorBody
 from imagebridge.engine.registry import ProviderReadiness
-from imagebridge.providers.base import Provider
+from imagebridge.providers.base import Provider, diagnostics_owner
 from imagebridge.server.models import (
     CircuitBreakerDiagnostics,
     ConfigurationDiagnostics,
@@ -89,24 +88,12 @@ def _readiness(
     ]
 
 
-def _diagnostics_hook(provider: Provider) -> Callable[[], Awaitable[Any]] | None:
-    current: object | None = provider
-    for _ in range(8):
-        if current is None:
-            return None
-        hook = getattr(current, "diagnostics", None)
-        if callable(hook):
-            return hook  # type: ignore[no-any-return]
-        current = getattr(current, "inner", None)
-    return None
-
-
 async def _provider_detail(provider: Provider, timeout: float) -> dict[str, Any] | None:
-    hook = _diagnostics_hook(provider)
-    if hook is None:
+    owner = diagnostics_owner(provider)
+    if owner is None:
         return None
     try:
-        value = await asyncio.wait_for(hook(), timeout)
+        value = await asyncio.wait_for(owner.diagnostics(), timeout)
         if not isinstance(value, dict):
             raise TypeError("provider diagnostics must be a mapping")
         if len(json.dumps(value, default=str)) > MAX_DETAIL_BYTES:

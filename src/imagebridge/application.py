@@ -17,12 +17,12 @@ from typing import Any
 from imagebridge.artifacts.inspect import ImageLimits
 from imagebridge.artifacts.store import ArtifactStore
 from imagebridge.config.model import BridgeConfig, CircuitBreakerSettings, ConcurrencySettings
-from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
-from imagebridge.contract.response import ImageResponse, SessionMetadata
+from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.breaker import BreakerConfig
+from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.idempotency import IdempotencyConfig
 from imagebridge.engine.materialize import MaterializeLimits, Materializer, PublishedArtifact
@@ -86,7 +86,7 @@ def _with_fanout(
     )
 
 
-class CallLogProvider(Provider):
+class CallLogProvider(ProviderDecorator):
     """Appends ``<pid> <request id>`` to a file before each call of the provider it wraps.
 
     For tests and benchmarks that count provider calls across processes
@@ -96,30 +96,8 @@ class CallLogProvider(Provider):
     """
 
     def __init__(self, inner: Provider, path: Path) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.path = path
-
-    @property
-    def descriptor(self) -> ProviderDescriptor:
-        return self.inner.descriptor
-
-    async def capabilities(self, model: str | None) -> ProviderCapabilities:
-        return await self.inner.capabilities(model)
-
-    async def check_ready(self) -> None:
-        await self.inner.check_ready()
-
-    async def get_session(self, key: str) -> SessionMetadata:
-        return await self.inner.get_session(key)
-
-    async def delete_session(self, key: str) -> None:
-        await self.inner.delete_session(key)
-
-    def restart_count(self) -> int | None:
-        return self.inner.restart_count()
-
-    async def shutdown(self) -> None:
-        await self.inner.shutdown()
 
     async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
         line = f"{os.getpid()} {context.request_id}\n".encode()

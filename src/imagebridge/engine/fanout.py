@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from imagebridge.contract.capabilities import (
     BatchCapabilities,
     ProviderCapabilities,
-    ProviderDescriptor,
     U8Range,
 )
 from imagebridge.contract.enums import (
@@ -42,6 +41,7 @@ from imagebridge.contract.response import (
     Usage,
 )
 from imagebridge.engine.cancellation import CancelToken
+from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.negotiation import NegotiationResult, copy_parameters, negotiate_request
 from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.providers.base import Provider, ProviderContext, ProviderEventT
@@ -86,7 +86,7 @@ class _ChunkResult:
     error: BridgeError | None = None
 
 
-class FanoutProvider(Provider):
+class FanoutProvider(ProviderDecorator):
     """Decorates a provider without changing its registry identity."""
 
     def __init__(
@@ -99,34 +99,18 @@ class FanoutProvider(Provider):
     ) -> None:
         if max_outputs < 1 or max_parallel_outputs < 1 or max_parallel_outputs > max_outputs:
             raise BridgeError(ErrorCode.CONFIGURATION, "output fan-out limits are invalid")
-        self.inner = inner
+        super().__init__(inner)
         self.max_outputs = max_outputs
         self.max_parallel_outputs = max_parallel_outputs
         self.limits = limits
         self._permits = asyncio.Semaphore(max_parallel_outputs)
         self._closed = False
 
-    # -- identity is the inner provider's ---------------------------------------------
-
-    @property
-    def descriptor(self) -> ProviderDescriptor:
-        return self.inner.descriptor
-
-    async def check_ready(self) -> None:
-        await self.inner.check_ready()
-
-    async def get_session(self, key: str) -> SessionMetadata:
-        return await self.inner.get_session(key)
-
-    async def delete_session(self, key: str) -> None:
-        await self.inner.delete_session(key)
-
-    def restart_count(self) -> int | None:
-        return self.inner.restart_count()
+    # -- identity is the inner provider's (ProviderDecorator) --------------------------
 
     async def shutdown(self) -> None:
         self._closed = True
-        await self.inner.shutdown()
+        await super().shutdown()
 
     # -- capabilities --------------------------------------------------------------------
 

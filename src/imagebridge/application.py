@@ -237,7 +237,12 @@ def runtime_settings(config: BridgeConfig, registered: Sequence[str]) -> Runtime
 
 @dataclass(slots=True)
 class StoreSink:
-    """The artifact store as the materializer's publication target (blocking work in a thread)."""
+    """The artifact store as the materializer's publication target.
+
+    An adapter, not a copy: the store's own ``apublish``/``aattach_metadata`` run the blocking
+    work in a thread, and only the artifact's public id and name reach the engine (the
+    store's result also carries its internal path).
+    """
 
     store: ArtifactStore
 
@@ -252,8 +257,7 @@ class StoreSink:
         filename: str | None,
         collision: ArtifactCollisionPolicy,
     ) -> PublishedArtifact:
-        published = await asyncio.to_thread(
-            self.store.publish,
+        published = await self.store.apublish(
             data,
             expected_format=expected_format,
             owner=owner,
@@ -265,7 +269,7 @@ class StoreSink:
         return PublishedArtifact(id=published.id, name=published.name)
 
     async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:
-        return await asyncio.to_thread(self.store.attach_metadata, artifact_id, name, record)
+        return await self.store.aattach_metadata(artifact_id, name, record)
 
 
 @dataclass(slots=True)

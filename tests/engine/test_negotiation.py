@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import strategies as st
 
 from imagebridge.contract import BridgeError, ErrorCode
+from imagebridge.contract.capabilities import ProviderCapabilities
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.negotiation import CODEX_MASK_CODE, negotiate_request
 from tests.support.capabilities import capabilities
@@ -332,3 +335,101 @@ def test_original_request_is_not_mutated() -> None:
     before = req.model_dump_json()
     negotiate_request(req, capabilities())
     assert req.model_dump_json() == before
+
+
+# -- idempotence: the fan-out decorator relies on it to skip a second negotiation ----------
+
+SIZES = ["auto", "512x512", "1024x1024", "1024x1536", "1536x1024", "2048x2048"]
+SUPPORT = ["native", "emulated", "unsupported"]
+
+
+def _subset(values: list[str]) -> st.SearchStrategy[list[str]]:
+    return st.lists(st.sampled_from(values), min_size=1, max_size=len(values), unique=True)
+
+
+@st.composite
+def _capability_documents(draw: st.DrawFn) -> ProviderCapabilities:
+    top = draw(st.integers(1, 4))
+    arbitrary = draw(st.booleans())
+    backgrounds = draw(_subset(["auto", "opaque", "transparent"]))
+    low_partials = draw(st.integers(0, 2))
+    return capabilities(
+        count={"min": 1, "max": top},
+        batching=_batching("native", 1, top, draw(st.integers(1, top))),
+        sizes={
+            "auto": draw(st.booleans()),
+            "allowed": draw(st.lists(st.sampled_from(SIZES[1:]), max_size=3, unique=True)),
+            "arbitrary": arbitrary,
+            "max_edge": 1536 if arbitrary else None,
+            "edge_multiple": 16 if arbitrary else None,
+        },
+        aspect_ratio=draw(st.sampled_from(SUPPORT)),
+        resolution=draw(st.sampled_from(SUPPORT)),
+        qualities=draw(_subset(["auto", "low", "medium", "high"])),
+        output_formats=draw(_subset(["png", "jpeg", "webp"])),
+        backgrounds=backgrounds,
+        transparent_background="native" if "transparent" in backgrounds else "unsupported",
+        moderation=draw(_subset(["auto", "low"])),
+        negative_prompt=draw(st.sampled_from(SUPPORT)),
+        partial_images={"min": low_partials, "max": low_partials + draw(st.integers(0, 2))},
+    )
+
+
+@st.composite
+def _requests(draw: st.DrawFn) -> ImageRequest:
+    parameters: dict[str, Any] = {
+        "n": draw(st.integers(1, 6)),
+        "size": draw(st.sampled_from(SIZES)),
+        "quality": draw(st.sampled_from(["auto", "low", "medium", "high"])),
+        "output_format": draw(st.sampled_from(["png", "jpeg", "webp"])),
+        "output_compression": draw(st.none() | st.integers(0, 100)),
+        "aspect_ratio": draw(st.sampled_from([None, "1:1", "1920:1080"])),
+        "resolution": draw(st.sampled_from([None, "1k", "4k"])),
+        "background": draw(st.sampled_from(["auto", "opaque", "transparent"])),
+        "moderation": draw(st.sampled_from(["auto", "low"])),
+        "partial_images": draw(st.integers(0, 3)),
+    }
+    return request(
+        negative_prompt=draw(st.sampled_from([None, "blurry hands"])),
+        parameters={key: value for key, value in parameters.items() if value is not None},
+        policies={
+            # weighted towards the modes that normalize: strict refuses most draws outright
+            "compatibility": draw(st.sampled_from(["normalize", "best_effort", "strict"])),
+            "negative_prompt": draw(st.sampled_from(["auto", "native", "merge", "reject"])),
+        },
+    )
+
+
+@example(
+    req=request(
+        negative_prompt="blurry hands",
+        parameters={
+            "n": 5,
+            "size": "2048x2048",
+            "quality": "high",
+            "output_format": "jpeg",
+            "output_compression": 70,
+            "aspect_ratio": "16:9",
+            "resolution": "2k",
+            "partial_images": 3,
+        },
+        policies=normalize(negative_prompt="merge"),
+    ),
+    caps=capabilities(),
+)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(req=_requests(), caps=_capability_documents())
+def test_negotiating_a_negotiated_request_again_changes_nothing(
+    req: ImageRequest, caps: ProviderCapabilities
+) -> None:
+    try:
+        first = negotiate_request(req, caps)
+    except BridgeError as error:  # refused up front: nothing to negotiate twice
+        assert error.code is ErrorCode.UNSUPPORTED_CAPABILITY
+        return
+    event("first negotiation normalized" if first.normalizations else "first negotiation kept")
+    second = negotiate_request(first.request, caps.model_copy(deep=True))
+    assert second.request == first.request
+    assert second.normalizations == []
+    assert second.requested == first.request.parameters
+    assert second.requested is not first.request.parameters

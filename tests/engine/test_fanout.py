@@ -23,6 +23,7 @@ from imagebridge.contract.response import (
 from imagebridge.engine import fanout as fanout_module
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fanout import FanoutProvider, chunk_plan, subrequest_id
+from imagebridge.engine.negotiation import negotiate_request
 from imagebridge.engine.validation import RequestLimits
 from imagebridge.providers.base import ProviderContext, ProviderEventT
 from tests.support.fakes import FakeProvider
@@ -444,3 +445,70 @@ def test_invalid_limits_are_configuration_errors() -> None:
     with pytest.raises(BridgeError) as caught:
         FanoutProvider(SeedFake(), max_outputs=2, max_parallel_outputs=3, limits=RequestLimits())
     assert caught.value.code is ErrorCode.CONFIGURATION
+
+
+# -- execute_negotiated: the runtime's path, which skips the decorator's second negotiation --
+
+
+def _comparable(response: ImageResponse) -> dict[str, Any]:
+    """The response minus what depends on the clock."""
+    body = response.model_dump(mode="json", exclude={"created", "timings"})
+    for image in body["data"]:
+        image.pop("generation_ms", None)
+    return body
+
+
+@pytest.mark.parametrize("n", [1, 3])
+async def test_execute_negotiated_with_equal_capabilities_matches_execute(n: int) -> None:
+    original = request(n, quality="high", partial_images=5, policies={"compatibility": "normalize"})
+    responses: list[ImageResponse] = []
+    sent: list[list[ImageRequest]] = []
+    for negotiated_path in (False, True):
+        inner = FakeProvider(caps=ONE)
+        provider = decorate(inner)
+        caps = await provider.capabilities(None)  # what the runtime discovers
+        effective = negotiate_request(original, caps).request
+        assert effective.parameters.quality.value == "auto"  # negotiation did change it
+        if negotiated_path:
+            response = await provider.execute_negotiated(effective, context(), caps)
+        else:
+            response = await provider.execute(effective, context())
+        responses.append(response)
+        sent.append(inner.requests)
+    assert _comparable(responses[1]) == _comparable(responses[0])
+    assert len(sent[0]) == n and sent[1] == sent[0]
+    assert responses[1].normalizations == []  # the runtime adds its own; none here twice
+
+
+async def test_execute_negotiated_negotiates_afresh_when_the_inner_document_changed() -> None:
+    inner = FakeProvider(caps=ONE)
+    inner._caps["qualities"] = ["auto", "high"]
+    provider = decorate(inner)
+    caps = await provider.capabilities(None)
+    effective = negotiate_request(
+        request(3, quality="high", policies={"compatibility": "normalize"}), caps
+    ).request
+    assert effective.parameters.quality.value == "high"
+    inner._caps["qualities"] = ["auto"]  # the provider's document changes before the call
+    response = await provider.execute_negotiated(effective, context(), caps)
+    assert {sent.parameters.quality.value for sent in inner.requests} == {"auto"}
+    assert [(n.field, n.requested, n.effective) for n in response.normalizations] == [
+        ("parameters.quality", "high", "auto")
+    ]
+    assert response.requested.quality.value == "high"
+    assert response.effective.quality.value == "auto"
+    assert len(response.data) == 3
+
+
+async def test_execute_negotiated_refuses_what_a_changed_strict_document_no_offers() -> None:
+    inner = FakeProvider(caps=ONE)
+    inner._caps["qualities"] = ["auto", "high"]
+    provider = decorate(inner)
+    caps = await provider.capabilities(None)
+    effective = negotiate_request(request(2, quality="high"), caps).request
+    inner._caps["qualities"] = ["auto"]
+    with pytest.raises(BridgeError) as caught:
+        await provider.execute_negotiated(effective, context(), caps)
+    assert caught.value.code is ErrorCode.UNSUPPORTED_CAPABILITY
+    assert caught.value.field == "parameters.quality"
+    assert inner.calls == 0

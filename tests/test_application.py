@@ -133,3 +133,34 @@ def test_unknown_default_provider_is_a_configuration_error(tmp_path: Path) -> No
     with pytest.raises(BridgeError) as caught:
         build_application(loaded.config)
     assert caught.value.code is ErrorCode.CONFIGURATION
+
+
+async def test_an_unwrapped_provider_is_held_to_the_prompt_limit_after_the_merge(
+    tmp_path: Path,
+) -> None:
+    calls = tmp_path / "calls.log"  # a line per provider call
+
+    def merged(prompt: str) -> ImageRequest:
+        body = {"operation": "generate", "prompt": prompt, "negative_prompt": "blurry hands"}
+        return ImageRequest.model_validate({**body, "parameters": {"size": "16x16"}})
+
+    app = build_application(
+        config(
+            tmp_path,
+            "providers.mock.native_count=4",
+            "providers.mock.max_outputs=4",
+            "runtime.request.max_prompt_bytes=96",
+            f"providers.mock.call_log={str(calls)!r}",
+        )  # type: ignore[arg-type]
+    )
+    try:
+        assert not isinstance(app.providers[0], FanoutProvider)  # native count suffices
+        with pytest.raises(BridgeError) as caught:
+            await app.runtime.execute(merged("f" * 60))
+        assert caught.value.code is ErrorCode.INVALID_REQUEST
+        assert [issue["field"] for issue in caught.value.details["issues"]] == ["prompt"]
+        assert not calls.exists()
+        await app.runtime.execute(merged("fox"))  # within the limit once merged
+        assert len(calls.read_text().splitlines()) == 1
+    finally:
+        await app.aclose()

@@ -12,7 +12,9 @@ from imagebridge.contract.enums import FallbackPolicy
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.breaker import BreakerConfig
+from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.orchestrator import ExecutionContext, GateLimits, should_fallback
+from imagebridge.engine.validation import RequestLimits
 from imagebridge.providers.base import ProviderContext
 from tests.support.fakes import FakeProvider, png_bytes
 from tests.support.runtime import make_runtime
@@ -513,3 +515,59 @@ async def test_queue_snapshot_counts_waiters_per_gate() -> None:
     assert runtime.queue_snapshot()["providers_queued"] == {"test-provider": 2}
     assert [len(response.data) for response in await asyncio.gather(*tasks)] == [1, 1, 1]
     assert runtime.queue_snapshot()["providers_queued"] == {"test-provider": 0}
+
+
+# -- the negotiated request is validated once, on whichever path runs it ------------------
+
+TIGHT = RequestLimits(max_prompt_bytes=64)
+NEAR_LIMIT = "p" * 60  # within the limit alone; over it once the negative prompt is merged
+
+
+def _prompt_issues(error: BridgeError) -> list[tuple[str, str]]:
+    return [(issue["field"], issue["code"]) for issue in error.details["issues"]]
+
+
+async def test_an_undecorated_provider_never_gets_a_merged_prompt_over_the_limit() -> None:
+    provider = FakeProvider(caps=ONE)  # native count == max outputs: no fan-out decorator
+    runtime = make_runtime(provider, request_limits=TIGHT)
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(prompt=NEAR_LIMIT, negative_prompt="blurry hands"))
+    assert caught.value.code is ErrorCode.INVALID_REQUEST
+    assert _prompt_issues(caught.value) == [("prompt", "too_large")]
+    assert provider.calls == 0
+    # a merge that stays within the limit reaches the provider, merged
+    await runtime.execute(request(prompt="p" * 8, negative_prompt="dim"))
+    assert provider.calls == 1 and provider.requests[0].negative_prompt is None
+    assert provider.requests[0].prompt.endswith("dim")
+
+
+async def test_a_decorated_provider_validates_the_merged_prompt_itself() -> None:
+    inner = FakeProvider(caps=ONE)
+    decorated = FanoutProvider(inner, max_outputs=4, max_parallel_outputs=2, limits=TIGHT)
+    runtime = make_runtime(decorated, request_limits=TIGHT)
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(
+            request(prompt=NEAR_LIMIT, negative_prompt="blurry hands", parameters={"n": 2})
+        )
+    assert caught.value.code is ErrorCode.INVALID_REQUEST
+    assert _prompt_issues(caught.value) == [("prompt", "too_large")]
+    assert inner.calls == 0
+
+
+async def test_the_runtime_leaves_a_decorated_providers_negotiated_request_to_the_decorator() -> (
+    None
+):
+    """On the fan-out path the decorator's validation is the only one after negotiation.
+
+    Its limits are the runtime's in a built application; here they differ, so a second
+    check by the runtime would show up as a refusal.
+    """
+    inner = FakeProvider(caps=ONE)
+    roomy = RequestLimits(max_prompt_bytes=4096)
+    decorated = FanoutProvider(inner, max_outputs=4, max_parallel_outputs=2, limits=roomy)
+    runtime = make_runtime(decorated, request_limits=TIGHT)
+    response = await runtime.execute(
+        request(prompt=NEAR_LIMIT, negative_prompt="blurry hands", parameters={"n": 2})
+    )
+    assert len(response.data) == 2 and inner.calls == 2
+    assert [n.reason for n in response.normalizations] == ["negative_prompt_prompt_merge"]

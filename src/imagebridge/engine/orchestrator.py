@@ -488,8 +488,9 @@ class ImageRuntime:
             request_id=op.request_id, deadline=op.deadline, cancellation=op.token, events=op.events
         )
         if isinstance(provider, FanoutProvider):  # negotiated here: not again in the decorator
-            call = provider.execute_negotiated(effective, context, caps)
-        else:
+            call = provider.execute_negotiated(effective, context, caps)  # it validates
+        else:  # negotiation can grow the request (a merged negative prompt): check it again
+            validate_request(effective, self.settings.request_limits)
             call = provider.execute(effective, context)
         response = await self._await_provider(call, op)
         provider_ms = _ms(provider_started)

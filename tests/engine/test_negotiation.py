@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from enum import Enum
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
@@ -10,8 +12,8 @@ from hypothesis import strategies as st
 
 from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.contract.capabilities import ProviderCapabilities
-from imagebridge.contract.request import ImageRequest
-from imagebridge.engine.negotiation import CODEX_MASK_CODE, negotiate_request
+from imagebridge.contract.request import GenerationParameters, ImageRequest
+from imagebridge.engine.negotiation import CODEX_MASK_CODE, copy_parameters, negotiate_request
 from tests.support.capabilities import capabilities
 
 IMAGE = {"type": "base64", "data": "iVBORw0KGgo="}
@@ -433,3 +435,30 @@ def test_negotiating_a_negotiated_request_again_changes_nothing(
     assert second.normalizations == []
     assert second.requested == first.request.parameters
     assert second.requested is not first.request.parameters
+
+
+def _immutable_leaves(annotation: Any) -> bool:
+    """Whether every type a field annotation admits is an immutable scalar."""
+    if get_origin(annotation) is Annotated:  # constraints aside, the type is the first argument
+        return _immutable_leaves(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):  # Optional[...]: every member qualifies
+        return all(_immutable_leaves(argument) for argument in get_args(annotation))
+    return annotation is type(None) or (
+        isinstance(annotation, type) and issubclass(annotation, (bool, int, float, str, Enum))
+    )
+
+
+def test_parameters_hold_only_immutable_values_so_a_shallow_copy_is_independent() -> None:
+    """The ground of copy_parameters (and the mock's shallow copies): a mutable field
+    (a list, a nested model) added to GenerationParameters must make them copy deeply."""
+    mutable = [
+        name
+        for name, info in GenerationParameters.model_fields.items()
+        if not _immutable_leaves(info.annotation)
+    ]
+    assert mutable == []
+    original = request(parameters={"n": 2, "aspect_ratio": "16:9"}).parameters
+    copy = copy_parameters(original)
+    assert copy == original and copy is not original
+    copy.n = 1
+    assert original.n == 2

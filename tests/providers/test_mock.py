@@ -12,12 +12,14 @@ import pytest
 from PIL import Image
 
 from imagebridge.contract import BridgeError, ErrorCode
+from imagebridge.contract.enums import Background
 from imagebridge.contract.events import PartialImageEvent
 from imagebridge.contract.request import ImageRequest
+from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.validation import RequestLimits
-from imagebridge.providers.base import ProviderEventT
+from imagebridge.providers.base import ProviderContext, ProviderEventT
 from imagebridge.providers.mock import MockProvider, MockSettings, render_image
 from tests.support.runtime import make_runtime
 
@@ -281,3 +283,16 @@ async def test_a_failing_event_sink_never_fails_the_generation() -> None:
         request(parameters={"size": "16x16", "partial_images": 1}), ExecutionContext(events=broken)
     )
     assert len(response.data) == 1
+
+
+async def test_reported_parameters_are_independent_copies_of_the_request() -> None:
+    provider = MockProvider()
+    sent = request(parameters={"size": "32x32", "output_format": "webp", "output_compression": 40})
+    context = ProviderContext("copies", Deadline.after(30), CancelToken())
+    response = await provider.execute(sent, context)
+    assert response.requested == sent.parameters == response.effective
+    response.effective.background = Background.OPAQUE  # what the runtime does to its own copy
+    response.requested.n = 2
+    assert sent.parameters.background is Background.AUTO and sent.parameters.n == 1
+    assert response.requested.background is Background.AUTO
+    assert response.effective.n == 1

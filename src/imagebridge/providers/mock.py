@@ -462,8 +462,10 @@ class MockProvider(Provider):
             created=int(time.time()),
             provider=self.name,
             model=request.routing.model or self.settings.models[0],
-            requested=params.model_copy(deep=True),
-            effective=params.model_copy(deep=True),
+            # shallow copies: every GenerationParameters field is immutable (as for the
+            # engine's copy_parameters, which this layer may not import), so nothing is shared
+            requested=params.model_copy(),
+            effective=params.model_copy(),
             data=images,
             failures=failures,
             revised_prompt=f"{directives.prompt} (mock rendering)",

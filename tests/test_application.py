@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from imagebridge.application import build_application
+from imagebridge.application import build_application, build_providers, request_limits
 from imagebridge.config import load_config
 from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.contract.errors import retry_after_seconds
@@ -164,3 +164,47 @@ async def test_an_unwrapped_provider_is_held_to_the_prompt_limit_after_the_merge
         assert len(calls.read_text().splitlines()) == 1
     finally:
         await app.aclose()
+
+
+def test_every_transport_is_fan_out_wrapped_from_its_own_table(tmp_path: Path) -> None:
+    upstream = 'base_url="http://127.0.0.1:9/v1"'  # never called: building connects nowhere
+    loaded = load_config(
+        env={"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)},
+        sets=[
+            'default_provider="mock"',
+            "providers.codex_responses.max_outputs=5",
+            "providers.codex_responses.max_parallel_outputs=2",
+            "providers.codex_images.enabled=true",
+            "providers.codex_images.max_outputs=7",
+            "providers.codex_app_server.max_outputs=3",
+            f"providers.openai_compatible.wide.{upstream}",
+            'providers.openai_compatible.wide.model="sd"',
+            "providers.openai_compatible.wide.native_max_outputs=2",
+            "providers.openai_compatible.wide.max_outputs=6",
+            "providers.openai_compatible.wide.max_parallel_outputs=4",
+            f"providers.openai_compatible.whole.{upstream}",
+            'providers.openai_compatible.whole.model="sd"',
+            "providers.openai_compatible.whole.native_max_outputs=4",
+            "providers.openai_compatible.whole.max_outputs=4",
+            "runtime.request.max_prompt_bytes=1000",
+        ],
+        cwd=tmp_path,
+    )
+    assert loaded.issues == []
+    providers = {provider.name: provider for provider in build_providers(loaded.config)}
+    wrapped = {
+        name: (provider.max_outputs, provider.max_parallel_outputs)
+        for name, provider in providers.items()
+        if isinstance(provider, FanoutProvider)
+    }
+    assert wrapped == {
+        "codex-responses": (5, 2),
+        "codex-images": (7, 7),  # parallelism "auto" is the output limit
+        "codex-app-server": (3, 3),
+        "wide": (6, 4),
+        "mock": (255, 255),
+    }
+    assert providers["whole"].name == "whole" and "whole" not in wrapped  # native 4 suffices
+    for provider in providers.values():
+        if isinstance(provider, FanoutProvider):
+            assert provider.limits == request_limits(loaded.config)

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from imagebridge.artifacts.inspect import ImageLimits
 from imagebridge.artifacts.store import ArtifactStore
@@ -32,7 +32,6 @@ from imagebridge.engine.validation import RequestLimits
 from imagebridge.providers.base import Provider, ProviderContext
 from imagebridge.providers.codex_app_server.factory import build_codex_app_server_provider
 from imagebridge.providers.codex_factory import (
-    CodexBuild,
     build_codex_images,
     build_codex_responses,
 )
@@ -135,24 +134,24 @@ def _mock(config: BridgeConfig) -> Provider:
     )
 
 
-def _openai_family(name: str) -> ProviderFactory:
-    """``openai`` or one ``[providers.openai_compatible.<name>]`` instance."""
+class _Built(Protocol):
+    """A built transport plus what the fan-out decorator needs to wrap it."""
 
-    def factory(config: BridgeConfig) -> Provider:
-        built = build_openai_provider(config, name)
-        return _with_fanout(
-            built.provider,
-            built.native_count,
-            built.max_outputs,
-            built.max_parallel_outputs,
-            config,
-        )
+    @property
+    def provider(self) -> Provider: ...
 
-    return factory
+    @property
+    def native_count(self) -> int: ...
+
+    @property
+    def max_outputs(self) -> int: ...
+
+    @property
+    def max_parallel_outputs(self) -> int: ...
 
 
-def _codex(build: Callable[[BridgeConfig], CodexBuild]) -> ProviderFactory:
-    """``codex-responses`` or ``codex-images`` (native count 1, so fan-out wrapped)."""
+def _fanned_out(build: Callable[[BridgeConfig], _Built]) -> ProviderFactory:
+    """A factory that builds a transport and wraps it in fan-out when it needs it."""
 
     def factory(config: BridgeConfig) -> Provider:
         built = build(config)
@@ -167,12 +166,17 @@ def _codex(build: Callable[[BridgeConfig], CodexBuild]) -> ProviderFactory:
     return factory
 
 
+def _openai_family(name: str) -> ProviderFactory:
+    """``openai`` or one ``[providers.openai_compatible.<name>]`` instance."""
+    return _fanned_out(lambda config: build_openai_provider(config, name))
+
+
 PROVIDER_FACTORIES: dict[str, ProviderFactory] = {
     "mock": _mock,
     "openai": _openai_family("openai"),
-    "codex-responses": _codex(build_codex_responses),
-    "codex-images": _codex(build_codex_images),
-    "codex-app-server": _codex(build_codex_app_server_provider),
+    "codex-responses": _fanned_out(build_codex_responses),  # native count 1: fan-out wrapped
+    "codex-images": _fanned_out(build_codex_images),
+    "codex-app-server": _fanned_out(build_codex_app_server_provider),
 }
 """Registered provider name → factory. Transports add themselves here."""
 

@@ -38,6 +38,7 @@ async def test_generation_calls_the_generations_route_like_codex(codex_bridge: C
     assert call.headers["originator"] == "imagegen-bridge"
     assert call.headers["content-type"] == "application/json"
     uuid.UUID(call.headers["x-codex-image-turn-id"])
+    assert "user-agent" not in call.headers
     assert codex_bridge.backend.calls("responses") == 0
     assert response.provider == "codex-images"
     assert response.model == "gpt-image-2"

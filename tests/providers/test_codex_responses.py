@@ -88,6 +88,11 @@ async def test_headers_are_exactly_the_original_set(codex_bridge: CodexBridge) -
     assert call.headers["content-type"] == "application/json"
     for absent in ("session-id", "thread-id", "openai-beta", "x-client-request-id", "cookie"):
         assert absent not in call.headers
+    transport = {"host", "accept-encoding", "connection", "content-length"}
+    assert set(call.headers) - transport == {
+        *("authorization", "chatgpt-account-id", "originator", "accept", "content-type"),
+    }  # no User-Agent either: the original sends none, and httpx's default is removed
+    assert call.headers["accept-encoding"] == "identity"
 
 
 async def test_usage_is_an_empty_object_when_the_backend_reports_none(

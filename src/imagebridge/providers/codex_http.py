@@ -17,20 +17,25 @@ DEFAULT_TIMEOUT_S = 300.0
 
 
 def new_http_client() -> httpx.AsyncClient:
-    """An async client for the Codex backend: no redirects, no proxies from the environment.
+    """An async client for the Codex backend: no redirects, no proxies from the environment,
+    no library User-Agent.
 
     Answers are asked for uncompressed, so every byte bound applies to what is on the wire.
     Calls pass their own timeout (time left to the deadline); the client default only
     covers a caller that forgets. The pool is unbounded because the fan-out decorator
     already bounds how many calls run at once.
     """
-    return httpx.AsyncClient(
+    client = httpx.AsyncClient(
         follow_redirects=False,
         trust_env=False,
         headers={"Accept-Encoding": "identity"},
         timeout=httpx.Timeout(DEFAULT_TIMEOUT_S),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
     )
+    # The original sends exactly its listed headers and no User-Agent (providers.md A2);
+    # httpx would otherwise announce itself on every call.
+    del client.headers["User-Agent"]
+    return client
 
 
 async def read_limited(response: httpx.Response, limit: int) -> tuple[bytes, bool]:

@@ -554,20 +554,36 @@ async def test_a_decorated_provider_validates_the_merged_prompt_itself() -> None
     assert inner.calls == 0
 
 
-async def test_the_runtime_leaves_a_decorated_providers_negotiated_request_to_the_decorator() -> (
-    None
-):
-    """On the fan-out path the decorator's validation is the only one after negotiation.
-
-    Its limits are the runtime's in a built application; here they differ, so a second
-    check by the runtime would show up as a refusal.
-    """
+async def test_a_merged_prompt_is_held_to_the_runtimes_limits_on_the_fan_out_path_too() -> None:
+    """The runtime checks a merged request itself, whatever the decorator's own limits."""
     inner = FakeProvider(caps=ONE)
     roomy = RequestLimits(max_prompt_bytes=4096)
     decorated = FanoutProvider(inner, max_outputs=4, max_parallel_outputs=2, limits=roomy)
     runtime = make_runtime(decorated, request_limits=TIGHT)
-    response = await runtime.execute(
-        request(prompt=NEAR_LIMIT, negative_prompt="blurry hands", parameters={"n": 2})
-    )
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(
+            request(prompt=NEAR_LIMIT, negative_prompt="blurry hands", parameters={"n": 2})
+        )
+    assert _prompt_issues(caught.value) == [("prompt", "too_large")]
+    assert inner.calls == 0
+    # without a merge nothing grows, and the decorator's check is the only one after negotiation
+    response = await runtime.execute(request(prompt=NEAR_LIMIT, parameters={"n": 2}))
     assert len(response.data) == 2 and inner.calls == 2
-    assert [n.reason for n in response.normalizations] == ["negative_prompt_prompt_merge"]
+
+
+async def test_a_refusal_caused_by_the_merge_says_so() -> None:
+    provider = FakeProvider(caps=ONE)
+    runtime = make_runtime(provider, request_limits=TIGHT)
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(prompt=NEAR_LIMIT, negative_prompt="blurry hands"))
+    error = caught.value
+    assert error.details["negative_prompt_merged"] is True
+    [issue] = error.details["issues"]
+    assert issue["message"] == "prompt exceeds 64 bytes once the negative prompt was merged into it"
+    assert any("negative prompt" in suggestion for suggestion in error.suggestions)
+    assert "blurry" not in str(error.to_dict())  # the prompt's text is never echoed
+    # a prompt that is too long on its own is refused before negotiation, without the note
+    with pytest.raises(BridgeError) as alone:
+        await runtime.execute(request(prompt="p" * 65, negative_prompt="dim"))
+    assert "negative_prompt_merged" not in alone.value.details
+    assert alone.value.details["issues"][0]["message"] == "prompt exceeds 64 bytes"

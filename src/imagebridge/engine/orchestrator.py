@@ -43,7 +43,11 @@ from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.negotiation import copy_parameters, negotiate_request
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.transparency import prepare_transparency
-from imagebridge.engine.validation import RequestLimits, validate_request
+from imagebridge.engine.validation import (
+    RequestLimits,
+    validate_negotiated_request,
+    validate_request,
+)
 from imagebridge.providers.base import EventSink, Provider, ProviderContext
 
 __all__ = [
@@ -58,6 +62,7 @@ __all__ = [
 logger = logging.getLogger("imagebridge.engine")
 
 T = TypeVar("T")
+_NEGATIVE_PROMPT_MERGE = "negative_prompt_prompt_merge"
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _NEVER_FALLBACK = frozenset(
     {
@@ -487,10 +492,15 @@ class ImageRuntime:
         context = ProviderContext(
             request_id=op.request_id, deadline=op.deadline, cancellation=op.token, events=op.events
         )
+        merged = any(n.reason == _NEGATIVE_PROMPT_MERGE for n in negotiated.normalizations)
+        decorated = isinstance(provider, FanoutProvider)
+        if merged or not decorated:  # negotiation can grow the request: check it again here
+            validate_negotiated_request(
+                effective, self.settings.request_limits, negative_prompt_merged=merged
+            )
         if isinstance(provider, FanoutProvider):  # negotiated here: not again in the decorator
-            call = provider.execute_negotiated(effective, context, caps)  # it validates
-        else:  # negotiation can grow the request (a merged negative prompt): check it again
-            validate_request(effective, self.settings.request_limits)
+            call = provider.execute_negotiated(effective, context, caps)
+        else:
             call = provider.execute(effective, context)
         response = await self._await_provider(call, op)
         provider_ms = _ms(provider_started)

@@ -21,7 +21,7 @@ from imagebridge.contract.enums import (
     ResponseFormat,
     SessionMode,
 )
-from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import CONTRACT_VERSION, ImageInput, ImageRequest, parse_size
 from imagebridge.contract.response import ValidationIssue
 
@@ -34,6 +34,7 @@ __all__ = [
     "is_safe_directory",
     "is_safe_filename",
     "parse_key_color",
+    "validate_negotiated_request",
     "validate_request",
     "validation_issues",
 ]
@@ -406,3 +407,39 @@ def validate_request(request: ImageRequest, limits: RequestLimits) -> None:
             "request validation failed",
             issues=[issue.model_dump(mode="json") for issue in issues],
         )
+
+
+_MERGED_PROMPT_NOTE = " once the negative prompt was merged into it"
+
+
+def validate_negotiated_request(
+    request: ImageRequest, limits: RequestLimits, *, negative_prompt_merged: bool
+) -> None:
+    """:func:`validate_request` for what negotiation produced.
+
+    Negotiation can only grow a request by merging the negative prompt into the prompt
+    (for a provider without native support). When that merge is what outgrew the prompt
+    limit, the issue and the suggestions say so: the caller's own prompt was within it.
+    """
+    issues = validation_issues(request, limits)
+    if not issues:
+        return
+    dumped = [issue.model_dump(mode="json") for issue in issues]
+    merged_too_large = negative_prompt_merged and any(
+        issue["field"] == "prompt" and issue["code"] == "too_large" for issue in dumped
+    )
+    if not merged_too_large:
+        raise BridgeError.invalid_request("request validation failed", issues=dumped)
+    for issue in dumped:
+        if issue["field"] == "prompt" and issue["code"] == "too_large":
+            issue["message"] += _MERGED_PROMPT_NOTE
+    raise BridgeError(
+        ErrorCode.INVALID_REQUEST,
+        "request validation failed",
+        details={"issues": dumped, "negative_prompt_merged": True},
+        suggestions=[
+            "Shorten the prompt or the negative prompt: this provider has no native negative "
+            "prompt, so the two are sent as one prompt.",
+            "Or route to a provider whose capabilities list a native negative prompt.",
+        ],
+    )

@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import queue
-import re
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 
 import httpx
+
+from _server import ServerProcess  # bench/ is on sys.path when a benchmark runs
 
 REQUEST = {
     "operation": "generate",
@@ -51,48 +48,6 @@ WARMUP = 16
 POLL_INTERVAL_S = 0.005
 JOB_TIMEOUT_S = 60.0
 TERMINAL = {"succeeded", "failed", "cancelled", "interrupted"}
-
-
-class Child:
-    """The bridge process; its stderr is drained so it can never block on a full pipe."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self._lines.put(line)
-
-    def url(self, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self._lines.get(timeout=0.1)
-            except queue.Empty:
-                if self.process.poll() is not None:
-                    break
-                continue
-            match = re.search(r"listening on (http://\S+)", line)
-            if match:
-                return match.group(1)
-        raise RuntimeError("bridge did not start")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
 
 
 async def _one_job(client: httpx.AsyncClient) -> None:
@@ -154,7 +109,7 @@ def main() -> None:
         args = ["-m", "imagebridge.server", "--bind", "127.0.0.1:0"]
         for item in BRIDGE_SETS:
             args += ["--set", item]
-        bridge = Child(args, env)
+        bridge = ServerProcess(args, env)
         try:
             rates = asyncio.run(_measure(bridge.url()))
         finally:

@@ -26,18 +26,17 @@ import argparse
 import asyncio
 import io
 import os
-import queue
 import re
 import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from _server import ServerProcess  # bench/ is on sys.path when a benchmark runs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -117,40 +116,17 @@ def serve(png_path: str, data_dir: str) -> None:
 # -- driver ------------------------------------------------------------------------------
 
 
-class Child:
+class Child(ServerProcess):
+    """The bridge serving the fixture PNG, with its memory counters from ``/proc``."""
+
     def __init__(self, png: Path, data_dir: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEGEN_BRIDGE")}
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(png), str(data_dir)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=data_dir,
-        )
-        self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._drain, daemon=True).start()
-        self.url = self._await_url()
-
-    def _drain(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self._lines.put(line)
-
-    def _await_url(self) -> str:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                line = self._lines.get(timeout=0.1)
-            except queue.Empty:
-                if self.process.poll() is not None:
-                    break
-                continue
-            match = re.search(r"listening on (http://\S+)", line)
-            if match:
-                return match.group(1)
-        self.stop()
-        raise RuntimeError("the server did not start")
+        super().__init__([__file__, "--serve", str(png), str(data_dir)], env, cwd=data_dir)
+        try:
+            self.base_url = self.url()
+        except RuntimeError:
+            self.stop()
+            raise
 
     def status(self, key: str) -> int:
         text = Path(f"/proc/{self.process.pid}/status").read_text()
@@ -163,14 +139,6 @@ class Child:
         except OSError:
             return False
         return True
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
 
 
 async def send(url: str, count: int, response_format: str, prompt: str) -> list[int]:
@@ -194,11 +162,11 @@ def measure(png: Path, encoded: int, response_format: str, count: int) -> tuple[
         child = Child(png, Path(scratch))
         try:
             for _ in range(3):
-                asyncio.run(send(child.url, 2, response_format, "warm-up"))
+                asyncio.run(send(child.base_url, 2, response_format, "warm-up"))
             time.sleep(0.2)
             baseline = child.status("VmRSS")
             reset = child.reset_peak()
-            sizes = asyncio.run(send(child.url, count, response_format, "measured"))
+            sizes = asyncio.run(send(child.base_url, count, response_format, "measured"))
             peak = child.status("VmHWM")
         finally:
             child.stop()

@@ -20,18 +20,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import queue
-import re
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import httpx
+
+from _server import ServerProcess  # bench/ is on sys.path when a benchmark runs
 
 REQUEST = {
     "operation": "generate",
@@ -70,47 +68,6 @@ def _baseline_main(body_path: str) -> None:
     config = uvicorn.Config(app, log_config=None, access_log=False)
     print(f"listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
     uvicorn.Server(config).run(sockets=[sock])
-
-
-class Child:
-    """A server process whose stderr is drained so it can never block on a full pipe."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self._lines.put(line)
-
-    def url(self, timeout: float = 20.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self._lines.get(timeout=0.1)
-            except queue.Empty:
-                if self.process.poll() is not None:
-                    break
-                continue
-            match = re.search(r"listening on (http://\S+)", line)
-            if match:
-                return match.group(1)
-        raise RuntimeError("server did not start")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
 
 
 async def _drive(
@@ -168,15 +125,15 @@ def main() -> None:
         args = ["-m", "imagebridge.server", "--bind", "127.0.0.1:0"]
         for item in BRIDGE_SETS:
             args += ["--set", item]
-        bridge = Child(args, env)
-        baseline: Child | None = None
+        bridge = ServerProcess(args, env)
+        baseline: ServerProcess | None = None
         try:
             bridge_url = bridge.url()
             body = httpx.post(f"{bridge_url}/v1/images", json=REQUEST, timeout=60)
             body.raise_for_status()
             body_path = Path(scratch) / "response.json"
             body_path.write_bytes(body.content)
-            baseline = Child([__file__, "--baseline", str(body_path)], env)
+            baseline = ServerProcess([__file__, "--baseline", str(body_path)], env)
             results = asyncio.run(_measure(bridge_url, baseline.url()))
         finally:
             bridge.stop()

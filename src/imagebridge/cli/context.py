@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 
 __all__ = ["REMOTE_ENV", "TOKEN_ENV", "CliContext", "CliUsageError", "GlobalOptions"]
 
-LISTENER_ONLY_ISSUES = frozenset({"required_for_remote_bind"})
-"""Config issues that only concern a process that listens for HTTP."""
 REMOTE_ENV = "IMAGEGEN_BRIDGE_URL"
 TOKEN_ENV = "IMAGEGEN_BRIDGE_TOKEN"  # noqa: S105 - a variable name, not a secret
 
@@ -76,17 +74,7 @@ class CliContext:
         listen (``serve`` validates it fully); it does not block local generation, presets
         or sessions here, unlike the original.
         """
-        loaded = self.load()
-        blocking = [issue for issue in loaded.issues if issue.code not in LISTENER_ONLY_ISSUES]
-        if blocking:
-            from imagebridge.contract.errors import BridgeError, ErrorCode
-
-            raise BridgeError(
-                ErrorCode.CONFIGURATION,
-                "configuration validation failed",
-                details={"issues": [issue.to_dict() for issue in blocking]},
-            )
-        return loaded.config
+        return self.load().require_valid(listener=False)
 
     def remote_url(self) -> str | None:
         """``--remote``, else ``$IMAGEGEN_BRIDGE_URL``, else ``None`` (run in-process)."""

@@ -36,7 +36,7 @@ from imagebridge.config.overrides import (
     parse_unset,
 )
 from imagebridge.config.paths import default_data_dir
-from imagebridge.config.validation import ConfigIssue, check, require_valid
+from imagebridge.config.validation import ConfigIssue, check, raise_for_issues
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
 __all__ = [
@@ -101,9 +101,13 @@ class LoadedConfig:
                 return origin
         return None
 
-    def require_valid(self) -> BridgeConfig:
-        """The configuration, or ``configuration`` "configuration validation failed"."""
-        require_valid(self.config)
+    def require_valid(self, *, listener: bool = True) -> BridgeConfig:
+        """The configuration, or ``configuration`` "configuration validation failed".
+
+        Uses the issues found at load time; ``listener=False`` lets a command that never
+        listens run despite listener-only issues (a public bind without a bearer token).
+        """
+        raise_for_issues(self.issues, listener=listener)
         return self.config
 
 

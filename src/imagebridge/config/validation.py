@@ -10,7 +10,7 @@ for the commands that cannot run with a broken configuration.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,10 +45,16 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import parse_size
 
 __all__ = [
+    "LISTENER_ONLY_ISSUES",
     "ConfigIssue",
     "check",
+    "raise_for_issues",
     "require_valid",
 ]
+
+LISTENER_ONLY_ISSUES = frozenset({"required_for_remote_bind"})
+"""Issue codes that only matter to a process that listens (a public bind without a bearer
+token): local generation, presets, sessions and the MCP server run despite them."""
 
 MiB = 1024 * 1024
 _MAX_CANCELLATION_GRACE_MS = 30_000
@@ -96,12 +102,18 @@ def check(config: BridgeConfig) -> list[ConfigIssue]:
 
 def require_valid(config: BridgeConfig) -> None:
     """Raise ``configuration`` "configuration validation failed" with ``details.issues``."""
-    issues = check(config)
-    if issues:
+    raise_for_issues(check(config))
+
+
+def raise_for_issues(issues: Sequence[ConfigIssue], *, listener: bool = True) -> None:
+    """Raise ``configuration`` for ``issues``; ``listener=False`` ignores the issues in
+    :data:`LISTENER_ONLY_ISSUES`, for commands that never listen."""
+    blocking = [issue for issue in issues if listener or issue.code not in LISTENER_ONLY_ISSUES]
+    if blocking:
         raise BridgeError(
             ErrorCode.CONFIGURATION,
             "configuration validation failed",
-            details={"issues": [issue.to_dict() for issue in issues]},
+            details={"issues": [issue.to_dict() for issue in blocking]},
         )
 
 

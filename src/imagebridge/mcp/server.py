@@ -17,7 +17,6 @@ from mcp.server.mcpserver import MCPServer
 
 from imagebridge._version import __version__
 from imagebridge.config import BridgeConfig, load_config
-from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.mcp.backend import Backend
 from imagebridge.mcp.options import McpOptions
 from imagebridge.mcp.settings import McpSettings
@@ -33,7 +32,6 @@ __all__ = [
     "serve",
 ]
 
-LISTENER_ONLY_ISSUES = frozenset({"required_for_remote_bind"})
 INSTRUCTIONS = (
     "Image generation through imagegen-bridge. generate_image and edit_image save images "
     "as files and return their absolute paths, artifact ids and small previews; pass "
@@ -65,14 +63,7 @@ def load_mcp_config(
 ) -> BridgeConfig:
     """The configuration, refusing semantic problems other than listener-only ones."""
     loaded = load_config(config_path=config_path, env=env, sets=sets, unsets=unsets)
-    blocking = [issue for issue in loaded.issues if issue.code not in LISTENER_ONLY_ISSUES]
-    if blocking:
-        raise BridgeError(
-            ErrorCode.CONFIGURATION,
-            "configuration validation failed",
-            details={"issues": [issue.to_dict() for issue in blocking]},
-        )
-    return loaded.config
+    return loaded.require_valid(listener=False)
 
 
 async def open_backend(

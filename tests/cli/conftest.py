@@ -22,9 +22,10 @@ import pytest
 
 from imagebridge.cli.app import main
 from imagebridge.storage import PostgresOptions
+from tests.support.fixture_files import ORIGINAL_CONFIG
 from tests.support.postgres import APP_DATABASE, APP_ROLE, PostgresServer
 
-EXAMPLE_CONFIG = Path(__file__).resolve().parents[3] / "shared" / "contract" / "config.example.toml"
+EXAMPLE_CONFIG = ORIGINAL_CONFIG
 OFFLINE = {
     "IMAGEGEN_BRIDGE__DEFAULT_PROVIDER": "mock",
     "IMAGEGEN_BRIDGE__PROVIDERS__CODEX_RESPONSES__ENABLED": "false",

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from imagebridge.config import LoadedConfig, load_config
+from tests.support.fixture_files import ORIGINAL_CONFIG
 
-EXAMPLE_CONFIG = Path(__file__).resolve().parents[3] / "shared" / "contract" / "config.example.toml"
+EXAMPLE_CONFIG = ORIGINAL_CONFIG
 
 
 @dataclass

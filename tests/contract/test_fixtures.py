@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +14,9 @@ from imagebridge.contract.envelope import ErrorEnvelope
 from imagebridge.contract.events import provider_event_adapter
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse, SessionMetadata
+from tests.support.fixture_files import SDK_DIR
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "sdk"
+FIXTURES = SDK_DIR
 
 MODELS: dict[str, type[BaseModel]] = {
     "generate-request.json": ImageRequest,

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from imagebridge.contract.schema import contract_json_schema
+from tests.support.fixture_files import ORIGINAL_SCHEMA
 
-ORIGINAL = (
-    Path(__file__).resolve().parents[3] / "shared" / "contract" / "imagegen-bridge-v1.schema.json"
-)
+ORIGINAL = ORIGINAL_SCHEMA
 
 # Definitions the original names as separate string/union types that we inline.
 INLINED = {"AspectRatio", "ImageSize", "PresetOperation"}

@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import time
 import tomllib
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +19,7 @@ from imagebridge.engine.idempotency import (
     IdempotencyLease,
     request_fingerprint,
 )
+from tests.support.fixture_files import ORIGINAL_CONFIG
 
 
 def response(response_id: str, padding: str = "") -> ImageResponse:
@@ -228,6 +228,5 @@ async def test_an_invalid_scope_is_refused(scope: str) -> None:
 
 
 def test_default_limits_are_the_original_configs_values() -> None:
-    config = Path(__file__).resolve().parents[3] / "shared" / "contract" / "config.example.toml"
-    configured = tomllib.loads(config.read_text())["runtime"]["idempotency"]
+    configured = tomllib.loads(ORIGINAL_CONFIG.read_text())["runtime"]["idempotency"]
     assert dataclasses.asdict(IdempotencyConfig()) == configured

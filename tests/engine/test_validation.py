@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from imagebridge.engine.validation import (
     validate_request,
     validation_issues,
 )
+from tests.support.fixture_files import ORIGINAL_CONFIG
 
 LIMITS = RequestLimits()
 IMAGE = {"type": "base64", "data": "iVBORw0KGgo="}
@@ -273,11 +273,6 @@ def test_inline_payload_limit_is_configurable() -> None:
 
 def test_mask_issue_uses_the_mask_field() -> None:
     assert pairs(edit(mask={"type": "base64", "data": ""})) == [("mask", "empty")]
-
-
-ORIGINAL_CONFIG = (
-    Path(__file__).resolve().parents[3] / "shared" / "contract" / "config.example.toml"
-)
 
 
 def test_default_limits_are_the_original_configs_runtime_request_values() -> None:

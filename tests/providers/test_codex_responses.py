@@ -25,12 +25,12 @@ from imagebridge.providers.codex_responses import CodexResponsesOptions, CodexRe
 from tests.support.codex_backend import (
     BRIDGE_ACCOUNT,
     BRIDGE_TOKEN,
-    FIXTURE_SSE_PATH,
     CodexBridge,
     write_codex_auth,
 )
+from tests.support.fixture_files import CODEX_ADVANCED_REQUEST
 
-ADVANCED_REQUEST = FIXTURE_SSE_PATH.parent / "advanced-request.json"
+ADVANCED_REQUEST = CODEX_ADVANCED_REQUEST
 
 
 def png_data_url(

@@ -49,8 +49,9 @@ from tests.support.codex_backend import (
     CodexBackend,
     codex_backend_fixture,  # noqa: F401 - registers the `codex_backend` fixture
 )
+from tests.support.fixture_files import CODEX_ADVANCED_REQUEST
 
-ADVANCED_REQUEST = FIXTURE_SSE_PATH.parent / "advanced-request.json"
+ADVANCED_REQUEST = CODEX_ADVANCED_REQUEST
 TOKEN = "tok-SECRET-wire-5b1e2f9a"
 ACCOUNT = "acct-SECRET-wire-77"
 CREDENTIALS = CodexCredentials(TOKEN, ACCOUNT)

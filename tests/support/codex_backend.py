@@ -47,6 +47,8 @@ from urllib.parse import urlsplit
 import pytest
 from PIL import Image, ImageDraw
 
+from tests.support.fixture_files import CODEX_SUCCESS_SSE
+
 __all__ = [
     "BRIDGE_ACCOUNT",
     "BRIDGE_TOKEN",
@@ -68,26 +70,7 @@ __all__ = [
     "write_codex_auth",
 ]
 
-FIXTURE_SSE_PATH: Final = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "fixtures"
-    / "codex-responses"
-    / "success.sse"
-)
-# The same stream, used when ../shared is not checked out next to the repository.
-_EMBEDDED_SUCCESS_SSE: Final = (
-    ": heartbeat\n\n"
-    'data: {"type":"response.image_generation_call.partial_image",'
-    '"partial_image_b64":"partial"}\n\n'
-    "event: response.output_item.done\n"
-    'data: {"type":"response.output_item.done","item":{"type":"image_generation_call",'
-    '"result":"final","revised_prompt":"revised"}}\n\n'
-    'data: {"type":"future.unknown_event","opaque":{"ignored":true}}\n\n'
-    'data: {"type":"response.completed","response":{"usage":{"input_tokens":2,'
-    '"output_tokens":3,"total_tokens":5}}}\n\n'
-    "data: [DONE]\n"
-)
+FIXTURE_SSE_PATH: Final = CODEX_SUCCESS_SSE
 REDACTED: Final = "<redacted>"
 _SECRET_HEADERS: Final = frozenset({"authorization", "chatgpt-account-id", "cookie"})
 _MAX_REQUEST_BYTES: Final = 256 * 1024 * 1024
@@ -488,10 +471,7 @@ class CodexBackend:
 
     def fixture_events(self) -> list[str]:
         """The recorded success stream, split into its SSE blocks (text, untouched)."""
-        try:
-            text = self._fixture_path.read_text(encoding="utf-8")
-        except OSError:
-            text = _EMBEDDED_SUCCESS_SSE
+        text = self._fixture_path.read_text(encoding="utf-8")
         return [block for block in text.replace("\r\n", "\n").split("\n\n") if block.strip()]
 
 

@@ -23,7 +23,7 @@ fails at teardown, even if the code swallowed the error. A test that provokes a
 violation on purpose inspects ``guard.violations`` and clears it.
 
 The fixture complements, not replaces, running the suite under
-``/work/shared/tools/loopback-only`` in CI.
+``scripts/loopback-only``, which ``scripts/check`` does where it can create a network namespace.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Run the REAL codex CLI (``@openai/codex@0.169.0``) offline against a loopback mock backend.
 
-How it fits together (see ``shared/spec/codex-peer.md`` §3b):
+How it fits together:
 
 * :class:`RealCodexHarness` prepares a throw-away ``CODEX_HOME`` with a fake ChatGPT
   ``auth.json`` (unsigned JWTs, plan ``plus``) and a self-signed certificate for
   ``127.0.0.1``, and writes a small wrapper script to use as the app-server
   ``executable``.
 * The wrapper runs this file as a *launcher* (``real_codex.py launch …``) — inside
-  ``shared/tools/loopback-only`` (a network namespace with nothing but loopback) when
+  ``scripts/loopback-only`` (a network namespace with nothing but loopback) when
   that works, so neither codex nor the mock can reach any other address. The launcher
   starts :class:`MockCodexBackend` (HTTPS, in a thread), writes ``config.toml`` with the
   mock's port (``chatgpt_base_url`` and the provider ``base_url`` point at it), then runs
@@ -47,7 +47,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CODEX_CACHE = REPO_ROOT / ".cache" / "codex-cli"
 CODEX_VERSION = "0.169.0"
-LOOPBACK_ONLY = REPO_ROOT.parent / "shared" / "tools" / "loopback-only"
+LOOPBACK_ONLY = REPO_ROOT / "scripts" / "loopback-only"
 ACCOUNT_ID = "acct-imagebridge-test"
 USER_ID = "user-imagebridge-test"
 MOCK_PROMPT = "a small blue square (mock backend)"
@@ -130,7 +130,7 @@ def require_codex_binary() -> Path:
 
 
 def loopback_only_available() -> bool:
-    """True when ``shared/tools/loopback-only`` can create a network namespace here."""
+    """True when ``scripts/loopback-only`` can create a network namespace here."""
     if not LOOPBACK_ONLY.exists():
         return False
     try:

@@ -1,7 +1,7 @@
 """The whole bridge (engine + codex-app-server provider) against the REAL codex 0.169.
 
 codex runs behind :mod:`tests.support.real_codex` — a loopback HTTPS mock of the Codex
-backend, inside ``shared/tools/loopback-only`` when this machine allows it — so nothing
+backend, inside ``scripts/loopback-only`` when this machine allows it — so nothing
 leaves 127.0.0.1. Skipped only when node is absent;
 with node present, a missing codex CLI fails the tests (install-test-deps installs it).
 """

@@ -1,6 +1,6 @@
 """The transport layers against the REAL codex 0.169 binary and a loopback mock backend.
 
-Runs codex inside ``shared/tools/loopback-only`` when this machine allows it (root), so
+Runs codex inside ``scripts/loopback-only`` when this machine allows it (root), so
 nothing can leave loopback; see :mod:`tests.support.real_codex`. Skipped only when node is
 absent; with node present, a missing codex CLI fails the tests (install-test-deps installs it).
 No process they start — launcher, codex, or anything codex starts — may outlive them.

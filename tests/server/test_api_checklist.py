@@ -431,14 +431,16 @@ def test_25_provider_pages_and_cursors(standard: LiveServer) -> None:
         "limit=101",
         "foo=1",
         "limit=x",
-        "cursor=",
         "cursor=bW9jaw==",
+        "cursor=&cursor=",
     ):
         response = get(standard, f"/v1/providers?{query}")
         assert response.status_code == 422, query
         assert response.json()["error"]["code"] == "invalid_request"
     first = get(standard, "/v1/providers?limit=1").json()
     assert [item["name"] for item in first["items"]] == ["codex-fake"]
+    # The original's SDK sends an unset cursor as an empty value: that is the first page.
+    assert get(standard, "/v1/providers?limit=1&cursor=").json() == first
     cursor = base64.urlsafe_b64encode(b"codex-fake").rstrip(b"=").decode()
     assert first["next_cursor"] == cursor
     second = get(standard, f"/v1/providers?limit=1&cursor={cursor}").json()
@@ -463,6 +465,7 @@ def test_26_descriptors_and_capability_documents(standard: LiveServer) -> None:
         caps = get(standard, f"/v1/providers/{item['name']}/capabilities").json()
         assert required <= set(caps)
         assert caps["batching"]["mode"] in {"native", "fan_out"}
+        assert get(standard, f"/v1/providers/{item['name']}/capabilities?model=").json() == caps
     unknown_query = get(standard, "/v1/providers/mock/capabilities?model=a&extra=1")
     assert unknown_query.status_code == 422
 
@@ -728,6 +731,9 @@ def test_48_session_lookup(standard: LiveServer) -> None:
     unsupported = get(standard, "/v1/sessions/unknown")
     assert unsupported.status_code == 400
     assert unsupported.json()["error"]["code"] == "unsupported_capability"
+    empty = get(standard, "/v1/sessions/unknown?provider=")  # the SDK's "no provider"
+    assert empty.status_code == 400
+    assert empty.json()["error"]["code"] == "unsupported_capability"
     assert get(standard, "/v1/sessions/unknown?provider=mock&x=1").status_code == 422
 
 

@@ -130,6 +130,9 @@ def test_37_thumbnails(jobs_server: LiveServer) -> None:
         assert thumb.headers["etag"] == f'"{hashlib.sha256(thumb.content).hexdigest()}"'
         with Image.open(io.BytesIO(thumb.content)) as image:
             assert max(image.size) <= 128
+        assert client.get(f"/v1/artifacts/{item['id']}/thumbnail?edge=").content == (
+            client.get(f"/v1/artifacts/{item['id']}/thumbnail").content
+        )
         for edge in ("16", "4096", "x"):
             response = client.get(f"/v1/artifacts/{item['id']}/thumbnail?edge={edge}")
             assert response.status_code == 422, edge
@@ -149,6 +152,9 @@ def test_38_history_favorites_hiding_and_search(serve: ServeFactory) -> None:
         assert [item["id"] for item in rest["items"]] == [job["id"]]
         assert "next_cursor" not in rest
         assert client.get("/v1/jobs?cursor=not-a-cursor").status_code == 422
+        # Exactly what the original's SDK sends for `jobs.list()`: empty values are absent.
+        sdk_query = "limit=1&cursor=&status=&visibility=&favorite=&search=&include_deleted="
+        assert client.get(f"/v1/jobs?{sdk_query}").json() == page
         by_status = client.get("/v1/jobs?status=succeeded").json()["items"]
         assert {item["id"] for item in by_status} == {job["id"], other["id"]}
         assert client.get("/v1/jobs?status=queued").json()["items"] == []
@@ -328,7 +334,9 @@ def test_42_preset_lifecycle(jobs_server: LiveServer) -> None:
         assert template["policies"]["compatibility"] == "strict"
         assert client.post("/v1/presets", json=body).status_code == 409
         assert client.get("/v1/presets/portrait-high").status_code == 200
-        assert client.get("/v1/presets?limit=1").status_code == 200
+        first = client.get("/v1/presets?limit=1")
+        assert first.status_code == 200
+        assert client.get("/v1/presets?limit=1&cursor=").json() == first.json()
         replaced = client.put(
             "/v1/presets/portrait-high", json={"description": "Updated", "template": {}}
         )

@@ -1,14 +1,16 @@
-"""Provider cursors and page limits."""
+"""Strict query strings, provider cursors and page limits."""
 
 from __future__ import annotations
 
 import pytest
+from starlette.requests import Request
 
 from imagebridge.contract.errors import BridgeError
 from imagebridge.server.query import (
     decode_provider_cursor,
     encode_provider_cursor,
     page_limit,
+    strict_query,
 )
 
 
@@ -50,3 +52,19 @@ def test_page_limits() -> None:
     for raw in ("", "-1", "1.5", "ten", "٣"):
         with pytest.raises(BridgeError, match="bad query"):
             page_limit(raw, **kwargs)
+
+
+def _request(query: bytes) -> Request:
+    return Request({"type": "http", "method": "GET", "path": "/", "query_string": query})
+
+
+def test_empty_query_values_mean_absent() -> None:
+    query = strict_query(_request(b"limit=5&cursor=&status="), ("limit", "cursor", "status"), "x")
+    assert query == {"limit": "5"}
+
+
+@pytest.mark.parametrize("query", [b"cursor=&cursor=", b"cursor=&cursor=abc", b"other="])
+def test_empty_values_still_count_as_keys(query: bytes) -> None:
+    with pytest.raises(BridgeError, match="bad query") as caught:
+        strict_query(_request(query), ("cursor",), "bad query")
+    assert caught.value.http_status == 422

@@ -1,8 +1,10 @@
 """Strict query strings and provider page cursors (api.md §5.1).
 
 Query keys are an allow-list: an unknown or repeated key is a 422, so a typo such as
-``?limt=5`` is reported instead of silently ignored. Provider cursors are the last name of
-the previous page, base64url without padding, decoded strictly (canonical form only).
+``?limt=5`` is reported instead of silently ignored. An empty value (``?cursor=``) means the
+parameter is absent, on every route: the original's SDKs send each unset optional parameter
+that way, so refusing it would break them. Provider cursors are the last name of the
+previous page, base64url without padding, decoded strictly (canonical form only).
 """
 
 from __future__ import annotations
@@ -34,12 +36,19 @@ _ALPHABET = re.compile(r"[A-Za-z0-9_-]*")
 
 
 def strict_query(request: Request, allowed: Collection[str], message: str) -> dict[str, str]:
-    """The query as a dict; unknown or repeated keys raise ``invalid_request`` (422)."""
+    """The query's non-empty values; unknown or repeated keys raise ``invalid_request`` (422).
+
+    A key given with an empty value is left out of the result, so every route reads it as
+    absent; it still counts for the unknown and repeated checks.
+    """
+    seen: set[str] = set()
     values: dict[str, str] = {}
     for key, value in request.query_params.multi_items():
-        if key not in allowed or key in values:
+        if key not in allowed or key in seen:
             raise BridgeError.invalid_request(message)
-        values[key] = value
+        seen.add(key)
+        if value:
+            values[key] = value
     return values
 
 

@@ -228,7 +228,7 @@ def test_remote_malformed_diagnostics_are_a_protocol_error(cli: Cli) -> None:
     async def diagnostics(_: object) -> JSONResponse:
         return JSONResponse({"providers": "codex-responses", "token": BRIDGE_TOKEN})
 
-    with serving(Starlette(routes=[Route("/v1/diagnostics", diagnostics)])) as url:
+    with serving(Starlette(routes=[Route("/v1/diagnostics/extended", diagnostics)])) as url:
         result = cli("--json", "--remote", url, "providers", "quota")
     assert result.code == 6 and result.error()["code"] == "protocol"
     assert_no_secrets(result.stdout, result.stderr)

@@ -848,11 +848,9 @@ async def test_statistics_report_counts_and_bounds(make_bridge: BridgeFactory) -
         "max_retained",
         "max_retained_bytes",
         "max_database_bytes",
-        "shared",
-        "instance_id",
-        "leases",
-        "queued_by_provider",
-    }
+    }  # exactly the original's keys: its SDK refuses any other
+    queue = await bridge.manager.queue_statistics()
+    assert set(queue) == {"shared", "instance_id", "leases", "queued_by_provider"}
     # A single SQLite instance: no leases, nothing queued, its own generated name.
-    assert (stats["shared"], stats["leases"], stats["queued_by_provider"]) == (False, {}, {})
-    assert stats["instance_id"] == bridge.manager.instance_id
+    assert (queue["shared"], queue["leases"], queue["queued_by_provider"]) == (False, {}, {})
+    assert queue["instance_id"] == bridge.manager.instance_id

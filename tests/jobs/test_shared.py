@@ -100,10 +100,10 @@ async def test_jobs_run_only_where_their_provider_is_served(
 
     # Nobody serves "beta": the job waits, visible per route, until it is cancelled.
     stranded, _ = await b.manager.submit(SCOPE, routed("fox", "beta"))
-    stats = await a.manager.statistics()
+    stats = await a.manager.queue_statistics()
     assert stats["queued_by_provider"] == {"beta": 1}
     assert (await b.manager.cancel(SCOPE, stranded.id)).status is ImageJobStatus.CANCELLED
-    assert (await a.manager.statistics())["queued_by_provider"] == {}
+    assert (await a.manager.queue_statistics())["queued_by_provider"] == {}
 
 
 async def test_a_job_naming_no_provider_runs_on_the_submitters_default(
@@ -164,7 +164,7 @@ async def test_a_dead_instances_jobs_end_interrupted_after_the_lease_and_never_r
 
     survivor.clock.advance(29)
     assert await survivor.queue.reap_expired() == 0
-    assert (await survivor.manager.statistics())["leases"] == {"ghost": 1}
+    assert (await survivor.manager.queue_statistics())["leases"] == {"ghost": 1}
     survivor.clock.advance(1)
     assert await survivor.queue.reap_expired() == 1
     done = await survivor.manager.get(SCOPE, second.id)
@@ -173,7 +173,7 @@ async def test_a_dead_instances_jobs_end_interrupted_after_the_lease_and_never_r
     assert done.error.details["recovery"] == "inspect_history_before_retrying"
     await asyncio.sleep(0.1)
     assert survivor.provider().calls == 1  # only the first job ever ran
-    assert (await survivor.manager.statistics())["leases"] == {}
+    assert (await survivor.manager.queue_statistics())["leases"] == {}
 
 
 async def test_an_instance_that_lost_its_lease_stops_and_leaves_the_record_alone(
@@ -207,7 +207,7 @@ async def test_a_new_instance_leaves_other_instances_running_jobs_alone(
     await a.reached(job.id, running)
     late = await make_instance("node-b")  # a single instance would recover "running" rows
     assert (await late.manager.get(SCOPE, job.id)).status is ImageJobStatus.RUNNING
-    stats = await late.manager.statistics()
+    stats = await late.manager.queue_statistics()
     assert stats["shared"] is True and stats["instance_id"] == "node-b"
     assert stats["leases"] == {"node-a": 1}
     await late.manager.cancel(SCOPE, job.id)
@@ -224,7 +224,7 @@ async def test_heartbeats_keep_leases_alive_while_shutdown_drains(
     b = await make_instance("node-b", lease_secs=2, heartbeat_secs=0.2, clock=_RealClock())
     job, _ = await a.manager.submit(SCOPE, image_request("[mock:latency=2500] fox"))
     await a.reached(job.id, running)
-    leases = (await a.manager.statistics())["leases"]
+    leases = (await a.manager.queue_statistics())["leases"]
     holder, other = (a, b) if leases == {"node-a": 1} else (b, a)
     await holder.manager.shutdown(timeout_s=10)  # lets the job finish, leases renewed
     assert (await other.manager.get(SCOPE, job.id)).status is ImageJobStatus.SUCCEEDED
@@ -244,7 +244,7 @@ async def test_statistics_name_the_instance_and_count_leases_and_routes(
     await a.reached(job.id, running)
     await idle.manager.submit(SCOPE, routed("fox", "beta"))
     await idle.manager.submit(SCOPE, routed("fox", "beta"))
-    stats = await idle.manager.statistics()
+    stats = await idle.manager.queue_statistics()
     assert (stats["shared"], stats["instance_id"]) == (True, "node-b")
     assert stats["leases"] == {"node-a": 1}
     assert stats["queued_by_provider"] == {"beta": 2}

@@ -481,7 +481,7 @@ async def test_the_diagnostics_route_shows_both_providers_quota_without_identifi
     server = create_app(codex_bridge.app.config, application=codex_bridge.app)
     transport = httpx.ASGITransport(app=server)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-        response = await client.get("/v1/diagnostics")
+        response = await client.get("/v1/diagnostics/extended")
 
     assert response.status_code == 200
     for provider in ("codex-responses", "codex-images"):

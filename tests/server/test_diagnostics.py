@@ -1,11 +1,14 @@
-"""``/v1/diagnostics``: operator state without secrets, plus provider extras."""
+"""``/v1/diagnostics`` (the original's keys only) and ``/v1/diagnostics/extended`` (plus
+imagebridge's additions): operator state without secrets, plus provider extras."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from imagebridge.server import ServerOptions
+from tests.compat import original_contract
 from tests.server.conftest import ServeFactory, wait_for
 from tests.server.doubles import UnreadyProvider, mock_provider
 from tests.support.fakes import FakeProvider
@@ -58,10 +61,11 @@ def test_diagnostics_never_contain_secrets(serve: ServeFactory) -> None:
         assert client.get(f"/v1/sessions/{secrets['session']}?provider=mock").status_code == 200
         assert wait_for(lambda: server.state.readiness.probed)
         response = client.get("/v1/diagnostics")
-    assert response.status_code == 200
-    text = response.text
-    for name, secret in secrets.items():
-        assert secret not in text, name
+        extended = client.get("/v1/diagnostics/extended")
+    assert response.status_code == extended.status_code == 200
+    for text in (response.text, extended.text):
+        for name, secret in secrets.items():
+            assert secret not in text, name
     body = response.json()
     broken = next(item for item in body["providers"] if item["provider"] == "broken")
     assert broken["status"] == "not_ready"
@@ -72,10 +76,41 @@ def test_diagnostics_never_contain_secrets(serve: ServeFactory) -> None:
     assert routes[:2] == ["/v1/sessions/{key}", "/v1/images"]
     provenance = {item["field"]: item for item in body["configuration"]["provenance"]}
     assert provenance["server.bearer_token_env"]["source"] == "override"
-    assert body["runtime"]["circuit_breakers"]["mock"]["state"] == "closed"
+    assert set(body["runtime"]) == {"global_queued", "providers_queued"}
+    assert extended.json()["runtime"]["circuit_breakers"]["mock"]["state"] == "closed"
     assert body["configuration"]["listener_port"] == server.port
     assert body["configuration"]["jobs_enabled"] is True
     assert body["jobs"]["max_running"] == 4 and body["jobs"]["total"] == 0
+    assert "shared" not in body["jobs"]
+    assert extended.json()["jobs"]["shared"] is False
+
+
+def test_the_base_document_holds_exactly_the_original_keys(serve: ServeFactory) -> None:
+    """The original's SDK decodes ``/v1/diagnostics`` strictly: every object it knows must
+    validate against the original's schema (``additionalProperties: false``)."""
+    server = serve('default_provider="quota"', providers=[QuotaProvider("quota")])
+    with server.client() as client:
+        client.get("/v1/providers")
+        assert wait_for(lambda: server.state.readiness.probed)
+        body = client.get("/v1/diagnostics").json()
+        extended = client.get("/v1/diagnostics/extended").json()
+    # `events` is emitted by the original and decoded by its SDK, but missing from its
+    # OperatorDiagnostics schema (api.md §13.7): checked against its own component.
+    original_contract.validate(body.pop("events"), "OperatorEventHistory")
+    original_contract.validate(body, "OperatorDiagnostics")
+    assert "providers_detail" not in body
+    # The extended document is the same snapshot with the additions put back.
+    assert extended["providers_detail"] == {
+        "quota": {"quota": {"state": "available", "used_percent": 12}}
+    }
+    assert set(extended["runtime"]) == {*body["runtime"], "circuit_breakers"}
+    assert set(extended["jobs"]) == {
+        *body["jobs"],
+        "shared",
+        "instance_id",
+        "leases",
+        "queued_by_provider",
+    }
 
 
 def test_provider_diagnostics_hooks_are_included_and_bounded(serve: ServeFactory) -> None:
@@ -85,7 +120,10 @@ def test_provider_diagnostics_hooks_are_included_and_bounded(serve: ServeFactory
         options=ServerOptions(diagnostics_timeout=0.2),
     )
     with server.client() as client:
-        body = client.get("/v1/diagnostics").json()
+        started = time.monotonic()
+        assert "providers_detail" not in client.get("/v1/diagnostics").json()
+        assert time.monotonic() - started < 5  # the base document never waits for hooks
+        body = client.get("/v1/diagnostics/extended").json()
     assert body["providers_detail"]["quota"] == {
         "quota": {"state": "available", "used_percent": 12}
     }

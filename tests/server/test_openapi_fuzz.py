@@ -64,6 +64,7 @@ def test_every_operation_is_documented_and_fuzzed(fuzzed: LiveServer) -> None:
             "GET /health/ready",
             "GET /metrics",
             "GET /v1/diagnostics",
+            "GET /v1/diagnostics/extended",
             "GET /v1/providers",
             "GET /v1/providers/{provider}/capabilities",
             "GET /v1/sessions/{key}",

@@ -109,7 +109,7 @@ def test_any_server_shows_the_history_and_serves_the_artifacts(
         for client in (via_a, via_b):
             listed = client.get("/v1/jobs", params={"limit": 100}).json()
             assert sorted(item["id"] for item in listed["items"]) == sorted(jobs)
-        diagnostics = [client.get("/v1/diagnostics") for client in (via_a, via_b)]
+        diagnostics = [client.get("/v1/diagnostics/extended") for client in (via_a, via_b)]
     for response, name in zip(diagnostics, ("node-a", "node-b"), strict=True):
         assert response.status_code == 200
         jobs_state = response.json()["jobs"]
@@ -133,7 +133,7 @@ def test_a_cancel_sent_to_one_server_stops_the_job_on_another(
             return bool(state["status"] == "running" and state["progress"]["stage"] != "starting")
 
         assert wait_for(running, timeout=10)
-        diagnostics = via_front.get("/v1/diagnostics").json()["jobs"]
+        diagnostics = via_front.get("/v1/diagnostics/extended").json()["jobs"]
         assert diagnostics["leases"] == {"runner": 1}
         cancelled = via_front.delete(f"/v1/jobs/{job['id']}")
         assert cancelled.status_code == 200 and cancelled.json()["cancel_requested"] is True

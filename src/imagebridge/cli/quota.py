@@ -3,7 +3,7 @@
 A provider that knows its plan's usage (the Codex transports read ``wham/usage``) exposes
 an ``async def diagnostics() -> dict`` hook; the fan-out decorator wraps it, so the hook is
 looked for on the provider and then down its ``inner`` chain. The same hook feeds
-``GET /v1/diagnostics`` (``providers_detail``), which is what ``--remote`` reads.
+``GET /v1/diagnostics/extended`` (``providers_detail``), which is what ``--remote`` reads.
 
 Whatever the source, a reading is reduced to an allow-list of fields (plan type, window
 names, used percent, window length, reset time, an error's code and message), so a token,

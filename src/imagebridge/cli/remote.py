@@ -13,6 +13,7 @@ returned in wire form (``to_wire()``), exactly what the local commands print.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Self, TypeVar
 
@@ -140,8 +141,9 @@ class RemoteBridge:
         return caps.to_wire()
 
     async def diagnostics(self) -> dict[str, Any]:
-        """``GET /v1/diagnostics``: readiness and each provider's extras (quota windows)."""
-        return await self._call(self.client.diagnostics)
+        """``GET /v1/diagnostics/extended``: readiness and each provider's extras (quota
+        windows), which the original's ``/v1/diagnostics`` document cannot carry."""
+        return await self._call(functools.partial(self.client.diagnostics, extended=True))
 
     async def get_session(self, key: str, provider: str | None) -> Any:
         session = await self._call(lambda: self.client.sessions.get(key, provider=provider))

@@ -127,7 +127,7 @@ def providers_quota(ctx: CliContext, provider: str | None, *, refresh: bool) -> 
 
     Every enabled provider (or ``--provider``) is listed; one that keeps no quota says so
     (``not_reported``) and one whose quota cannot be read is an ``unavailable`` entry with
-    a ``warning``. On ``--remote`` the bridge's ``GET /v1/diagnostics`` is read instead.
+    a ``warning``. On ``--remote`` the bridge's ``GET /v1/diagnostics/extended`` is read instead.
     """
     from imagebridge.cli.quota import read_quota, reading_from_detail
 

@@ -116,9 +116,16 @@ class ImageBridgeClient:
     def settings(self) -> ClientSettings:
         return self._transport.settings
 
-    def diagnostics(self, *, request_id: str | None = None) -> dict[str, Any]:
-        """``GET /v1/diagnostics``: the bridge's redacted operator state (a JSON object)."""
-        return self._transport.execute(diagnostics_spec(request_id))
+    def diagnostics(
+        self, *, extended: bool = False, request_id: str | None = None
+    ) -> dict[str, Any]:
+        """``GET /v1/diagnostics``: the bridge's redacted operator state (a JSON object).
+
+        ``extended=True`` reads ``/v1/diagnostics/extended`` instead: the same document plus
+        imagebridge's additions (circuit breakers, shared-queue leases, provider extras such
+        as quota windows). The original bridge has no such route (404).
+        """
+        return self._transport.execute(diagnostics_spec(request_id, extended=extended))
 
     def close(self) -> None:
         """Release connections (a client passed as ``http_client`` stays open)."""
@@ -181,8 +188,10 @@ class AsyncImageBridgeClient:
     def settings(self) -> ClientSettings:
         return self._transport.settings
 
-    async def diagnostics(self, *, request_id: str | None = None) -> dict[str, Any]:
-        return await self._transport.execute(diagnostics_spec(request_id))
+    async def diagnostics(
+        self, *, extended: bool = False, request_id: str | None = None
+    ) -> dict[str, Any]:
+        return await self._transport.execute(diagnostics_spec(request_id, extended=extended))
 
     async def aclose(self) -> None:
         await self._transport.aclose()

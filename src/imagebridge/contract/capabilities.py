@@ -15,7 +15,6 @@ from imagebridge.contract._base import (
     ContractModel,
     StrictBool,
     StrictStr,
-    omit_empty,
     omit_none,
 )
 from imagebridge.contract.enums import (
@@ -66,7 +65,9 @@ class BatchCapabilities(ContractModel):
 
 class SizeCapabilities(ContractModel):
     auto: StrictBool
-    allowed: list[StrictStr] = Field(default_factory=list, exclude_if=omit_empty)
+    # Always sent, even empty: the original omitted an empty list, and its own SDK then
+    # failed to decode the capabilities of any provider without fixed sizes (KeyError).
+    allowed: list[StrictStr] = Field(default_factory=list)
     arbitrary: StrictBool = False
     min_edge: U32 | None = Field(default=None, exclude_if=omit_none)
     max_edge: U32 | None = Field(default=None, exclude_if=omit_none)

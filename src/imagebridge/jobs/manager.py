@@ -574,7 +574,8 @@ class JobManager:
         return self._previews.get((scope, job_id))
 
     async def statistics(self) -> dict[str, Any]:
-        """Counts, sizes and bounds for diagnostics (api.md §11 ``jobs``)."""
+        """Counts, sizes and bounds for diagnostics (api.md §11 ``jobs``): exactly the
+        original's keys, since its SDK refuses any other (see :meth:`queue_statistics`)."""
         stats = await self._store.statistics()
         settings = self._settings
         return {
@@ -595,12 +596,12 @@ class JobManager:
             "max_retained": settings.max_retained,
             "max_retained_bytes": settings.max_retained_bytes,
             "max_database_bytes": settings.max_database_bytes,
-            **await self._queue_statistics(),
         }
 
-    async def _queue_statistics(self) -> dict[str, Any]:
+    async def queue_statistics(self) -> dict[str, Any]:
         """Who runs what (issue 14): this instance, running leases per instance, queue
-        depth per provider route (``"*"``: jobs any instance may claim)."""
+        depth per provider route (``"*"``: jobs any instance may claim). An addition to the
+        original's statistics, served by ``/v1/diagnostics/extended`` only."""
         leases: dict[str, int] = {}
         queued: dict[str, int] = {}
         if isinstance(self._store, SharedJobStore):

@@ -1,4 +1,4 @@
-"""``/v1/diagnostics``: redacted operator state (api.md §11).
+"""``/v1/diagnostics`` and ``/v1/diagnostics/extended``: redacted operator state (api.md §11).
 
 Everything here is counts, states, names of configured things and provenance *sources*:
 never credentials, prompts, request or session identifiers, or file-system paths.
@@ -6,6 +6,10 @@ Readiness errors are passed through an allow-list of detail keys, because a prov
 error details may legitimately name a path or an upstream id that an operator page must
 not show. A provider may add extras (for example its quota windows) through an optional
 ``async def diagnostics() -> dict`` method; they appear under ``providers_detail``.
+
+One snapshot, :func:`build_extended_diagnostics`, holds everything; the original's
+document (:func:`build_diagnostics`) is that snapshot with imagebridge's additions left
+out, so its strict clients decode it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from imagebridge.server.models import (
     CircuitBreakerDiagnostics,
     ConfigurationDiagnostics,
     ConfigurationOrigin,
+    ExtendedDiagnostics,
+    ExtendedJobManagerDiagnostics,
+    ExtendedRuntimeDiagnostics,
+    JobManagerDiagnostics,
     ListenerScope,
     OperatorDiagnostics,
     OperatorEventHistory,
@@ -33,7 +41,7 @@ from imagebridge.server.models import (
 )
 from imagebridge.server.state import BridgeState
 
-__all__ = ["build_diagnostics", "listener_scope", "redacted_error"]
+__all__ = ["build_diagnostics", "build_extended_diagnostics", "listener_scope", "redacted_error"]
 
 logger = logging.getLogger("imagebridge.server")
 
@@ -106,18 +114,55 @@ async def _provider_detail(provider: Provider, timeout: float) -> dict[str, Any]
         return {"status": "unavailable", "reason": "error"}
 
 
+# What the base document keeps: the original's top-level keys, and in each extended nested
+# object only its base model's keys (an Extended* model added for another object goes here).
+_BASE_FIELDS = set(OperatorDiagnostics.model_fields)
+_ADDED_FIELDS = {
+    "runtime": set(ExtendedRuntimeDiagnostics.model_fields) - set(RuntimeDiagnostics.model_fields),
+    "jobs": set(ExtendedJobManagerDiagnostics.model_fields)
+    - set(JobManagerDiagnostics.model_fields),
+}
+
+
 async def build_diagnostics(state: BridgeState) -> OperatorDiagnostics:
+    """The original's document: exactly its keys, in every object."""
+    extended = await build_extended_diagnostics(state, provider_details=False)
+    return OperatorDiagnostics.model_validate(
+        extended.model_dump(mode="json", include=_BASE_FIELDS, exclude=_ADDED_FIELDS)
+    )
+
+
+async def build_extended_diagnostics(
+    state: BridgeState, *, provider_details: bool = True
+) -> ExtendedDiagnostics:
+    """Everything: the original's document plus each addition (``ExtendedDiagnostics``).
+
+    ``provider_details=False`` skips the providers' hooks (the base document drops them, so
+    it need not wait up to the hook timeout for them).
+    """
     config = state.config
     server = config.server
     listener = state.options.listener
     runtime = state.runtime
     queues = runtime.queue_snapshot()
-    providers = state.providers()
-    details = await asyncio.gather(
-        *(_provider_detail(p, state.options.diagnostics_timeout) for p in providers)
-    )
-    jobs = None if state.jobs is None else await state.jobs.jobs.statistics()
-    return OperatorDiagnostics(
+    details: dict[str, dict[str, Any]] = {}
+    if provider_details:
+        providers = state.providers()
+        answers = await asyncio.gather(
+            *(_provider_detail(p, state.options.diagnostics_timeout) for p in providers)
+        )
+        details = {
+            provider.name: answer
+            for provider, answer in zip(providers, answers, strict=True)
+            if answer is not None
+        }
+    jobs = None
+    if state.jobs is not None:
+        manager = state.jobs.jobs
+        jobs = ExtendedJobManagerDiagnostics.model_validate(
+            {**await manager.statistics(), **await manager.queue_statistics()}
+        )
+    return ExtendedDiagnostics(
         bridge_version=__version__,
         configuration=ConfigurationDiagnostics(
             version=config.version,
@@ -135,7 +180,7 @@ async def build_diagnostics(state: BridgeState) -> OperatorDiagnostics:
         ),
         artifact_storage_enabled=True,
         jobs=jobs,
-        runtime=RuntimeDiagnostics(
+        runtime=ExtendedRuntimeDiagnostics(
             global_queued=queues["global_queued"],
             providers_queued=dict(queues["providers_queued"]),
             circuit_breakers={
@@ -145,9 +190,5 @@ async def build_diagnostics(state: BridgeState) -> OperatorDiagnostics:
         ),
         providers=_readiness(await state.readiness.latest(), runtime.registry.names),
         events=OperatorEventHistory.model_validate(state.events.snapshot()),
-        providers_detail={
-            provider.name: detail
-            for provider, detail in zip(providers, details, strict=True)
-            if detail is not None
-        },
+        providers_detail=details,
     )

@@ -25,6 +25,7 @@ _EXACT = frozenset(
         "/v1/images/edits",
         "/v1/providers",
         "/v1/diagnostics",
+        "/v1/diagnostics/extended",
         "/v1/jobs",
         "/v1/presets",
         "/metrics",

@@ -3,6 +3,12 @@
 They document the routes in ``/v1/openapi.json`` and build the bodies, so the document
 and the answers cannot drift apart. Contract models (requests, responses, capabilities)
 live in :mod:`imagebridge.contract`.
+
+``/v1/diagnostics`` carries exactly the original's keys (:class:`OperatorDiagnostics`): the
+original's SDK decodes each of its objects into a dataclass, so one unknown key breaks it.
+Everything imagebridge adds lives in :class:`ExtendedDiagnostics`
+(``GET /v1/diagnostics/extended``), a superset built from the same snapshot. **Put a new
+diagnostic there**, never in the base models (docs/api-decisions.md lists each addition).
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ __all__ = [
     "CircuitBreakerDiagnostics",
     "ConfigurationDiagnostics",
     "ConfigurationOrigin",
+    "ExtendedDiagnostics",
+    "ExtendedJobManagerDiagnostics",
+    "ExtendedRuntimeDiagnostics",
+    "JobManagerDiagnostics",
     "LiveStatus",
     "OperatorDiagnostics",
     "OperatorEvent",
@@ -72,7 +82,46 @@ class CircuitBreakerDiagnostics(ContractModel):
 class RuntimeDiagnostics(ContractModel):
     global_queued: int = Field(ge=0)
     providers_queued: dict[str, int]
+
+
+class ExtendedRuntimeDiagnostics(RuntimeDiagnostics):
+    """Runtime state plus each provider's circuit breaker (the original sent these inside
+    ``runtime``, where its own SDK's decoder refused them)."""
+
     circuit_breakers: dict[str, CircuitBreakerDiagnostics]
+
+
+class JobManagerDiagnostics(ContractModel):
+    """Durable-job counts, sizes and bounds: the original's keys, no more."""
+
+    total: int = Field(ge=0)
+    queued: int = Field(ge=0)
+    running: int = Field(ge=0)
+    succeeded: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    cancelled: int = Field(ge=0)
+    interrupted: int = Field(ge=0)
+    hidden: int = Field(ge=0)
+    database_bytes: int = Field(ge=0)
+    logical_bytes: int = Field(ge=0)
+    active_workers: int = Field(ge=0)
+    max_pending: int = Field(ge=0)
+    max_running: int = Field(ge=0)
+    retention_secs: int = Field(ge=0)
+    max_retained: int = Field(ge=0)
+    max_retained_bytes: int = Field(ge=0)
+    max_database_bytes: int = Field(ge=0)
+
+
+class ExtendedJobManagerDiagnostics(JobManagerDiagnostics):
+    """Job statistics plus who runs what in shared-queue mode."""
+
+    shared: StrictBool
+    instance_id: StrictStr
+    leases: dict[str, int] = Field(description="Running leases per instance id.")
+    queued_by_provider: dict[str, int] = Field(
+        description='Queued jobs per provider route ("*": jobs any instance may claim).'
+    )
 
 
 class ProviderReadinessStatus(ContractModel):
@@ -103,9 +152,17 @@ class OperatorDiagnostics(ContractModel):
     configuration: ConfigurationDiagnostics
     artifact_storage_enabled: StrictBool
     runtime: RuntimeDiagnostics
-    jobs: dict[str, Any] | None = Field(default=None, exclude_if=omit_none)
+    jobs: JobManagerDiagnostics | None = Field(default=None, exclude_if=omit_none)
     providers: list[ProviderReadinessStatus]
     events: OperatorEventHistory
+
+
+class ExtendedDiagnostics(OperatorDiagnostics):
+    """``GET /v1/diagnostics/extended``: everything ``/v1/diagnostics`` has, plus
+    imagebridge's additions where they belong. The place for any new diagnostic."""
+
+    runtime: ExtendedRuntimeDiagnostics
+    jobs: ExtendedJobManagerDiagnostics | None = Field(default=None, exclude_if=omit_none)
     providers_detail: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude_if=omit_empty)
     """Optional per-provider extras (e.g. quota windows) from a provider's
     ``diagnostics()`` hook, keyed by provider name."""

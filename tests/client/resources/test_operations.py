@@ -94,6 +94,10 @@ async def test_diagnostics_is_a_redacted_json_object(api: Client) -> None:
     diagnostics = await resolve(api.diagnostics())
     assert diagnostics["bridge_version"]
     assert diagnostics["events"]["capacity"] == 256
+    assert "circuit_breakers" not in diagnostics["runtime"]  # the original's document
+    extended = await resolve(api.diagnostics(extended=True))
+    assert extended["runtime"]["circuit_breakers"]["mock"]["state"] == "closed"
+    assert extended["runtime"]["global_queued"] == diagnostics["runtime"]["global_queued"]
 
 
 @pytest.fixture(scope="module")

@@ -69,8 +69,11 @@ def _json_object(raw: RawResponse) -> dict[str, Any]:
     return body
 
 
-def diagnostics_spec(request_id: str | None) -> RequestSpec[dict[str, Any]]:
-    return RequestSpec("GET", "/v1/diagnostics", _json_object, request_id=request_id)
+def diagnostics_spec(
+    request_id: str | None, *, extended: bool = False
+) -> RequestSpec[dict[str, Any]]:
+    path = "/v1/diagnostics/extended" if extended else "/v1/diagnostics"
+    return RequestSpec("GET", path, _json_object, request_id=request_id)
 
 
 def _artifact_parser(artifact_id: str) -> Any:

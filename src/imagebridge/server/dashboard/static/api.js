@@ -175,7 +175,9 @@ export class BridgeApi extends EventTarget {
   }
 
   diagnostics() {
-    return this.json("GET", "/v1/diagnostics");
+    // The extended document: the original's keys plus circuit breakers, leases and each
+    // provider's extras (quota windows), which the system view shows.
+    return this.json("GET", "/v1/diagnostics/extended");
   }
 
   // -- jobs ------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def test_document_shape_security_and_schemas(serve: ServeFactory) -> None:
             if path not in PUBLIC:
                 assert "default" in operation["responses"], (method, path)
     schemas = document["components"]["schemas"]
-    for name in ("ImageRequest", "ImageResponse", "ProviderCapabilities", "ErrorEnvelope",
+    for name in ("ImageRequest", "ImageResponse", "ProviderCapabilities", "OpenAIErrorEnvelope",
                  "CompatibleGenerationRequest", "OperatorDiagnostics", "ImageJob"):  # fmt: skip
         assert name in schemas, name
     images = document["paths"]["/v1/images"]["post"]

@@ -5,6 +5,11 @@ request bodies and strict query parameters are declared here with ``openapi_extr
 the referenced contract schemas are added to ``components`` from the pydantic models.
 Every operation documents a ``default`` error envelope: 413/431 and other transport
 refusals can happen on any route.
+
+Component names are the original's (``ORIGINAL_NAMES`` renames ours where they differ, and
+the original's standalone schemas are added), so a client generated from either document
+works with both; components only imagebridge has keep their own names
+(tests/server/test_openapi_original.py lists and explains each).
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ from pydantic.json_schema import models_json_schema
 from imagebridge._version import __version__
 from imagebridge.contract.compat import CompatibleGenerationRequest
 from imagebridge.contract.envelope import ErrorEnvelope
+from imagebridge.contract.events import provider_event_adapter
 from imagebridge.contract.jobs import ImageJobUpdate
 from imagebridge.contract.presets import ImagePresetCreate, ImagePresetWrite
 from imagebridge.contract.request import ImageRequest
 
 __all__ = [
     "ERROR_RESPONSES",
+    "ORIGINAL_NAMES",
     "TITLE",
     "build_openapi",
     "idempotency_parameter",
@@ -98,7 +105,7 @@ edit_request_body: dict[str, Any] = {
     "required": True,
     "content": {
         "multipart/form-data": {
-            "schema": EDIT_FORM_SCHEMA,
+            "schema": {"$ref": _REF.format(model="CompatibleEditRequest")},
             "encoding": {
                 "image": {"contentType": "image/png, image/jpeg, image/webp"},
                 "reference_image": {"contentType": "image/png, image/jpeg, image/webp"},
@@ -109,19 +116,70 @@ edit_request_body: dict[str, Any] = {
 }
 
 
+# Our model name -> the original's component name, for the same shape.
+ORIGINAL_NAMES: dict[str, str] = {
+    "BridgeErrorBody": "BridgeError",
+    "NativeError": "BridgeErrorExtension",
+    "ErrorObject": "OpenAIError",
+    "ErrorEnvelope": "OpenAIErrorEnvelope",
+    "ReadinessStatus": "ReadinessResponse",
+    "ProviderReadinessStatus": "ProviderReadiness",
+    "CompatImagesResponse": "CompatibleImagesResponse",
+    "CompatBridgeExtension": "CompatibleExtensions",
+    "Operation": "PresetOperation",
+}
+
+_SIZE_PATTERN = "^(auto|[1-9][0-9]*x[1-9][0-9]*)$"
+
+# The original's standalone schemas that our models inline: added under its names.
+_STANDALONE: dict[str, Any] = {
+    "CompatibleEditRequest": EDIT_FORM_SCHEMA,
+    "ImageSize": {"type": "string", "pattern": _SIZE_PATTERN, "examples": ["auto", "1024x1024"]},
+    "AspectRatio": {"type": "string", "pattern": "^[1-9][0-9]*:[1-9][0-9]*$", "examples": ["3:2"]},
+    "ValidationIssue": {
+        "type": "object",
+        "additionalProperties": False,
+        "description": "One entry of an invalid_request error's details.issues.",
+        "required": ["field", "code", "message"],
+        "properties": {
+            "field": {"type": "string"},
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+        },
+    },
+}
+
+
 def _contract_schemas() -> dict[str, Any]:
     _, schema = models_json_schema(
         [(model, "validation") for model in _EXTRA_MODELS], ref_template=_REF
     )
     defs: dict[str, Any] = schema.get("$defs", {})
+    events = provider_event_adapter.json_schema(ref_template=_REF)
+    defs.update(events.pop("$defs", {}))
+    defs["ProviderEvent"] = events
+    defs.update(_STANDALONE)
     return defs
+
+
+def _renamed(node: Any) -> Any:
+    """``node`` with every ``$ref`` to a renamed component pointing at its new name."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            name = ref.rsplit("/", 1)[1]
+            node = {**node, "$ref": _REF.format(model=ORIGINAL_NAMES.get(name, name))}
+        return {key: _renamed(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_renamed(item) for item in node]
+    return node
 
 
 def build_openapi(app: FastAPI) -> dict[str, Any]:
     """Generate (once) and cache the document served at ``/v1/openapi.json``."""
     if app.openapi_schema is not None:
         return app.openapi_schema
-    document = get_openapi(
+    generated = get_openapi(
         title=TITLE,
         version=__version__,
         openapi_version="3.1.0",
@@ -133,10 +191,14 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         servers=[{"url": "/"}],
         separate_input_output_schemas=False,
     )
-    components = document.setdefault("components", {})
-    schemas = components.setdefault("schemas", {})
+    schemas = generated.setdefault("components", {}).setdefault("schemas", {})
     for name, body in _contract_schemas().items():
         schemas.setdefault(name, body)
+    generated["components"]["schemas"] = {
+        ORIGINAL_NAMES.get(name, name): body for name, body in schemas.items()
+    }
+    document: dict[str, Any] = _renamed(generated)
+    components = document["components"]
     schemes = components.setdefault("securitySchemes", {})
     schemes[SECURITY_SCHEME] = {
         "type": "http",

@@ -1,0 +1,112 @@
+"""Our ``/v1/openapi.json`` against the original's document (tests/fixtures/contract).
+
+A client generated from either document must work with both, so paths, operation ids and
+component names match the original's; every difference is listed below with its reason,
+and an unlisted one fails. Shapes of the original's components that the original's own
+clients decode strictly are checked live in tests/server/test_diagnostics.py and
+tests/compat/.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.compat import original_contract
+from tests.server.conftest import ServeFactory
+
+# (METHOD, path) pairs only imagebridge serves, with why.
+OUR_OPERATIONS: dict[tuple[str, str], str] = {
+    # imagebridge's additions to diagnostics; /v1/diagnostics keeps the original's keys.
+    ("GET", "/v1/diagnostics/extended"): "getExtendedDiagnostics",
+}
+
+# Components only imagebridge documents, with why (each an addition or a named part the
+# original inlines; none replaces one of the original's components).
+OUR_COMPONENTS: dict[str, str] = {
+    "ExtendedDiagnostics": "body of GET /v1/diagnostics/extended",
+    "ExtendedRuntimeDiagnostics": "runtime part of it, with circuit breakers",
+    "ExtendedJobManagerDiagnostics": "jobs part of it, with shared-queue state",
+    "CircuitBreakerDiagnostics": "one provider's breaker inside ExtendedRuntimeDiagnostics",
+    "LiveStatus": "GET /health/live body, which the original leaves undocumented",
+    "CompatImage": "an item of CompatibleImagesResponse.data, inlined by the original",
+    "CompatResponseExtension": "CompatibleImagesResponse.imagegen_bridge, inlined by the original",
+    # The four ProviderEvent variants, which the original inlines in its oneOf.
+    "StartedEvent": "ProviderEvent variant",
+    "ProgressEvent": "ProviderEvent variant",
+    "PartialImageEvent": "ProviderEvent variant",
+    "CompletedEvent": "ProviderEvent variant",
+}
+
+_METHODS = {"get", "put", "post", "patch", "delete", "head", "options"}
+
+
+def _operations(document: dict[str, Any]) -> dict[tuple[str, str], str]:
+    return {
+        (method.upper(), path): operation["operationId"]
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if method in _METHODS
+    }
+
+
+def _served(serve: ServeFactory) -> dict[str, Any]:
+    server = serve("server.metrics.enabled=true")  # /metrics is documented when mounted
+    with server.client() as client:
+        document: dict[str, Any] = client.get("/v1/openapi.json").json()
+    return document
+
+
+def test_paths_and_operation_ids_match_the_original(serve: ServeFactory) -> None:
+    ours, original = _operations(_served(serve)), _operations(original_contract.document())
+    assert set(original) - set(ours) == set(), "operations of the original we do not serve"
+    added = {key: value for key, value in ours.items() if key not in original}
+    assert added == OUR_OPERATIONS, "an unexplained operation: list it with its reason"
+    renamed = {key: (original[key], ours[key]) for key in original if original[key] != ours[key]}
+    assert renamed == {}, "operation ids differ from the original's"
+
+
+def test_component_names_match_the_original(serve: ServeFactory) -> None:
+    ours = set(_served(serve)["components"]["schemas"])
+    original = set(original_contract.document()["components"]["schemas"])
+    assert original - ours == set(), "components of the original we do not document"
+    assert ours - original == set(OUR_COMPONENTS), "an unexplained component: list it"
+
+
+def test_shared_components_keep_the_original_properties(serve: ServeFactory) -> None:
+    """The same property names (over every ``oneOf``/``anyOf``/``allOf`` branch) for every
+    component both documents have, so a generated client's types carry the same fields.
+    Which of them are marked required is not compared: pydantic marks defaulted fields
+    optional where the original marks always-sent ones required."""
+    ours = _served(serve)["components"]["schemas"]
+    original = original_contract.document()["components"]["schemas"]
+    differences = []
+    for name in sorted(set(ours) & set(original)):
+        mine, theirs = _outline(ours[name], ours), _outline(original[name], original)
+        if mine != theirs and (name, mine, theirs) not in _KNOWN_SHAPES:
+            differences.append(f"{name}: ours {mine} vs original {theirs}")
+    assert not differences, "\n".join(differences)
+
+
+def _outline(schema: dict[str, Any], schemas: dict[str, Any]) -> frozenset[str]:
+    """Property names of ``schema``, through its branches and their ``$ref``s."""
+    names = set(schema.get("properties", {}))
+    for keyword in ("oneOf", "anyOf", "allOf"):
+        for branch in schema.get(keyword, []):
+            ref = branch.get("$ref", "")
+            target = schemas[ref.rsplit("/", 1)[1]] if ref else branch
+            names |= _outline(target, schemas)
+    return frozenset(names)
+
+
+# Property differences that are decisions, not drift (docs/api-decisions.md).
+_KNOWN_SHAPES: set[tuple[str, frozenset[str], frozenset[str]]] = {
+    # `events`: the original emits it and its SDK decodes it; its document omits it
+    # (api.md §13.7). We document what we send.
+    (
+        "OperatorDiagnostics",
+        frozenset({"artifact_storage_enabled", "bridge_version", "configuration", "events",
+                   "jobs", "providers", "runtime"}),
+        frozenset({"artifact_storage_enabled", "bridge_version", "configuration", "jobs",
+                   "providers", "runtime"}),
+    ),
+}  # fmt: skip

@@ -64,7 +64,6 @@ def test_minimal_request_takes_every_default() -> None:
         {"prompt": "x"},  # missing operation
         base(surprise=True),
         base(images=[]),
-        base(mask=None),
         {"operation": "edit", "prompt": "x"},  # ERRATA §6: edit needs the images key
         base(version=1),
         base(operation="paint"),
@@ -82,8 +81,6 @@ def test_minimal_request_takes_every_default() -> None:
         base(parameters={"n": True}),
         base(parameters={"quality": "ultra"}),
         base(parameters={"bogus": 1}),
-        base(parameters=None),
-        base(policies={"compatibility": None}),
         base(output={"transparency": {"despill": "yes"}}),
         base(reference_images=[{"type": "file"}]),
         base(reference_images=[{"type": "file", "path": "a.png", "url": "x"}]),
@@ -111,6 +108,10 @@ def test_optional_fields_accept_null_as_absent() -> None:
         )
     )
     assert request.negative_prompt is None and request.routing.provider is None
+    # Issue 19: also for fields with a non-null default, whole sections, and a generate
+    # request's `mask` (the original's SDKs send a null wherever a value is unset).
+    for body in (base(mask=None), base(parameters=None), base(policies={"compatibility": None})):
+        assert decode(body) == decode(base())
 
 
 def test_aspect_ratio_is_reduced_by_gcd() -> None:

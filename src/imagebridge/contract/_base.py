@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
 from imagebridge.contract.errors import BridgeError
 
@@ -15,6 +15,7 @@ __all__ = [
     "U32",
     "U64",
     "ContractModel",
+    "RequestModel",
     "StrictBool",
     "StrictStr",
     "decode_model",
@@ -56,6 +57,27 @@ class ContractModel(BaseModel):
 
     def to_json(self) -> str:
         return self.model_dump_json()
+
+
+class RequestModel(ContractModel):
+    """A model clients send: JSON ``null`` for an optional field means the field is absent.
+
+    The original's SDKs send ``null`` for every unset optional field (``"routing":
+    {"provider": null}``, ``"parameters": {"quality": null}`` …). Dropping those keys before
+    validation gives them their defaults; a ``null`` for a required field is still refused.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_absent(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw
+        fields = cls.model_fields
+        return {
+            key: value
+            for key, value in raw.items()
+            if value is not None or key not in fields or fields[key].is_required()
+        }
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from imagebridge.contract._base import U8, U64, ContractModel, StrictStr, omit_none
+from imagebridge.contract._base import U8, U64, ContractModel, RequestModel, StrictStr, omit_none
 from imagebridge.contract.enums import (
     Background,
     CompatibilityMode,
@@ -48,7 +48,7 @@ __all__ = [
 CompatResponseFormat = Literal["b64_json", "url"]
 
 
-class CompatBridgeExtension(ContractModel):
+class CompatBridgeExtension(RequestModel):
     """The ``imagegen_bridge`` extension object of a compatible generation request."""
 
     provider: StrictStr | None = None
@@ -66,7 +66,7 @@ class CompatBridgeExtension(ContractModel):
     filename_prefix: StrictStr | None = None
 
 
-class CompatibleGenerationRequest(ContractModel):
+class CompatibleGenerationRequest(RequestModel):
     """``POST /v1/images/generations``: OpenAI's fields we honour; anything else is refused."""
 
     prompt: StrictStr = ""

@@ -8,6 +8,7 @@ from imagebridge.contract._base import (
     U32,
     U64,
     ContractModel,
+    RequestModel,
     StrictBool,
     StrictStr,
     omit_none,
@@ -63,7 +64,7 @@ class ImageJobPage(ContractModel):
     next_cursor: StrictStr | None = Field(default=None, exclude_if=omit_none)
 
 
-class ImageJobUpdate(ContractModel):
+class ImageJobUpdate(RequestModel):
     """Mutable history fields: favourite marker and soft delete."""
 
     favorite: StrictBool | None = Field(default=None, exclude_if=omit_none)

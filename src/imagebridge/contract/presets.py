@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from imagebridge.contract._base import U64, ContractModel, StrictStr, omit_none
+from imagebridge.contract._base import U64, ContractModel, RequestModel, StrictStr, omit_none
 from imagebridge.contract.enums import Operation
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.request import (
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-class ImagePresetTemplate(ContractModel):
+class ImagePresetTemplate(RequestModel):
     """Every reusable field of an ``ImageRequest``; serialized with defaults expanded."""
 
     prompt: StrictStr | None = Field(default=None, exclude_if=omit_none)
@@ -68,13 +68,13 @@ class ImagePresetTemplate(ContractModel):
         return cls.model_validate(data)
 
 
-class ImagePresetCreate(ContractModel):
+class ImagePresetCreate(RequestModel):
     name: StrictStr
     description: StrictStr | None = Field(default=None, exclude_if=omit_none)
     template: ImagePresetTemplate
 
 
-class ImagePresetWrite(ContractModel):
+class ImagePresetWrite(RequestModel):
     description: StrictStr | None = Field(default=None, exclude_if=omit_none)
     template: ImagePresetTemplate
 

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, Field, model_validator
 from imagebridge.contract._base import (
     U8,
     U64,
-    ContractModel,
+    RequestModel,
     StrictBool,
     StrictStr,
     omit_empty,
@@ -121,7 +121,7 @@ _PAYLOAD_KEY: dict[str, str] = {
 }
 
 
-class ImageInput(ContractModel):
+class ImageInput(RequestModel):
     """One image input: a server-local file, a remote URL, a data URL or bare base64."""
 
     type: InputKind
@@ -145,7 +145,7 @@ class ImageInput(ContractModel):
             if key == wanted:
                 if not isinstance(raw.get(key), str):
                     raise ValueError(f"{kind} input requires a string {key}")
-            elif key in raw:
+            elif raw.get(key) is not None:  # a null payload key is absent
                 raise ValueError(f"{key} is not a field of a {kind} input")
         return raw
 
@@ -175,7 +175,7 @@ class ImageInput(ContractModel):
         )
 
 
-class GenerationParameters(ContractModel):
+class GenerationParameters(RequestModel):
     """Provider-neutral generation parameters; every key optional on input."""
 
     n: U8 = 1
@@ -198,27 +198,27 @@ class GenerationParameters(ContractModel):
         return parse_size(self.size)
 
 
-class ProviderRoute(ContractModel):
+class ProviderRoute(RequestModel):
     """One fallback route: a provider and optionally its model."""
 
     provider: StrictStr
     model: StrictStr | None = Field(default=None, exclude_if=omit_none)
 
 
-class RoutingOptions(ContractModel):
+class RoutingOptions(RequestModel):
     provider: StrictStr | None = Field(default=None, exclude_if=omit_none)
     model: StrictStr | None = Field(default=None, exclude_if=omit_none)
     fallbacks: list[ProviderRoute] = Field(default_factory=list, exclude_if=omit_empty)
     fallback_policy: FallbackPolicy = FallbackPolicy.ON_UNAVAILABLE
 
 
-class SessionOptions(ContractModel):
+class SessionOptions(RequestModel):
     mode: SessionMode = SessionMode.ISOLATED
     key: StrictStr | None = Field(default=None, exclude_if=omit_none)
     thread_id: StrictStr | None = Field(default=None, exclude_if=omit_none)
 
 
-class TransparencyOptions(ContractModel):
+class TransparencyOptions(RequestModel):
     """How a transparent background is produced, and the chroma-key matte thresholds."""
 
     mode: TransparencyMode = TransparencyMode.AUTO
@@ -228,7 +228,7 @@ class TransparencyOptions(ContractModel):
     despill: StrictBool = True
 
 
-class OutputOptions(ContractModel):
+class OutputOptions(RequestModel):
     response_format: ResponseFormat = ResponseFormat.B64_JSON
     filename_prefix: StrictStr | None = Field(default=None, exclude_if=omit_none)
     directory: StrictStr | None = Field(default=None, exclude_if=omit_none)
@@ -238,14 +238,14 @@ class OutputOptions(ContractModel):
     transparency: TransparencyOptions = Field(default_factory=TransparencyOptions)
 
 
-class RequestPolicies(ContractModel):
+class RequestPolicies(RequestModel):
     compatibility: CompatibilityMode = CompatibilityMode.STRICT
     negative_prompt: NegativePromptMode = NegativePromptMode.AUTO
     revised_prompt: RevisedPromptPolicy = RevisedPromptPolicy.INCLUDE
     batch_execution: BatchExecution = BatchExecution.AUTO
 
 
-class ImageRequest(ContractModel):
+class ImageRequest(RequestModel):
     """A complete provider-neutral image request.
 
     ``operation`` selects the shape: ``generate`` forbids ``images`` and ``mask``; ``edit``
@@ -275,7 +275,7 @@ class ImageRequest(ContractModel):
             return raw
         operation = raw.get("operation")
         if operation == Operation.GENERATE:
-            if "images" in raw or "mask" in raw:
+            if raw.get("images") is not None or raw.get("mask") is not None:
                 raise ValueError("generate requests carry no images or mask")
         elif operation == Operation.EDIT and not isinstance(raw.get("images"), list):
             raise ValueError("edit requests require an images array")

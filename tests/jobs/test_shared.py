@@ -248,7 +248,8 @@ async def test_statistics_name_the_instance_and_count_leases_and_routes(
     assert (stats["shared"], stats["instance_id"]) == (True, "node-b")
     assert stats["leases"] == {"node-a": 1}
     assert stats["queued_by_provider"] == {"beta": 2}
-    assert (stats["queued"], stats["running"]) == (2, 1)
+    counts = await idle.manager.statistics()
+    assert (counts["queued"], counts["running"]) == (2, 1)
     await a.manager.cancel(SCOPE, job.id)
 
 

@@ -93,6 +93,24 @@ def test_human_error_lines() -> None:
     ]
 
 
+def test_human_error_shows_the_upstream_message_escaped() -> None:
+    output, _, err = _output(OutputMode.HUMAN)
+    error = BridgeError(
+        ErrorCode.UPSTREAM,
+        "The Codex backend rejected the request (HTTP 400).",
+        provider="codex-responses",
+        details={"upstream_message": "model \x1b[31mrefused", "http_status": 400},
+        suggestions=["check"],
+    )
+    output.error(error)
+    assert err.getvalue().splitlines() == [
+        "error: The Codex backend rejected the request (HTTP 400).",
+        "provider: codex-responses",
+        "upstream: model \\x1b[31mrefused",
+        "suggestion: check",
+    ]
+
+
 def test_human_error_lists_validation_issues_and_unknown_outcome() -> None:
     output, _, err = _output(OutputMode.HUMAN)
     error = BridgeError.invalid_request(

@@ -90,6 +90,7 @@ DEFAULTS: dict[str, Any] = {
     "providers.codex_responses.enabled": True,
     "providers.codex_responses.endpoint": "https://chatgpt.com/backend-api/codex/responses",
     "providers.codex_responses.responses_model": "gpt-5.5",
+    "providers.codex_responses.responses_model_fallbacks": ["gpt-5.4-mini", "gpt-5.4"],
     "providers.codex_responses.image_model": "gpt-image-2",
     "providers.codex_responses.max_outputs": 255,
     "providers.codex_responses.max_parallel_outputs": "auto",

@@ -688,7 +688,9 @@ def test_safety_rejection_keeps_only_whitelisted_moderation_details() -> None:
     assert error.details["moderation_categories"] == ["self-harm", "sexual", "violence"]
     assert error.details["safety_controls_relaxed"] is False
     assert error.details["retry_same_request"] is False
-    assert "SECRET" not in rendered(error)
+    # the upstream's words are kept beside the bridge's own message, never inside it
+    assert error.details["upstream_message"] == "SECRET PROMPT"
+    assert "SECRET" not in error.message
 
 
 def test_moderation_details_in_camel_case_and_as_flags() -> None:
@@ -786,6 +788,7 @@ def test_usage_limit_429_is_quota_exhaustion_with_retry_after() -> None:
     assert error.details == {
         "http_status": 429,
         "upstream_code": "usage_limit_reached",
+        "upstream_message": "m",
         "quota_exhausted": True,
         "retry_after_ms": 3_600_000,
         "resets_at": int(NOW) + 3600,
@@ -858,7 +861,7 @@ def test_only_the_first_64_kib_of_an_error_body_are_read() -> None:
     assert larger.details["quota_exhausted"] is True
 
 
-def test_error_body_text_and_credentials_never_reach_the_error() -> None:
+def test_credentials_never_reach_the_error_and_the_body_text_stays_in_its_detail() -> None:
     body = json.dumps(
         {
             "error": {
@@ -870,9 +873,11 @@ def test_error_body_text_and_credentials_never_reach_the_error() -> None:
     ).encode()
     for status in (400, 401, 403, 429, 500):
         error = classify_http_error(status, {}, body, now=NOW, secrets=CREDENTIALS.secret_values())
-        for secret in ("SECRET PROMPT", TOKEN, ACCOUNT):
+        for secret in (TOKEN, ACCOUNT):
             assert secret not in rendered(error)
         assert error.details["upstream_code"] == "redacted"
+        assert error.details["upstream_message"] == "prompt 'SECRET PROMPT' with <redacted>"
+        assert "SECRET PROMPT" not in error.message
 
 
 def test_upstream_request_id_is_taken_from_headers() -> None:

@@ -79,6 +79,7 @@ _MAX_SIDE: Final = 4096
 BehaviourKind = Literal[
     "ok",
     "slow_ok",
+    "http_400",
     "http_401",
     "http_403",
     "http_429",
@@ -234,6 +235,10 @@ class CodexBackend:
         self.stall_timeout_s = stall_timeout_s
         self.sse_content_type = sse_content_type
         """``None`` omits ``Content-Type`` on SSE success, as the private endpoint may."""
+        self.refused_models: set[str] = set()
+        """Carrier models this "plan" refuses: a ``/responses`` call naming one gets the
+        real backend's 400 ``{"detail": "The '<model>' model is not supported when using
+        Codex with a ChatGPT account."}`` (no scripted behaviour is used up)."""
         self.quota = MockQuota()
         self.usage_extra: dict[str, Any] = {
             "account_id": "acct-mock-secret-0001",
@@ -392,6 +397,13 @@ class CodexBackend:
         with self._cond:
             queue = self._queues[route]
             return queue.popleft() if queue else self._defaults[route]
+
+    def _refused_model(self, route: Route, raw: bytes) -> str | None:
+        if route != "responses" or not self.refused_models:
+            return None
+        body = _json_or_none(raw)
+        model = body.get("model") if isinstance(body, dict) else None
+        return model if isinstance(model, str) and model in self.refused_models else None
 
     def _record(self, request: RecordedRequest) -> None:
         with self._cond:
@@ -554,9 +566,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         route: Route | None = None
         behaviour = Behaviour("ok")
+        refused = None
         if expected is not None and expected[0] == self.command:
             route = expected[1]
-            behaviour = backend._next_behaviour(route)
+            refused = backend._refused_model(route, raw)
+            if refused is None:
+                behaviour = backend._next_behaviour(route)
         authorization = self.headers.get("Authorization")
         token = authorization[7:] if authorization and authorization.startswith("Bearer ") else None
         rejected = (
@@ -564,8 +579,9 @@ class _Handler(BaseHTTPRequestHandler):
             and backend.expected_token is not None
             and token != backend.expected_token
         )
+        recorded_as = "plan_refusal" if refused is not None else behaviour.kind
         backend._record(
-            self._recorded(split, route, raw, "auth_rejected" if rejected else behaviour.kind)
+            self._recorded(split, route, raw, "auth_rejected" if rejected else recorded_as)
         )
         if expected is None:
             self._send_json(
@@ -577,6 +593,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if rejected:
             self._send_json(401, _error_401())
+            return
+        if refused is not None:
+            detail = (
+                f"The '{refused}' model is not supported when using Codex with a ChatGPT account."
+            )
+            self._send_json(400, {"detail": detail}, {"x-oai-request-id": _request_id()})
             return
         try:
             if route == "responses":
@@ -795,7 +817,18 @@ class _Handler(BaseHTTPRequestHandler):
         backend = self.server.backend
         kind = behaviour.kind
         rate_headers = backend.rate_limit_headers()
-        if kind == "http_401":
+        if kind == "http_400":
+            self._send_json(
+                400,
+                {
+                    "error": {
+                        "type": "invalid_request_error",
+                        "message": "Invalid value for 'size'.",
+                        "param": "tools[0].size",
+                    }
+                },
+            )
+        elif kind == "http_401":
             self._send_json(401, _error_401())
         elif kind == "http_403":
             self._send_json(

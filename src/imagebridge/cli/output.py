@@ -182,6 +182,9 @@ class Output:
                     where = escape_text(str(issue.get("field", "")))
                     what = escape_text(str(issue.get("message", "")))
                     lines.append(f"issue: {where}: {what}")
+        upstream = error.details.get("upstream_message")
+        if isinstance(upstream, str) and upstream:
+            lines.append(f"upstream: {escape_text(upstream)}")
         outcome = _outcome_line(error)
         if outcome:
             lines.append(outcome)

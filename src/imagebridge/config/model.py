@@ -290,6 +290,12 @@ class CodexResponsesSettings(_Section):
     enabled: Bool = True
     endpoint: Str = "https://chatgpt.com/backend-api/codex/responses"
     responses_model: Str = "gpt-5.5"
+    responses_model_fallbacks: list[Str] = Field(
+        default_factory=lambda: ["gpt-5.4-mini", "gpt-5.4"]
+    )
+    """Added key: carrier models tried in order after ``responses_model`` when the plan
+    refuses it (HTTP 400 "model is not supported when using Codex with a ChatGPT
+    account"); the accepted one is remembered per login. ``[]`` turns this off."""
     image_model: Str = "gpt-image-2"
     max_outputs: U8 = 255
     max_parallel_outputs: Parallelism = "auto"

@@ -60,6 +60,7 @@ MiB = 1024 * 1024
 _MAX_CANCELLATION_GRACE_MS = 30_000
 _MAX_SHUTDOWN_GRACE_MS = 5 * 60 * 1000
 _MAX_OPEN_DURATION_MS = 24 * 60 * 60 * 1000
+_MAX_CARRIER_FALLBACKS = 8
 _MAX_BACKOFF_MS = 30_000
 _MAX_MOCK_LATENCY_MS = 60 * 60 * 1000
 _MAX_QUOTA_CACHE_MS = 24 * 60 * 60 * 1000
@@ -393,6 +394,19 @@ def _check_providers(config: BridgeConfig, report: Report) -> None:
         for field in ("responses_model", "image_model"):
             if not getattr(responses, field).strip():
                 report(f"{prefix}.{field}", "required", "model name must not be empty")
+        fallbacks = responses.responses_model_fallbacks
+        if len(fallbacks) > _MAX_CARRIER_FALLBACKS:
+            report(
+                f"{prefix}.responses_model_fallbacks",
+                "out_of_range",
+                f"at most {_MAX_CARRIER_FALLBACKS} fallback carrier models",
+            )
+        if any(not name.strip() or len(name) > 128 for name in fallbacks):
+            report(
+                f"{prefix}.responses_model_fallbacks",
+                "invalid",
+                "carrier model names must be 1-128 characters",
+            )
         _check_outputs(
             prefix, responses.max_outputs, responses.max_parallel_outputs, request_max, report
         )

@@ -394,8 +394,10 @@ class FanoutProvider(ProviderDecorator):
         data = []
         usage: Usage | None = None
         revised_prompt: str | None = None
+        attempts = []
         for response in successful:
             data.extend(response.data)
+            attempts.extend(response.attempts)
             failures.extend(response.failures)
             warnings.update(response.warnings)
             if revised_prompt is None:
@@ -419,6 +421,7 @@ class FanoutProvider(ProviderDecorator):
             model=first.model,
             requested=copy_parameters(request.parameters),
             effective=copy_parameters(request.parameters),
+            attempts=attempts,
             data=data,
             failures=failures,
             revised_prompt=revised_prompt,

@@ -369,6 +369,9 @@ class ImageRuntime:
                         continue
                     break
                 response = routed.response
+                # calls the provider itself retried elsewhere (e.g. a refused carrier model)
+                inner = list(response.attempts)
+                attempts.extend(inner)
                 attempts.append(
                     ProviderAttempt(
                         provider=response.provider,
@@ -388,7 +391,7 @@ class ImageRuntime:
                         ),
                     )
                     response.add_warning("provider_fallback_used")
-                if request.routing.fallbacks:
+                if request.routing.fallbacks or inner:
                     response.attempts = attempts
                 response.timings.queue_ms += global_queue_ms
                 response.timings.total_ms = _ms(started)

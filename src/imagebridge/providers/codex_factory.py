@@ -62,6 +62,7 @@ def build_codex_responses(config: BridgeConfig) -> CodexBuild:
         endpoint=table.endpoint,
         usage_endpoint=table.usage_endpoint_value,
         responses_model=table.responses_model,
+        responses_model_fallbacks=tuple(table.responses_model_fallbacks),
         image_model=table.image_model,
         max_transient_attempts=table.max_transient_attempts,
         transient_retry_backoff_ms=table.transient_retry_backoff_ms,

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any, Final
 
 import httpx
 
 from imagebridge._version import __version__
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
+from imagebridge.contract.enums import ProviderAttemptOutcome
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.events import PartialImageEvent, ProgressEvent
 from imagebridge.contract.request import ImageRequest, parse_aspect_ratio
-from imagebridge.contract.response import ImageResponse
+from imagebridge.contract.response import ImageResponse, ProviderAttempt
 from imagebridge.providers.base import ProviderContext
 from imagebridge.providers.codex_auth import (
     CodexCredentials,
@@ -28,12 +30,14 @@ from imagebridge.providers.codex_auth import (
 )
 from imagebridge.providers.codex_base import CallResult, CallState, CodexHttpProvider, CodexOptions
 from imagebridge.providers.codex_capabilities import responses_capabilities, responses_sizes
+from imagebridge.providers.codex_carriers import CarrierMemory, login_key
 from imagebridge.providers.codex_hints import size_for_hints, with_aspect_line
 from imagebridge.providers.codex_inputs import CodexInputs, InputLoaderFactory
 from imagebridge.providers.codex_wire import (
     DEFAULT_IMAGE_MODEL,
     DEFAULT_RESPONSES_ENDPOINT,
     DEFAULT_RESPONSES_MODEL,
+    DEFAULT_RESPONSES_MODEL_FALLBACKS,
     SUPPORTED_IMAGE_MODELS,
     ResponsesResult,
     ResponsesStreamState,
@@ -43,6 +47,7 @@ from imagebridge.providers.codex_wire import (
     check_image_model,
     derive_usage_url,
     encode_json_body,
+    is_plan_model_refusal,
 )
 from imagebridge.providers.sse import SseDecoder, SseEvent, SseLimits
 
@@ -54,6 +59,11 @@ __all__ = [
 ]
 
 CODEX_RESPONSES_PROVIDER = "codex-responses"
+CARRIER_FALLBACK_WARNING: Final = "responses_model_fallback_used"
+CARRIER_SUGGESTION: Final = (
+    "Set providers.codex_responses.responses_model (or responses_model_fallbacks) to a "
+    "model your ChatGPT plan includes."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +72,8 @@ class CodexResponsesOptions(CodexOptions):
 
     endpoint: str = DEFAULT_RESPONSES_ENDPOINT
     responses_model: str = DEFAULT_RESPONSES_MODEL
+    responses_model_fallbacks: tuple[str, ...] = DEFAULT_RESPONSES_MODEL_FALLBACKS
+    """Carriers tried in order after ``responses_model`` when the plan refuses it."""
     image_model: str = DEFAULT_IMAGE_MODEL
     sse_limits: SseLimits = field(default_factory=SseLimits)
 
@@ -121,6 +133,7 @@ class CodexResponsesProvider(CodexHttpProvider):
         )
         super().__init__(options, inputs=inputs, credentials_loader=credentials_loader)
         self.options = options
+        self.carriers = CarrierMemory((options.responses_model, *options.responses_model_fallbacks))
 
     @property
     def descriptor(self) -> ProviderDescriptor:
@@ -143,22 +156,99 @@ class CodexResponsesProvider(CodexHttpProvider):
     async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
         started = time.monotonic()
         model, inputs = await self._prepare(request, self.options.image_model)
-        body = await self._encoded_body(request, inputs, model)
+        bodies: dict[str, bytes] = {}
+        refused: list[ProviderAttempt] = []
 
         async def attempt(credentials: CodexCredentials, state: CallState) -> CallResult:
-            return await self._exchange(body, credentials, state, context)
+            return await self._through_carriers(
+                request, inputs, model, bodies, refused, credentials, state, context
+            )
 
-        result, calls = await self._call(request, context, inputs, attempt)
-        return self._response(request, context, model, result, calls, started)
+        try:
+            result, calls = await self._call(request, context, inputs, attempt)
+        except BridgeError as error:
+            if refused:  # every upstream call counts; the last refusal is this error
+                extra = len(refused) - (1 if is_plan_model_refusal(error) else 0)
+                error.details["provider_attempts"] = (
+                    int(error.details.get("provider_attempts", 1)) + extra
+                )
+                error.details["carrier_models_refused"] = [a.model for a in refused]
+            raise
+        response = self._response(request, context, model, result, calls, started)
+        if refused:
+            response.attempts = refused
+            response.add_warning(CARRIER_FALLBACK_WARNING)
+        return response
 
-    async def _encoded_body(self, request: ImageRequest, inputs: CodexInputs, model: str) -> bytes:
+    async def diagnostics(self) -> dict[str, Any]:
+        """The quota windows, plus the carrier order and the one this login uses."""
+        body = await super().diagnostics()
+        try:
+            login: str | None = login_key(await self._credentials())
+        except BridgeError:
+            login = None
+        body["carrier"] = self.carriers.snapshot(login)
+        return body
+
+    async def _through_carriers(
+        self,
+        request: ImageRequest,
+        inputs: CodexInputs,
+        model: str,
+        bodies: dict[str, bytes],
+        refused: list[ProviderAttempt],
+        credentials: CodexCredentials,
+        state: CallState,
+        context: ProviderContext,
+    ) -> CallResult:
+        """One call, starting at the carrier this login is known to accept.
+
+        A plan refusal of the carrier (a 400 before any work ran) moves to the next one
+        in the configured order; the first that answers is remembered for the login.
+        """
+        login = login_key(credentials)
+        order = self.carriers.order
+        index = self.carriers.start(login)
+        already = {attempt.model for attempt in refused}  # by an earlier, retried call
+        while index + 1 < len(order) and order[index] in already:
+            index += 1
+        while True:
+            carrier = order[index]
+            if carrier not in bodies:
+                bodies[carrier] = await self._encoded_body(request, inputs, model, carrier)
+            began = time.monotonic()
+            try:
+                result = await self._exchange(bodies[carrier], credentials, state, context)
+            except BridgeError as error:
+                if not is_plan_model_refusal(error):
+                    raise
+                refused.append(
+                    ProviderAttempt(
+                        provider=self.name,
+                        model=carrier,
+                        outcome=ProviderAttemptOutcome.FAILED,
+                        error_code=error.code,
+                        duration_ms=max(0, int((time.monotonic() - began) * 1000)),
+                    )
+                )
+                if index + 1 >= len(order):
+                    raise error.with_suggestion(CARRIER_SUGGESTION) from None
+                index += 1
+                self.calls += 1
+                continue
+            self.carriers.accept(login, index)
+            return result
+
+    async def _encoded_body(
+        self, request: ImageRequest, inputs: CodexInputs, model: str, carrier: str
+    ) -> bytes:
         def encode() -> bytes:
             return encode_json_body(
                 responses_request_body(
                     request,
                     inputs,
                     image_model=model,
-                    responses_model=self.options.responses_model,
+                    responses_model=carrier,
                 )
             )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -70,8 +69,11 @@ def test_turn_errors_are_classified(
     assert error.retryable is retryable
     assert error.details["terminal_status"] == "failed"
     assert error.details["turn_diagnostics"] == {"n": 1}
-    if message:
-        assert message not in json.dumps(error.to_dict())  # never reflected
+    if message:  # kept beside the bridge's own wording, never inside it
+        assert error.details["upstream_message"] == message
+        assert message not in error.message
+    else:
+        assert "upstream_message" not in error.details
 
 
 def test_status_and_kind_are_kept_as_details() -> None:
@@ -91,6 +93,18 @@ def test_safety_rejections_carry_the_recovery_details() -> None:
     assert error.code is ErrorCode.SAFETY_REJECTED
     assert error.details["safety_category"] == "content_policy"
     assert error.details["retry_same_request"] is False
+
+
+def test_the_upstream_message_is_cleaned_and_bounded() -> None:
+    token = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.c2ln"
+    error = classify_turn_error(
+        {"message": f"\x1b[31mboom\x1b[0m\nAuthorization: Bearer {token} " + "x " * 600},
+        status="failed",
+    )
+    kept = error.details["upstream_message"]
+    assert kept.startswith("boom Authorization: <redacted>")
+    assert token not in kept and "\x1b" not in kept and "\n" not in kept
+    assert len(kept) == 512 and kept.endswith("…")
 
 
 def test_image_usage_limit_gives_retry_information() -> None:

@@ -189,7 +189,10 @@ async def test_a_content_policy_failure_is_safety_rejected(bridge: BridgeHarness
     assert error.code is ErrorCode.SAFETY_REJECTED
     assert error.http_status == 422
     assert error.details["terminal_status"] == "failed"
-    assert "safety system" not in json.dumps(error.to_dict())
+    assert error.details["upstream_message"] == (
+        "Your request was rejected as a result of our safety system."
+    )
+    assert "safety system" not in error.message
 
 
 async def test_a_429_is_rate_limited_and_retryable(bridge: BridgeHarness) -> None:

@@ -5,8 +5,10 @@ additionalDetails}``: the ``codexErrorInfo`` is either a camelCase string
 (``usageLimitExceeded``, ``serverOverloaded`` …) or a one-key object carrying the
 upstream HTTP status (``{"responseTooManyFailedAttempts": {"httpStatusCode": 429}}``).
 Content-policy refusals arrive as ``other`` with only the upstream's message to tell
-them apart, so that message is *scanned* for safety wording — and never reflected:
-the bridge's own fixed messages are used, because an upstream message may quote input.
+them apart, so that message is *scanned* for safety wording (a text match: "safety
+system", "content policy", "moderation" …). The error's own message is the bridge's
+fixed wording; the upstream's message is kept beside it, cleaned and bounded by
+:func:`upstream_message`, as ``details.upstream_message`` — often the only hint of why.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.providers.upstream_text import upstream_message
 
 __all__ = [
     "CodexErrorInfo",
@@ -180,7 +183,9 @@ def classify_turn_error(
             details["upstream_status"] = info.http_status
     if diagnostics:
         details["turn_diagnostics"] = dict(diagnostics)
-
+    kept = upstream_message(message)
+    if kept is not None:
+        details["upstream_message"] = kept
     return _classify(info, message).error(details)
 
 

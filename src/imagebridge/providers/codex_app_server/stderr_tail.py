@@ -7,34 +7,9 @@ all, never hand it to clients, and never log secrets from it.
 
 from __future__ import annotations
 
-import re
+from imagebridge.providers.upstream_text import redact
 
 __all__ = ["StderrRing", "redact"]
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_SECRETS = (
-    re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;]+"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
-    re.compile(r"\b(?:sk|rt|pk|sess)[-_][A-Za-z0-9_-]{8,}"),
-    re.compile(
-        r"(?i)(\"?(?:access_token|refresh_token|id_token|api_key|authorization|password|"
-        r"secret|token)\"?\s*[:=]\s*)(\"[^\"]*\"|[^\s,;]+)"
-    ),
-    re.compile(r"[A-Za-z0-9+/=_-]{64,}"),
-)
-
-
-def redact(text: str) -> str:
-    """Remove terminal colours and anything that looks like a credential or a payload."""
-    text = _ANSI.sub("", text)
-    for pattern in _SECRETS:
-        if pattern.groups == 2:
-            text = pattern.sub(lambda m: f"{m.group(1)}<redacted>", text)
-        elif pattern.groups == 1:
-            text = pattern.sub(lambda m: f"{m.group(1)} <redacted>", text)
-        else:
-            text = pattern.sub("<redacted>", text)
-    return text
 
 
 class StderrRing:

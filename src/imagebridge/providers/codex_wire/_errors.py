@@ -25,7 +25,11 @@ from imagebridge.providers.codex_wire._constants import (
     MAX_ERROR_BODY_BYTES,
 )
 from imagebridge.providers.codex_wire._payload import _number
+from imagebridge.providers.upstream_text import upstream_message
 
+_PLAN_MODEL_REFUSAL: Final = re.compile(
+    r"model is not supported when using codex with a chatgpt account", re.IGNORECASE
+)
 _MODERATION_STAGES: Final = frozenset({"input", "output", "unknown"})
 _MODERATION_CATEGORIES: Final = frozenset({"harassment", "self-harm", "sexual", "violence"})
 
@@ -89,13 +93,17 @@ def stream_failure_error(
         _incomplete_reason(response_map) if kind == "response.incomplete" else None,
     )
     upstream_code = _safe_code(raw_code, secrets) or _UPSTREAM_FAILURE
+    details: dict[str, Any] = {"upstream_code": upstream_code, "event_type": kind}
+    message = upstream_message(error_obj.get("message"), secrets=secrets)
+    if message is not None:
+        details["upstream_message"] = message
     return _coded_error(
         upstream_code,
         error_obj,
         {},
         now=time.time() if now is None else now,
         where="in-stream",
-        details={"upstream_code": upstream_code, "event_type": kind},
+        details=details,
     )
 
 
@@ -115,9 +123,10 @@ def classify_http_error(
     body's error code, else ``upstream``. A usage-limit answer (``usage_limit_reached``) is
     ``rate_limited`` with ``details.quota_exhausted = true``. ``retry_after_ms`` comes from
     the body's ``resets_at`` (epoch seconds), ``resets_in_seconds``, or ``Retry-After``.
-    Only the first ``max_body_bytes`` (64 KiB) of ``body`` are looked at, and nothing
-    from it but a sanitised code reaches the error; a code that echoes one of ``secrets``
-    (pass :meth:`CodexCredentials.secret_values`) becomes ``redacted``.
+    Only the first ``max_body_bytes`` (64 KiB) of ``body`` are looked at; what reaches
+    the error from it is a sanitised code (one that echoes one of ``secrets`` — pass
+    :meth:`CodexCredentials.secret_values` — becomes ``redacted``) and the upstream's own
+    words, cleaned by :func:`upstream_message`, as ``details.upstream_message``.
     """
     clock = time.time() if now is None else now
     lowered = {str(key).lower(): str(value) for key, value in headers.items()}
@@ -126,6 +135,9 @@ def classify_http_error(
     details: dict[str, Any] = {"http_status": status}
     if upstream_code is not None:
         details["upstream_code"] = upstream_code
+    message = upstream_message(error_message(error_obj), secrets=secrets)
+    if message is not None:
+        details["upstream_message"] = message
     request_id = _request_id(lowered)
     usage_limit = upstream_code is not None and _USAGE_LIMIT_REACHED in upstream_code.lower()
     if status == 401:
@@ -174,6 +186,21 @@ def classify_http_error(
         )
     error.upstream_request_id = request_id
     return error
+
+
+def is_plan_model_refusal(error: BridgeError) -> bool:
+    """A 400 saying the carrier model is not available to this ChatGPT plan.
+
+    The backend answers ``{"detail": "The 'gpt-5.5' model is not supported when using
+    Codex with a ChatGPT account."}`` before any work runs, so trying another carrier
+    model is safe. Nothing else counts: every other 400 stays a plain error.
+    """
+    message = error.details.get("upstream_message")
+    return (
+        error.details.get("http_status") == 400
+        and isinstance(message, str)
+        and _PLAN_MODEL_REFUSAL.search(message) is not None
+    )
 
 
 def transport_error(exc: BaseException, *, timed_out: bool | None = None) -> BridgeError:
@@ -297,6 +324,15 @@ def _moderation_details(error_obj: Mapping[str, Any]) -> dict[str, Any]:
     if names:
         out["moderation_categories"] = sorted(names)[:8]
     return out
+
+
+def error_message(error_obj: Mapping[str, Any]) -> str | None:
+    """The human text of an error object: ``message``, else FastAPI-style ``detail``."""
+    for key in ("message", "detail"):
+        value = error_obj.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
 
 
 def _error_body(body: bytes) -> tuple[Mapping[str, Any], str | None]:

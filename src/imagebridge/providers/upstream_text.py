@@ -1,0 +1,74 @@
+"""Text an upstream wrote, made safe to hand to the person who asked.
+
+A plan refusal ("The 'gpt-5.5' model is not supported when using Codex with a ChatGPT
+account.") or a failed turn's message is often the only thing that says *why*; dropping
+it leaves "HTTP 400" and nothing to act on. Such text may still echo a credential or a
+payload, so it is kept only after :func:`upstream_message`: credentials and long opaque
+runs replaced, terminal controls removed, and a hard length bound.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+__all__ = ["MAX_UPSTREAM_MESSAGE_CHARS", "REDACTED", "redact", "upstream_message"]
+
+MAX_UPSTREAM_MESSAGE_CHARS: Final = 512
+"""Longest upstream message kept (characters); longer ones are cut and end with ``…``."""
+REDACTED: Final = "<redacted>"
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_SECRETS = (
+    re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;]+"),
+    re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
+    re.compile(r"\b(?:sk|rt|pk|sess)[-_][A-Za-z0-9_-]{8,}"),
+    re.compile(
+        r"(?i)(\"?(?:access_token|refresh_token|id_token|api_key|authorization|password|"
+        r"secret|token)\"?\s*[:=]\s*)(\"[^\"]*\"|[^\s,;]+)"
+    ),
+    re.compile(r"[A-Za-z0-9+/=_-]{64,}"),
+)
+# C0/C1 controls, DEL, bidi overrides and isolates, line/paragraph separators.
+_CONTROLS = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+_SPACES = re.compile(r"\s{2,}")
+
+
+def redact(text: str) -> str:
+    """Remove terminal colours and anything that looks like a credential or a payload."""
+    text = _ANSI.sub("", text)
+    for pattern in _SECRETS:
+        if pattern.groups == 2:
+            text = pattern.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+        elif pattern.groups == 1:
+            text = pattern.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+        else:
+            text = pattern.sub(REDACTED, text)
+    return text
+
+
+def upstream_message(
+    raw: object, *, secrets: Sequence[str] = (), max_chars: int = MAX_UPSTREAM_MESSAGE_CHARS
+) -> str | None:
+    """``raw`` as one safe line of at most ``max_chars`` characters, or ``None``.
+
+    Every value in ``secrets`` (the login's token and account id) is replaced first, then
+    credential-shaped runs; control characters become spaces. Only a prefix of a huge
+    input is looked at, so the work is bounded too.
+    """
+    if not isinstance(raw, str) or max_chars <= 0:
+        return None
+    text = raw[: max_chars * 4]
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    text = _CONTROLS.sub(" ", redact(text))
+    text = _SPACES.sub(" ", text).strip()
+    if not text:
+        return None
+    if len(text) > max_chars:
+        text = text[: max_chars - 1].rstrip() + "…"
+    return text

@@ -536,3 +536,45 @@ async def test_no_token_or_account_id_in_logs_errors_or_diagnostics(
     everything = caplog.text + "".join(seen)
     for secret in (BRIDGE_TOKEN, BRIDGE_ACCOUNT):
         assert secret not in everything
+
+
+# -- the backend of late 2026 (issue 20 §2, §3) ----------------------------------------------
+
+
+async def test_a_final_image_with_status_generating_and_no_completed_is_delivered(
+    codex_bridge: CodexBridge,
+) -> None:
+    codex_bridge.backend.script("final_generating_no_completed")
+
+    response = await codex_bridge.run()
+
+    [image] = response.data
+    assert (image.width, image.height) == (64, 64)
+    assert response.revised_prompt == "revised"
+    assert response.usage == Usage()
+    assert codex_bridge.backend.calls("responses") == 1
+
+
+async def test_a_stream_that_ends_without_a_complete_image_stays_a_protocol_error(
+    codex_bridge: CodexBridge,
+) -> None:
+    codex_bridge.backend.script("ends_without_image")
+
+    error = await codex_bridge.fail()
+
+    assert error.code is ErrorCode.PROTOCOL
+    assert error.details["outcome"] == "unknown"  # accepted, so maybe billed: never retried
+    assert codex_bridge.backend.calls("responses") == 1
+
+
+async def test_an_image_repeated_in_many_events_is_one_output(codex_bridge: CodexBridge) -> None:
+    codex_bridge.backend.script("repeated_image")
+    events, sink = collecting_sink()
+
+    response = await codex_bridge.run(
+        parameters={"partial_images": 2}, context=ExecutionContext(events=sink)
+    )
+
+    assert len(response.data) == 1
+    partials = [event for event in events if isinstance(event, PartialImageEvent)]
+    assert len(partials) == 1

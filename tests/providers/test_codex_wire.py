@@ -504,10 +504,54 @@ def test_base64_size_cap_applies_to_final_and_partial_images() -> None:
     assert fold_error(partial, max_base64_chars=8).details["limit"] == "max_base64_chars"
 
 
-def test_stream_that_ends_before_completed_is_a_protocol_error() -> None:
-    error = fold_error(image_done())
-    assert error.code is ErrorCode.PROTOCOL
-    assert error.message == "The Codex stream ended before response.completed."
+def test_stream_that_ends_before_completed_without_an_image_is_a_protocol_error() -> None:
+    partial = {"type": "response.image_generation_call.partial_image", "partial_image_b64": "AA"}
+    for payloads in ((partial,), (image_done(result=""),), ()):
+        error = fold_error(*payloads)
+        assert error.code is ErrorCode.PROTOCOL
+        assert error.message == (
+            "The Codex stream ended before response.completed without a complete image."
+        )
+
+
+def test_a_final_image_still_generating_is_delivered_without_completed() -> None:
+    """openai/codex PR #28656: the last item carries the whole image, status generating."""
+    result = fold(image_done(status="generating", id="ig_1", revised_prompt="r"))
+    assert result.image_b64 == "QUJD"
+    assert result.revised_prompt == "r"
+    assert result.image_call_statuses == frozenset({"generating"})
+    assert result.usage is None
+
+
+def test_one_image_in_many_events_counts_once() -> None:
+    """kittors/CliRelay PR #954: the same image under several events and item ids."""
+    state = ResponsesStreamState(keep_partials=False)
+    image = "QUJD" * 1000
+    partial = {"type": "response.image_generation_call.partial_image", "partial_image_b64": "AA"}
+    forwarded = [
+        state.handle_payload(payload)
+        for payload in (
+            partial,
+            {**partial, "partial_image_index": 1},  # the same preview again
+            image_done(image, id="ig_1"),
+            image_done(image, id="ig_2"),  # another id, the same bytes
+            image_done(image, id="ig_1"),
+            {**partial, "partial_image_b64": image},  # a late preview of the final
+            completed([image_done(image, id="ig_1")["item"], image_done(image)["item"]]),
+        )
+    ]
+    assert [p.b64 if p else None for p in forwarded] == ["AA", None, None, None, None, None, None]
+    assert state.duplicate_images == 6
+    assert state.retained_chars == len(image)  # one image, not five
+    assert state.finish().image_b64 == image
+
+
+def test_the_same_item_id_replaces_its_image_but_a_new_id_and_content_is_a_second_image() -> None:
+    assert fold(
+        image_done("AAAA", id="ig"), image_done("QUJD", id="ig"), completed()
+    ).image_b64 == ("QUJD")
+    error = fold_error(image_done("AAAA", id="ig_1"), image_done("QUJD", id="ig_2"))
+    assert "multiple final images" in error.message
 
 
 @pytest.mark.parametrize("data", ["{not json", "[1, 2]", '"text"'])

@@ -97,6 +97,9 @@ BehaviourKind = Literal[
     "refusal_message",
     "usage_limit_in_stream",
     "failed_after_partial",
+    "final_generating_no_completed",
+    "ends_without_image",
+    "repeated_image",
     "redirect",
 ]
 Route = Literal["responses", "images_generations", "images_edits", "usage"]
@@ -180,18 +183,28 @@ def token_sha256(value: str) -> str:
 
 
 @lru_cache(maxsize=32)
-def _image_b64(width: int, height: int, image_format: str, transparent: bool) -> str:
-    """A small, valid image: a coloured canvas with a square, alpha when transparent."""
+def _image_b64(
+    width: int, height: int, image_format: str, transparent: bool, variant: int = 0
+) -> str:
+    """A small, valid image: a coloured canvas with a square, alpha when transparent.
+
+    ``variant`` shades the square, so successive previews differ as real ones do."""
     mode = "RGBA" if transparent and image_format != "jpeg" else "RGB"
     background = (0, 0, 0, 0) if mode == "RGBA" else (40, 90, 200)
     image = Image.new(mode, (width, height), background)
     draw = ImageDraw.Draw(image)
     inset_x, inset_y = max(width // 4, 0), max(height // 4, 0)
-    fill = (230, 120, 30, 255) if mode == "RGBA" else (230, 120, 30)
+    shade = (230 - 40 * variant) % 256
+    fill = (shade, 120, 30, 255) if mode == "RGBA" else (shade, 120, 30)
     draw.rectangle((inset_x, inset_y, width - inset_x - 1, height - inset_y - 1), fill=fill)
     buffer = io.BytesIO()
     image.save(buffer, format={"png": "PNG", "jpeg": "JPEG", "webp": "WEBP"}[image_format])
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _partial_b64() -> str:
+    """A preview that differs from every final image the mock sends."""
+    return _image_b64(8, 8, "png", False)
 
 
 def _parse_size(raw: object, default: tuple[int, int]) -> tuple[int, int]:
@@ -623,8 +636,14 @@ class _Handler(BaseHTTPRequestHandler):
         kind = behaviour.kind
         blocks: list[str]
         if kind in ("ok", "slow_ok", "stall_mid_stream", "disconnect_mid_stream", "malformed_json"):
+            previews = [
+                self._image_for(
+                    tool.get("size"), tool.get("output_format"), tool.get("background"), index
+                )
+                for index in range(1, 4)
+            ]
             blocks = _success_blocks(
-                backend.fixture_events(), image_b64, tool.get("partial_images")
+                backend.fixture_events(), image_b64, tool.get("partial_images"), previews
             )
         elif kind == "failed_image_call":
             item = {
@@ -691,6 +710,45 @@ class _Handler(BaseHTTPRequestHandler):
                         "error": {"code": "server_error", "message": "The server had an error."},
                     },
                 },
+            )
+        elif kind == "final_generating_no_completed":
+            # The backend of late 2026: the whole image in a last output_item.done that
+            # still says "generating", then the stream ends (openai/codex PR #28656).
+            item = {"type": "image_generation_call", "id": "ig_mock", "status": "generating",
+                    "result": image_b64, "revised_prompt": "revised"}  # fmt: skip
+            blocks = _blocks(
+                _created(),
+                {"type": "response.output_item.done", "output_index": 0, "item": item},
+            )
+        elif kind == "ends_without_image":
+            blocks = _blocks(
+                _created(),
+                {
+                    "type": "response.image_generation_call.partial_image",
+                    "partial_image_b64": _partial_b64(),
+                    "partial_image_index": 0,
+                },
+            )
+        elif kind == "repeated_image":
+            # One image inlined again and again (kittors/CliRelay PR #954): a repeated
+            # partial, the final under two item ids, a late partial of the final's bytes,
+            # and both items again in response.completed.
+            partial = {
+                "type": "response.image_generation_call.partial_image",
+                "partial_image_b64": _partial_b64(),
+                "partial_image_index": 0,
+            }
+            first = {"type": "image_generation_call", "id": "ig_one", "status": "completed",
+                     "result": image_b64, "revised_prompt": "revised"}  # fmt: skip
+            second = {**first, "id": "ig_two"}
+            blocks = _blocks(
+                _created(),
+                partial,
+                {**partial, "partial_image_index": 1},
+                {"type": "response.output_item.done", "output_index": 0, "item": first},
+                {"type": "response.output_item.done", "output_index": 0, "item": second},
+                {**partial, "partial_image_b64": image_b64, "partial_image_index": 2},
+                _completed([first, second]),
             )
         else:  # pragma: no cover - every kind is handled above or by _common_fault
             raise AssertionError(kind)
@@ -888,13 +946,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _image_for(self, size: object, output_format: object, background: object) -> str:
+    def _image_for(
+        self, size: object, output_format: object, background: object, variant: int = 0
+    ) -> str:
         backend = self.server.backend
         width, height = _parse_size(size if backend.honour_size else None, backend.image_size)
         image_format = "png"
         if backend.honour_output_format and output_format in ("png", "jpeg", "webp"):
             image_format = str(output_format)
-        return _image_b64(width, height, image_format, background == "transparent")
+        return _image_b64(width, height, image_format, background == "transparent", variant)
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -1072,8 +1132,11 @@ def _without_usage(blocks: list[str]) -> list[str]:
     return out
 
 
-def _success_blocks(fixture: list[str], image_b64: str, partial_images: object) -> list[str]:
-    """The fixture's blocks with real images; ``partial_images`` > 1 repeats the partial."""
+def _success_blocks(
+    fixture: list[str], image_b64: str, partial_images: object, previews: list[str]
+) -> list[str]:
+    """The fixture's blocks with real images; ``partial_images`` > 1 repeats the partial
+    event, each time with the next of ``previews`` (distinct images, as real previews)."""
     wanted = (
         partial_images if isinstance(partial_images, int) and 1 <= partial_images <= 3 else None
     )
@@ -1090,7 +1153,7 @@ def _success_blocks(fixture: list[str], image_b64: str, partial_images: object) 
         kept = [line for line in lines if not line.startswith("data:")]
         if payload.get("type") == "response.image_generation_call.partial_image":
             for index in range(wanted or 1):
-                event = {**payload, "partial_image_b64": image_b64}
+                event = {**payload, "partial_image_b64": previews[index % len(previews)]}
                 if wanted is not None:
                     event["partial_image_index"] = index
                 out.append("\n".join([*kept, f"data: {json.dumps(event)}"]))

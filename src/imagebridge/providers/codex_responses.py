@@ -284,6 +284,7 @@ class CodexResponsesProvider(CodexHttpProvider):
             output_index=0,
             max_base64_chars=self.options.max_base64_chars,
             secrets=credentials.secret_values(),
+            keep_partials=False,  # forwarded as they arrive; never buffered
         )
         async for chunk in response.aiter_bytes():
             for event in decoder.feed(chunk):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -68,6 +69,15 @@ class ResponsesStreamState:
     or raises the classified :class:`BridgeError`. ``clock`` gives epoch seconds, used to
     turn ``resets_at`` into ``retry_after_ms``; ``secrets`` (the credentials' values) are
     kept out of upstream codes.
+
+    The backend of late 2026 differs from the original's picture in two ways handled
+    here (issue 20 §2, §3): the last ``response.output_item.done`` may carry the whole
+    image with ``status: "generating"`` and no ``response.completed`` follows, and one
+    image may arrive in several events. A complete final image is therefore enough to
+    finish, and each image counts once: by item id, and by content when ids differ. A
+    partial identical to one already forwarded (or to the final) is not forwarded again,
+    and with ``keep_partials=False`` no partial is retained, so what the state buffers
+    stays about one image however often the backend repeats it.
     """
 
     def __init__(
@@ -78,8 +88,15 @@ class ResponsesStreamState:
         max_revised_prompt_bytes: int = MAX_REVISED_PROMPT_BYTES,
         clock: Callable[[], float] = time.time,
         secrets: Sequence[str] = (),
+        keep_partials: bool = True,
     ) -> None:
         self._output_index = output_index
+        self._keep_partials = keep_partials
+        self._partial_digests: set[bytes] = set()
+        self._final_item_id: str | None = None
+        self._final_digest: bytes | None = None
+        self.duplicate_images = 0
+        """Image payloads (final or partial) dropped because they were already seen."""
         self._secrets = tuple(secrets)
         self._max_base64_chars = max_base64_chars
         self._max_revised_prompt_bytes = max_revised_prompt_bytes
@@ -111,6 +128,12 @@ class ResponsesStreamState:
     @property
     def partial_images(self) -> tuple[PartialImage, ...]:
         return tuple(self._partials)
+
+    @property
+    def retained_chars(self) -> int:
+        """Base64 characters the state holds now (the final image and kept partials)."""
+        final = len(self._final_b64) if self._final_b64 is not None else 0
+        return final + sum(len(partial.b64) for partial in self._partials)
 
     def handle(self, event: SseEvent) -> PartialImage | None:
         """Fold one SSE event; its JSON ``type`` decides (the ``event:`` name is ignored)."""
@@ -158,10 +181,10 @@ class ResponsesStreamState:
         """The result, or the error the finish rules of A5 give for this stream."""
         if self._failure is not None:
             raise self._failure.copy()
-        if not self._completed:
+        if not self._completed and self._final_b64 is None:
             raise BridgeError(
                 ErrorCode.PROTOCOL,
-                "The Codex stream ended before response.completed.",
+                "The Codex stream ended before response.completed without a complete image.",
                 details={"stage": "stream"},
             )
         if self._final_b64 is None:
@@ -200,8 +223,14 @@ class ResponsesStreamState:
                 details={"stage": "event"},
             )
         self._partial_counter = index + 1
+        digest = _digest(b64)
+        if digest in self._partial_digests or digest == self._final_digest:
+            self.duplicate_images += 1
+            return None
+        self._partial_digests.add(digest)
         partial = PartialImage(index=self._output_index, partial_index=index, b64=b64)
-        self._partials.append(partial)
+        if self._keep_partials:
+            self._partials.append(partial)
         return partial
 
     def _on_completed(self, response: object) -> None:
@@ -251,13 +280,21 @@ class ResponsesStreamState:
             return
         if len(result) > self._max_base64_chars:
             raise _too_large_image(self._max_base64_chars)
-        if self._final_b64 is not None and self._final_b64 != result:
-            raise BridgeError(
-                ErrorCode.PROTOCOL,
-                "The Codex stream sent multiple final images for one output.",
-                details={"stage": "event"},
-            )
-        self._final_b64 = result
+        raw_id = item.get("id")
+        item_id = raw_id if isinstance(raw_id, str) and raw_id else None
+        digest = _digest(result)
+        if self._final_b64 is not None:
+            same_item = item_id is not None and item_id == self._final_item_id
+            if not same_item and digest != self._final_digest:
+                raise BridgeError(
+                    ErrorCode.PROTOCOL,
+                    "The Codex stream sent multiple final images for one output.",
+                    details={"stage": "event"},
+                )
+            self.duplicate_images += 1
+        self._final_b64 = result  # the same image: a later copy of one item replaces it
+        self._final_digest = digest
+        self._final_item_id = item_id or self._final_item_id
         revised = _revised_prompt(item, self._max_revised_prompt_bytes)
         if revised:
             self._revised_prompt = revised
@@ -287,6 +324,11 @@ class ResponsesStreamState:
             retryable=True,
             details={"upstream_code": "completed_without_image", **diagnostics},
         )
+
+
+def _digest(b64: str) -> bytes:
+    """A content key for one base64 payload (hashing is cheap next to parsing its event)."""
+    return hashlib.sha256(b64.encode("utf-8", "surrogatepass")).digest()
 
 
 def parse_responses_events(

@@ -1,0 +1,102 @@
+"""The bridge's own SSE stream over the Codex backend mock (issue 20 §2, §3).
+
+One image the backend repeats in many events reaches the client once; a final image that
+arrives "generating" with no ``response.completed`` is delivered.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.server.conftest import ServeFactory
+from tests.support.codex_backend import (
+    BRIDGE_ACCOUNT,
+    BRIDGE_TOKEN,
+    CodexBackend,
+    bridge_sets,
+    write_codex_auth,
+)
+
+
+@pytest.fixture
+def codex_server(
+    serve: ServeFactory,
+    codex_backend: CodexBackend,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[ServeFactory, dict[str, str]]:
+    home = tmp_path / "codex-home"
+    write_codex_auth(home, access_token=BRIDGE_TOKEN, account_id=BRIDGE_ACCOUNT)
+    monkeypatch.setenv("CODEX_HOME", str(home))  # the login is read from the process
+    return serve, {"CODEX_HOME": str(home)}
+
+
+def stream(
+    serve: ServeFactory, env: dict[str, str], backend: CodexBackend, tmp_path: Path
+) -> list[tuple[str, dict[str, object]]]:
+    data = tmp_path / "inputs"
+    data.mkdir(exist_ok=True)
+    sets = [s for s in bridge_sets(backend, data) if not s.startswith("inputs.")]
+    server = serve(
+        "providers.codex_responses.enabled=true",
+        *sets,
+        'default_provider="codex-responses"',
+        env=env,
+    )
+    body = {
+        "operation": "generate",
+        "prompt": "a red fox",
+        "parameters": {"partial_images": 2},
+        "output": {"response_format": "b64_json"},
+    }
+    with server.client() as client:
+        response = client.post("/v1/images/stream", json=body)
+    assert response.status_code == 200
+    events = []
+    for block in response.text.split("\n\n"):
+        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
+        if lines:
+            name = lines[0].removeprefix("event: ")
+            events.append((name, json.loads(lines[1].removeprefix("data: "))))
+    return events
+
+
+def test_an_image_repeated_by_the_backend_reaches_the_client_once(
+    codex_server: tuple[ServeFactory, dict[str, str]],
+    codex_backend: CodexBackend,
+    tmp_path: Path,
+) -> None:
+    serve, env = codex_server
+    codex_backend.set_default("repeated_image")
+
+    events = stream(serve, env, codex_backend, tmp_path)
+
+    names = [name for name, _ in events]
+    assert names.count("completed") == 1 and "error" not in names, events
+    [(_, completed)] = [event for event in events if event[0] == "completed"]
+    response = completed["response"] if "response" in completed else completed
+    [image] = response["data"]  # type: ignore[index]
+    final = image["b64_json"]
+    text = json.dumps([payload for _, payload in events])
+    assert text.count(final) == 1  # the final bytes once, although sent five times
+    partials = [payload for name, payload in events if name == "partial_image"]
+    assert len(partials) == 1  # the repeated preview, and the late copy of the final, dropped
+    assert codex_backend.calls("responses") == 1
+
+
+def test_a_final_image_still_generating_is_delivered(
+    codex_server: tuple[ServeFactory, dict[str, str]],
+    codex_backend: CodexBackend,
+    tmp_path: Path,
+) -> None:
+    serve, env = codex_server
+    codex_backend.set_default("final_generating_no_completed")
+
+    events = stream(serve, env, codex_backend, tmp_path)
+
+    names = [name for name, _ in events]
+    assert names[-1] == "completed", names
+    assert codex_backend.calls("responses") == 1

@@ -77,8 +77,7 @@ def test_an_image_repeated_by_the_backend_reaches_the_client_once(
     names = [name for name, _ in events]
     assert names.count("completed") == 1 and "error" not in names, events
     [(_, completed)] = [event for event in events if event[0] == "completed"]
-    response = completed["response"] if "response" in completed else completed
-    [image] = response["data"]  # type: ignore[index]
+    [image] = completed["response"]["data"]  # type: ignore[index]
     final = image["b64_json"]
     text = json.dumps([payload for _, payload in events])
     assert text.count(final) == 1  # the final bytes once, although sent five times

@@ -578,3 +578,45 @@ async def test_an_image_repeated_in_many_events_is_one_output(codex_bridge: Code
     assert len(response.data) == 1
     partials = [event for event in events if isinstance(event, PartialImageEvent)]
     assert len(partials) == 1
+
+
+# -- the image's own usage (issue 20 §6) -----------------------------------------------------
+
+IMAGE_GEN_USAGE = {
+    "input_tokens": 120,
+    "input_tokens_details": {"image_tokens": 100, "text_tokens": 20},
+    "output_tokens": 7024,
+    "output_tokens_details": {"image_tokens": 7024},
+    "total_tokens": 7144,
+}
+
+
+async def test_image_usage_from_tool_usage_is_reported_under_usage_provider(
+    codex_bridge: CodexBridge,
+) -> None:
+    codex_bridge.backend.image_gen_usage = IMAGE_GEN_USAGE
+
+    response = await codex_bridge.run()
+
+    usage = response.to_wire()["usage"]
+    assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (2, 3, 5)
+    assert usage["provider"] == {
+        "image_gen_images": 1,
+        "image_gen_input_image_tokens": 100,
+        "image_gen_input_text_tokens": 20,
+        "image_gen_input_tokens": 120,
+        "image_gen_output_image_tokens": 7024,
+        "image_gen_output_tokens": 7024,
+        "image_gen_total_tokens": 7144,
+    }
+    Usage.model_validate(usage)  # still the contract's Usage shape: no new top-level key
+
+
+async def test_image_usage_sums_over_a_fan_out(codex_bridge: CodexBridge) -> None:
+    codex_bridge.backend.image_gen_usage = {"output_tokens": 1000}
+
+    response = await codex_bridge.run(parameters={"n": 3})
+
+    assert response.usage is not None
+    assert response.usage.provider == {"image_gen_images": 3, "image_gen_output_tokens": 3000}
+    assert response.usage.total_tokens == 15

@@ -1377,3 +1377,26 @@ async def test_mock_images_faults_classify(
     assert isinstance(error, BridgeError)
     assert (error.code, error.retryable) == (native, retryable)
     assert codex_backend.calls("images_generations") == 1
+
+
+def test_image_usage_comes_from_tool_usage_image_gen() -> None:
+    """sub2api #4399/#4639: the image's cost is not in response.usage."""
+    done = completed(usage={"input_tokens": 5, "output_tokens": 1, "total_tokens": 6})
+    done["response"]["tool_usage"] = {
+        "image_gen": {"output_tokens": 272, "output_tokens_details": {"image_tokens": 272}}
+    }
+    usage = fold(image_done(), done).usage
+    assert usage is not None
+    assert usage.to_dict() == {
+        "input_tokens": 5,
+        "output_tokens": 1,
+        "total_tokens": 6,
+        "provider": {
+            "image_gen_images": 1,
+            "image_gen_output_image_tokens": 272,
+            "image_gen_output_tokens": 272,
+        },
+    }
+    only_images = completed()
+    only_images["response"]["tool_usage"] = {"image_gen": {"output_tokens": True, "x": 1}}
+    assert fold(image_done(), only_images).usage is None  # nothing countable

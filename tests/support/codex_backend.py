@@ -248,6 +248,9 @@ class CodexBackend:
         self.stall_timeout_s = stall_timeout_s
         self.sse_content_type = sse_content_type
         """``None`` omits ``Content-Type`` on SSE success, as the private endpoint may."""
+        self.image_gen_usage: dict[str, Any] | None = None
+        """When set, ``response.completed`` carries it as ``response.tool_usage.image_gen``
+        (where the real backend reports the image's own cost)."""
         self.refused_models: set[str] = set()
         """Carrier models this "plan" refuses: a ``/responses`` call naming one gets the
         real backend's 400 ``{"detail": "The '<model>' model is not supported when using
@@ -755,6 +758,8 @@ class _Handler(BaseHTTPRequestHandler):
 
         if not backend.report_usage:
             blocks = _without_usage(blocks)
+        if backend.image_gen_usage is not None:
+            blocks = _with_tool_usage(blocks, backend.image_gen_usage)
         headers = {**backend.rate_limit_headers(), "x-oai-request-id": _request_id()}
         if backend.sse_content_type is not None:
             headers["Content-Type"] = backend.sse_content_type
@@ -1115,6 +1120,22 @@ def _blocks(*events: dict[str, Any]) -> list[str]:
 
 def _without_usage(blocks: list[str]) -> list[str]:
     """The same SSE blocks with ``response.usage`` removed from ``response.completed``."""
+    return _edit_completed(
+        blocks, lambda response: {k: v for k, v in response.items() if k != "usage"}
+    )
+
+
+def _with_tool_usage(blocks: list[str], image_gen: dict[str, Any]) -> list[str]:
+    """The same SSE blocks with ``response.tool_usage.image_gen`` on ``response.completed``."""
+    return _edit_completed(
+        blocks, lambda response: {**response, "tool_usage": {"image_gen": image_gen}}
+    )
+
+
+def _edit_completed(
+    blocks: list[str], edit: Callable[[dict[str, Any]], dict[str, Any]]
+) -> list[str]:
+    """The same SSE blocks with ``edit`` applied to the ``response`` of ``response.completed``."""
     out: list[str] = []
     for block in blocks:
         lines = block.split("\n")
@@ -1125,7 +1146,7 @@ def _without_usage(blocks: list[str]) -> list[str]:
             and payload.get("type") == "response.completed"
             and isinstance(payload.get("response"), dict)
         ):
-            response = {k: v for k, v in payload["response"].items() if k != "usage"}
+            response = edit(payload["response"])
             kept = [line for line in lines if not line.startswith("data:")]
             block = "\n".join([*kept, f"data: {json.dumps({**payload, 'response': response})}"])
         out.append(block)

@@ -241,7 +241,9 @@ class ResponsesStreamState:
         if isinstance(output, list):
             for item in output:
                 self._scan_item(item)
-        usage = TokenUsage.parse(response.get("usage"))
+        tool_usage = response.get("tool_usage")
+        image_gen = tool_usage.get("image_gen") if isinstance(tool_usage, Mapping) else None
+        usage = TokenUsage.parse(response.get("usage"), image_gen=image_gen)
         if usage is not None:
             self._usage = usage
 

@@ -405,3 +405,32 @@ def test_only_non_identifying_quota_fields_are_kept() -> None:
 def test_diagnostics_details_from_a_bridge(detail: Any, expected: QuotaReading) -> None:
     """The shapes ``providers_detail`` entries take (api.md §11: the server's hook wrapper)."""
     assert reading_from_detail("p", detail) == expected
+
+
+def test_the_separate_image_limit_is_shown_by_quota_and_doctor(
+    cli: Cli, codex_backend: CodexBackend
+) -> None:
+    codex_backend.quota.image_used_percent = 100.0
+    env = codex_env(cli, codex_backend)
+
+    result = cli("--json", "providers", "quota", "--provider", "codex-responses", env=env)
+
+    assert result.code == 0, result.stderr
+    quota = by_provider(result.json())["codex-responses"]["quota"]
+    windows = {window["name"]: window for window in quota["windows"]}
+    assert windows["image_gen.primary"] == {
+        "name": "image_gen.primary",
+        "limit": "image_gen",
+        "label": "1d",
+        "used_percent": 100,
+        "window_minutes": 1440,
+        "resets_at": windows["image_gen.primary"]["resets_at"],
+    }
+    assert (windows["primary"]["label"], windows["secondary"]["label"]) == ("5h", "7d")
+    assert quota["image_limit_exhausted"] is True
+
+    doctor = _doctor_quota(cli, env, "codex-responses")
+    assert doctor["status"] == "pass"
+    assert doctor["details"]["image_limit_exhausted"] is True
+    assert "image_gen.primary" in [window["name"] for window in doctor["details"]["windows"]]
+    assert_no_secrets(result.stdout, result.stderr)

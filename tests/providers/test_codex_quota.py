@@ -128,7 +128,41 @@ def test_separate_image_limit_headers_are_their_own_windows() -> None:
     snapshot = parse_rate_limit_headers(headers, now=NOW)
     assert snapshot is not None
     assert [window.name for window in snapshot.windows] == ["primary", "image_gen.primary"]
-    assert snapshot.window("image_gen.primary") == QuotaWindow("image_gen.primary", 80.0)
+    assert snapshot.window("image_gen.primary") == QuotaWindow(
+        "image_gen.primary", 80.0, limit="image_gen"
+    )
+    assert snapshot.image_limit_exhausted is False
+
+
+def test_windows_are_labelled_by_their_length_not_their_position() -> None:
+    """Team plans put the 7-day window first (sub2api #1886)."""
+    headers = {
+        "x-codex-primary-used-percent": "40",
+        "x-codex-primary-window-minutes": "10080",
+        "x-codex-secondary-used-percent": "12",
+        "x-codex-secondary-window-minutes": "300",
+        "x-image-gen-primary-used-percent": "100",
+        "x-image-gen-primary-window-minutes": "1440",
+        "x-codex-other-primary-used-percent": "1",
+        "x-codex-other-primary-window-minutes": "90",
+    }
+    snapshot = parse_rate_limit_headers(headers, now=NOW)
+    assert snapshot is not None
+    assert [(w.name, w.limit, w.label) for w in snapshot.windows] == [
+        ("secondary", "codex", "5h"),
+        ("primary", "codex", "7d"),
+        ("codex_other.primary", "codex_other", "90m"),
+        ("image_gen.primary", "image_gen", "1d"),
+    ]
+    assert snapshot.image_limit_exhausted is True
+    assert snapshot.to_dict()["windows"][0] == {
+        "name": "secondary",
+        "limit": "codex",
+        "label": "5h",
+        "used_percent": 12.0,
+        "window_minutes": 300,
+        "resets_at": None,
+    }
 
 
 @pytest.mark.parametrize("plan", ["someone@example.com", "plus plan", "x" * 40, "acct 1234"])
@@ -174,7 +208,7 @@ def test_usage_payload_keeps_only_non_identifying_fields() -> None:
     assert snapshot.windows == (
         QuotaWindow("primary", 6.0, 300, 1_800_000_100),
         QuotaWindow("secondary", 24.5, 10_080, int(NOW) + 50),
-        QuotaWindow("image_gen.primary", 3.0, None, None),
+        QuotaWindow("image_gen.primary", 3.0, None, None, limit="image_gen"),
     )
     assert (snapshot.plan_type, snapshot.limit_reached, snapshot.source) == (
         "pro",

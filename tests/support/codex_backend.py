@@ -145,6 +145,11 @@ class MockQuota:
     secondary_resets_in_s: int = 400_000
     limit_resets_in_s: int = 1_800
     """For 429 / in-stream usage-limit answers: seconds until ``resets_at``."""
+    image_used_percent: float | None = None
+    """When set, the separate image quota (limit id ``image_gen``) is reported too:
+    ``x-image-gen-primary-*`` headers and an ``additional_rate_limits`` entry."""
+    image_window_minutes: int = 1_440
+    image_resets_in_s: int = 7_200
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,7 +448,14 @@ class CodexBackend:
         """The ``x-codex-*`` headers the real backend puts on generation answers."""
         now = int(time.time())
         quota = self.quota
-        return {
+        image: dict[str, str] = {}
+        if quota.image_used_percent is not None:
+            image = {
+                "x-image-gen-primary-used-percent": f"{quota.image_used_percent:g}",
+                "x-image-gen-primary-window-minutes": str(quota.image_window_minutes),
+                "x-image-gen-primary-reset-at": str(now + quota.image_resets_in_s),
+            }
+        return image | {
             "x-codex-plan-type": quota.plan_type,
             "x-codex-active-limit": "premium",
             "x-codex-primary-used-percent": f"{quota.primary_used_percent:g}",
@@ -482,7 +494,22 @@ class CodexBackend:
                 },
             },
             "credits": {"has_credits": False, "unlimited": False, "balance": "0"},
+            "additional_rate_limits": self._image_rate_limits(now),
         }
+
+    def _image_rate_limits(self, now: int) -> list[dict[str, Any]]:
+        quota = self.quota
+        if quota.image_used_percent is None:
+            return []
+        window = {
+            "used_percent": quota.image_used_percent,
+            "limit_window_seconds": quota.image_window_minutes * 60,
+            "reset_after_seconds": quota.image_resets_in_s,
+            "reset_at": now + quota.image_resets_in_s,
+        }
+        rate_limit = {"allowed": quota.image_used_percent < 100, "primary_window": window}
+        return [{"limit_name": "image_gen", "metered_feature": "image_gen",
+                 "rate_limit": rate_limit}]  # fmt: skip
 
     def usage_limit_error(self) -> dict[str, Any]:
         """The body of the real backend's quota 429 (``usage_limit_reached``)."""

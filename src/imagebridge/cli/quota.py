@@ -38,8 +38,15 @@ QUOTA_TIMEOUT_S = 10.0
 MAX_WINDOWS = 16
 MAX_TEXT_CHARS = 300
 QuotaState = Literal["available", "unavailable", "not_reported"]
-_QUOTA_FIELDS = ("plan_type", "limit_reached", "exhausted", "source", "observed_at")
-_WINDOW_FIELDS = ("name", "used_percent", "window_minutes", "resets_at")
+_QUOTA_FIELDS = (
+    "plan_type",
+    "limit_reached",
+    "exhausted",
+    "image_limit_exhausted",
+    "source",
+    "observed_at",
+)
+_WINDOW_FIELDS = ("name", "limit", "label", "used_percent", "window_minutes", "resets_at")
 _HOOK_FAILURES = {
     "timeout": ("timeout", "the provider did not report its quota in time"),
     "error": ("internal", "the provider's quota could not be read"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,19 +16,43 @@ from imagebridge.providers.codex_wire._constants import (
 )
 from imagebridge.providers.codex_wire._payload import _number
 
+TEXT_LIMIT: Final = "codex"
+IMAGE_LIMIT: Final = "image_gen"
+
 
 @dataclass(frozen=True, slots=True)
 class QuotaWindow:
-    """One usage window: how full it is, how long it is, when it resets (epoch seconds)."""
+    """One usage window: how full it is, how long it is, when it resets (epoch seconds).
+
+    ``name`` is where the backend put it (``primary``, ``image_gen.secondary`` …); that
+    position says nothing about its length (team plans put the 7-day window first), so
+    :attr:`label` names it by its duration instead. ``limit`` is the limit it belongs to:
+    ``codex`` (text) or another id such as ``image_gen``, the separate image quota.
+    """
 
     name: str
     used_percent: float
     window_minutes: int | None = None
     resets_at: int | None = None
+    limit: str = TEXT_LIMIT
+
+    @property
+    def label(self) -> str | None:
+        """``5h``, ``7d``, ``90m`` … from the window length; ``None`` when unknown."""
+        minutes = self.window_minutes
+        if minutes is None or minutes <= 0:
+            return None
+        if minutes % 1440 == 0:
+            return f"{minutes // 1440}d"
+        if minutes % 60 == 0:
+            return f"{minutes // 60}h"
+        return f"{minutes}m"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "limit": self.limit,
+            "label": self.label,
             "used_percent": self.used_percent,
             "window_minutes": self.window_minutes,
             "resets_at": self.resets_at,
@@ -66,23 +91,36 @@ class QuotaSnapshot:
             observed_at=max(self.observed_at, newer.observed_at),
         )
 
+    @property
+    def image_limit_exhausted(self) -> bool | None:
+        """Whether the separate image quota is full; ``None`` when it was not reported."""
+        image = [window for window in self.windows if window.limit == IMAGE_LIMIT]
+        if not image:
+            return None
+        return any(window.used_percent >= 100 for window in image)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "plan_type": self.plan_type,
             "limit_reached": self.limit_reached,
             "exhausted": self.exhausted,
+            "image_limit_exhausted": self.image_limit_exhausted,
             "source": self.source,
             "observed_at": self.observed_at,
             "windows": [window.to_dict() for window in self.windows],
         }
 
 
-def _window_order(window: QuotaWindow) -> tuple[int, str]:
-    rank = {"primary": 0, "secondary": 1}.get(window.name, 2)
-    return rank, window.name
+def _window_order(window: QuotaWindow) -> tuple[int, str, int, str]:
+    """Text limit first, then other limits by id; inside one, shortest window first."""
+    first = 0 if window.limit == TEXT_LIMIT else 1
+    minutes = window.window_minutes
+    if minutes is None:  # unknown length: keep the backend's own order
+        minutes = 0 if window.name.endswith("primary") else 1
+    return first, window.limit, minutes, window.name
 
 
-_HEADER_LIMITS: Final = (("x-codex-", ""), ("x-image-gen-", "image_gen."))
+_HEADER_WINDOW: Final = re.compile(r"x-([a-z0-9-]{1,48}?)-(primary|secondary)-used-percent")
 _MAX_WINDOWS: Final = 16
 
 
@@ -93,29 +131,36 @@ def parse_rate_limit_headers(
     clock = time.time() if now is None else now
     lowered = {str(key).lower(): str(value) for key, value in headers.items()}
     windows: list[QuotaWindow] = []
-    for prefix, name_prefix in _HEADER_LIMITS:
-        for which in ("primary", "secondary"):
-            base = f"{prefix}{which}-"
-            used = _header_number(lowered.get(f"{base}used-percent"))
-            if used is None:
-                continue
-            minutes = _header_number(lowered.get(f"{base}window-minutes"))
-            resets_at = _header_number(lowered.get(f"{base}reset-at"))
-            if resets_at is None:
-                after = _header_number(lowered.get(f"{base}reset-after-seconds"))
-                resets_at = None if after is None else clock + after
-            windows.append(
-                QuotaWindow(
-                    name=f"{name_prefix}{which}",
-                    used_percent=_percent(used),
-                    window_minutes=None if minutes is None else int(minutes),
-                    resets_at=None if resets_at is None else int(resets_at),
-                )
+    for header in sorted(lowered):
+        match = _HEADER_WINDOW.fullmatch(header)
+        if match is None:
+            continue
+        limit_prefix, which = match.groups()
+        used = _header_number(lowered[header])
+        if used is None:
+            continue
+        base = f"x-{limit_prefix}-{which}-"
+        minutes = _header_number(lowered.get(f"{base}window-minutes"))
+        resets_at = _header_number(lowered.get(f"{base}reset-at"))
+        if resets_at is None:
+            after = _header_number(lowered.get(f"{base}reset-after-seconds"))
+            resets_at = None if after is None else clock + after
+        limit = limit_prefix.replace("-", "_")
+        windows.append(
+            QuotaWindow(
+                name=which if limit == TEXT_LIMIT else f"{limit}.{which}",
+                used_percent=_percent(used),
+                window_minutes=None if minutes is None else int(minutes),
+                resets_at=None if resets_at is None else int(resets_at),
+                limit=limit,
             )
+        )
+        if len(windows) >= _MAX_WINDOWS:
+            break
     if not windows:
         return None
     return QuotaSnapshot(
-        windows=tuple(windows),
+        windows=tuple(sorted(windows, key=_window_order)),
         plan_type=_plan_type(lowered.get("x-codex-plan-type")),
         source="headers",
         observed_at=clock,
@@ -131,7 +176,7 @@ def parse_usage_payload(payload: object, *, now: float | None = None) -> QuotaSn
     rate_limit = payload.get("rate_limit")
     limit_reached: bool | None = None
     if isinstance(rate_limit, Mapping):
-        windows.extend(_usage_windows(rate_limit, "", clock))
+        windows.extend(_usage_windows(rate_limit, TEXT_LIMIT, clock))
         if isinstance(rate_limit.get("limit_reached"), bool):
             limit_reached = bool(rate_limit["limit_reached"])
     extra = payload.get("additional_rate_limits")
@@ -146,9 +191,9 @@ def parse_usage_payload(payload: object, *, now: float | None = None) -> QuotaSn
                 and isinstance(inner, Mapping)
                 and _WINDOW_NAME_PATTERN.fullmatch(name.lower())
             ):
-                windows.extend(_usage_windows(inner, f"{name.lower()}.", clock))
+                windows.extend(_usage_windows(inner, name.lower(), clock))
     return QuotaSnapshot(
-        windows=tuple(windows[:_MAX_WINDOWS]),
+        windows=tuple(sorted(windows[:_MAX_WINDOWS], key=_window_order)),
         plan_type=_plan_type(payload.get("plan_type")),
         limit_reached=limit_reached,
         source="usage_endpoint",
@@ -156,7 +201,8 @@ def parse_usage_payload(payload: object, *, now: float | None = None) -> QuotaSn
     )
 
 
-def _usage_windows(rate_limit: Mapping[str, Any], prefix: str, now: float) -> list[QuotaWindow]:
+def _usage_windows(rate_limit: Mapping[str, Any], limit: str, now: float) -> list[QuotaWindow]:
+    prefix = "" if limit == TEXT_LIMIT else f"{limit}."
     windows: list[QuotaWindow] = []
     for which in ("primary", "secondary"):
         raw = rate_limit.get(f"{which}_window")
@@ -176,6 +222,7 @@ def _usage_windows(rate_limit: Mapping[str, Any], prefix: str, now: float) -> li
                 used_percent=_percent(used),
                 window_minutes=None if seconds is None else int(seconds // 60),
                 resets_at=None if resets_at is None else int(resets_at),
+                limit=limit,
             )
         )
     return windows

@@ -202,3 +202,47 @@ def test_usage_url_is_derived_from_the_base_url() -> None:
         "https://chatgpt.com/backend-api/wham/usage"
     )
     assert images_usage_url("http://127.0.0.1:9/api/codex/") == "http://127.0.0.1:9/api/wham/usage"
+
+
+# -- the route follows the prompt, not `size` (issue 20 §7) ----------------------------------
+
+
+async def test_a_square_size_gets_the_routes_own_square_and_says_so(
+    codex_bridge: CodexBridge,
+) -> None:
+    backend = codex_bridge.backend
+    backend.honour_size, backend.canvas_from_prompt = False, True
+
+    response = await codex_bridge.run(routing=IMAGES, parameters={"size": "1024x1024"})
+
+    [call] = backend.requests_for("images_generations")
+    assert call.body["prompt"].endswith("Aspect ratio: 1:1.")
+    assert (response.data[0].width, response.data[0].height) == (1254, 1254)
+    [change] = [n for n in response.normalizations if n.field == "parameters.size"]
+    assert (change.requested, change.effective) == ("1024x1024", "1254x1254")
+    assert change.reason == "provider_output_dimensions_differed"
+
+
+async def test_an_aspect_ratio_the_route_followed_is_not_a_normalization(
+    codex_bridge: CodexBridge,
+) -> None:
+    backend = codex_bridge.backend
+    backend.honour_size, backend.canvas_from_prompt = False, True
+
+    response = await codex_bridge.run(routing=IMAGES, parameters={"aspect_ratio": "16:9"})
+
+    assert (response.data[0].width, response.data[0].height) == (1672, 941)
+    assert not [n for n in response.normalizations if n.field == "parameters.aspect_ratio"]
+    assert "provider_output_dimensions_differed" not in response.warnings
+
+
+async def test_an_aspect_ratio_the_route_missed_is_reported_never_silently(
+    codex_bridge: CodexBridge,
+) -> None:
+    codex_bridge.backend.honour_size = False  # a square, whatever the prompt says
+
+    response = await codex_bridge.run(routing=IMAGES, parameters={"aspect_ratio": "16:9", "n": 2})
+
+    changes = [n for n in response.normalizations if n.field == "parameters.aspect_ratio"]
+    assert [(n.requested, n.effective) for n in changes] == [("16:9", "1:1")]
+    assert "provider_output_dimensions_differed" in response.warnings

@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import socket
 import threading
 import time
@@ -207,6 +208,24 @@ def _image_b64(
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+_MEASURED_CANVASES: Final = {(16, 9): (1672, 941), (9, 16): (941, 1672), (1, 1): (1254, 1254)}
+_CANVAS_PIXELS: Final = 1254 * 1254
+_ASPECT_LINE: Final = re.compile(r"Aspect ratio: ([1-9][0-9]{0,3}):([1-9][0-9]{0,3})\.\s*$")
+
+
+def _canvas_for(prompt: object) -> tuple[int, int]:
+    """The canvas the real images route draws for the prompt's last aspect line (square
+    when there is none)."""
+    match = _ASPECT_LINE.search(prompt) if isinstance(prompt, str) else None
+    if match is None:
+        return _MEASURED_CANVASES[(1, 1)]
+    ratio = (int(match.group(1)), int(match.group(2)))
+    if ratio in _MEASURED_CANVASES:
+        return _MEASURED_CANVASES[ratio]
+    width = min(round((_CANVAS_PIXELS * ratio[0] / ratio[1]) ** 0.5), _MAX_SIDE)
+    return width, max(1, min(round(width * ratio[1] / ratio[0]), _MAX_SIDE))
+
+
 def _partial_b64() -> str:
     """A preview that differs from every final image the mock sends."""
     return _image_b64(8, 8, "png", False)
@@ -247,6 +266,10 @@ class CodexBackend:
         self.honour_size = honour_size
         """Off: every image is :attr:`image_size`, whatever size was asked (as the real
         images route does)."""
+        self.canvas_from_prompt = False
+        """On (with ``honour_size`` off): the images route's canvas follows the prompt's
+        "Aspect ratio: W:H." line at about 1.57 MP, as the real route does (16:9 →
+        1672×941, 1:1 → 1254×1254; ShalomObongo/codex-imagegen-mcp docs/BACKEND.md)."""
         self.report_usage = report_usage
         """Off: answers carry no token usage."""
         """Off: always PNG, as the real backend does; on: the requested format."""
@@ -853,13 +876,15 @@ class _Handler(BaseHTTPRequestHandler):
         width, height = _parse_size(
             request.get("size") if backend.honour_size else None, backend.image_size
         )
+        if backend.canvas_from_prompt and not backend.honour_size:
+            width, height = _canvas_for(request.get("prompt"))
         background = request.get("background")
         data = (
             []
             if kind == "completed_without_image"
             else [
                 {
-                    "b64_json": self._image_for(f"{width}x{height}", "png", background),
+                    "b64_json": _image_b64(width, height, "png", background == "transparent"),
                     "generation_id": "gen_mock",
                 }
             ]

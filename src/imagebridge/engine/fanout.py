@@ -36,6 +36,7 @@ from imagebridge.contract.response import (
     BridgeErrorBody,
     ImageFailure,
     ImageResponse,
+    Normalization,
     SessionMetadata,
     Timings,
     Usage,
@@ -395,9 +396,11 @@ class FanoutProvider(ProviderDecorator):
         usage: Usage | None = None
         revised_prompt: str | None = None
         attempts = []
+        normalizations: list[Normalization] = []
         for response in successful:
             data.extend(response.data)
             attempts.extend(response.attempts)
+            normalizations.extend(n for n in response.normalizations if n not in normalizations)
             failures.extend(response.failures)
             warnings.update(response.warnings)
             if revised_prompt is None:
@@ -421,6 +424,7 @@ class FanoutProvider(ProviderDecorator):
             model=first.model,
             requested=copy_parameters(request.parameters),
             effective=copy_parameters(request.parameters),
+            normalizations=normalizations,
             attempts=attempts,
             data=data,
             failures=failures,

@@ -77,3 +77,24 @@ def size_for_hints(
         return abs(math.log(dims[0] / dims[1]) - target)
 
     return min(candidates, key=distance)
+
+
+ASPECT_TOLERANCE = 0.02
+"""Relative difference of width/height ratios still counted as the same shape (16:9 is
+1672×941 on the images route, 0.05 % off)."""
+
+
+def aspect_differs(
+    ratio: tuple[int, int], width: int, height: int, *, tolerance: float = ASPECT_TOLERANCE
+) -> bool:
+    """Whether a ``width``×``height`` image misses the ``ratio`` it was asked for."""
+    if width <= 0 or height <= 0:
+        return True
+    wanted = ratio[0] / ratio[1]
+    return abs((width / height) / wanted - 1) > tolerance
+
+
+def reduced_ratio(width: int, height: int) -> str:
+    """``1672, 941`` → ``"1672:941"``; ``1254, 1254`` → ``"1:1"``."""
+    divisor = math.gcd(width, height) or 1
+    return f"{width // divisor}:{height // divisor}"

@@ -26,7 +26,7 @@ from imagebridge.contract.enums import Background
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import ProgressEvent
 from imagebridge.contract.request import ImageRequest, parse_aspect_ratio
-from imagebridge.contract.response import ImageResponse
+from imagebridge.contract.response import ImageResponse, Normalization
 from imagebridge.providers.base import ProviderContext
 from imagebridge.providers.codex_auth import (
     CodexCredentials,
@@ -35,7 +35,12 @@ from imagebridge.providers.codex_auth import (
 )
 from imagebridge.providers.codex_base import CallResult, CallState, CodexHttpProvider, CodexOptions
 from imagebridge.providers.codex_capabilities import images_capabilities
-from imagebridge.providers.codex_hints import ratio_of_size, with_aspect_line
+from imagebridge.providers.codex_hints import (
+    aspect_differs,
+    ratio_of_size,
+    reduced_ratio,
+    with_aspect_line,
+)
 from imagebridge.providers.codex_http import read_limited
 from imagebridge.providers.codex_inputs import CodexInputs, InputLoaderFactory
 from imagebridge.providers.codex_wire import (
@@ -92,6 +97,26 @@ def images_prompt(request: ImageRequest, inputs: CodexInputs) -> str:
     else:
         ratio = ratio_of_size(params.size)
     return with_aspect_line(prompt, ratio)
+
+
+def _check_aspect(response: ImageResponse, ratio: tuple[int, int]) -> None:
+    """Record, never hide, an image whose shape misses the requested aspect ratio.
+
+    The route ignores ``size`` and follows the prompt's aspect line, so the shape is the
+    only thing to verify for an ``aspect_ratio`` request (an explicit size is reconciled
+    by the engine, which compares the exact dimensions).
+    """
+    for image in response.data:
+        if aspect_differs(ratio, image.width, image.height):
+            response.normalizations.append(
+                Normalization(
+                    field="parameters.aspect_ratio",
+                    requested=f"{ratio[0]}:{ratio[1]}",
+                    effective=reduced_ratio(image.width, image.height),
+                    reason="provider_output_dimensions_differed",
+                )
+            )
+            response.add_warning("provider_output_dimensions_differed")
 
 
 class CodexImagesProvider(CodexHttpProvider):
@@ -154,7 +179,10 @@ class CodexImagesProvider(CodexHttpProvider):
             return await self._exchange(call, credentials, state, context)
 
         result, calls = await self._call(request, context, inputs, attempt)
-        return self._response(request, context, model, result, calls, started)
+        response = self._response(request, context, model, result, calls, started)
+        if request.parameters.aspect_ratio is not None:
+            _check_aspect(response, parse_aspect_ratio(request.parameters.aspect_ratio))
+        return response
 
     async def _build(
         self,

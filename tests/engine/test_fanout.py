@@ -283,7 +283,8 @@ def test_chunk_plan_and_subrequest_ids() -> None:
 
 
 async def test_chunk_results_are_merged_field_by_field() -> None:
-    """Usage sums, first revised prompt, chunk warnings kept, chunk normalizations dropped."""
+    """Usage sums, first revised prompt, chunk warnings kept, chunk normalizations kept once
+    (the original discarded them; a provider's "not what you asked" must not vanish)."""
 
     class Merging(SeedFake):
         async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
@@ -316,7 +317,9 @@ async def test_chunk_results_are_merged_field_by_field() -> None:
         "chunk_warning_1",
         "emulated_multi_image_fanout",
     ]
-    assert response.normalizations == []  # chunk-level normalizations are discarded
+    assert response.normalizations == [
+        Normalization(field="parameters.size", reason="chunk-level", effective="1x1")
+    ]
     assert response.session is None  # the chunks disagree on the thread
     assert sorted(e.stage for e in events if isinstance(e, ProgressEvent)) == [
         "chunk-0",

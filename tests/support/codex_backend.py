@@ -32,9 +32,11 @@ import io
 import json
 import re
 import socket
+import struct
 import threading
 import time
 import uuid
+import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -68,6 +70,7 @@ __all__ = [
     "codex_bridge_factory",
     "make_jwt",
     "token_sha256",
+    "with_c2pa_chunk",
     "write_codex_auth",
 ]
 
@@ -226,6 +229,18 @@ def _canvas_for(prompt: object) -> tuple[int, int]:
     return width, max(1, min(round(width * ratio[1] / ratio[0]), _MAX_SIDE))
 
 
+@lru_cache(maxsize=32)
+def with_c2pa_chunk(png_b64: str) -> str:
+    """The PNG with a (fake) C2PA ``caBX`` chunk after ``IHDR``: a JUMBF box header and
+    filler, enough to be recognised, not a signed manifest."""
+    data = base64.b64decode(png_b64)
+    ihdr_end = 8 + 8 + 13 + 4
+    body = b"\x00\x00\x00\x28jumb\x00\x00\x00\x20jumdc2pa" + b"\x00" * 24
+    chunk = struct.pack(">I", len(body)) + b"caBX" + body
+    chunk += struct.pack(">I", zlib.crc32(b"caBX" + body))
+    return base64.b64encode(data[:ihdr_end] + chunk + data[ihdr_end:]).decode("ascii")
+
+
 def _partial_b64() -> str:
     """A preview that differs from every final image the mock sends."""
     return _image_b64(8, 8, "png", False)
@@ -266,6 +281,8 @@ class CodexBackend:
         self.honour_size = honour_size
         """Off: every image is :attr:`image_size`, whatever size was asked (as the real
         images route does)."""
+        self.c2pa = False
+        """On: every PNG carries a C2PA manifest chunk (``caBX``), as real Codex PNGs do."""
         self.canvas_from_prompt = False
         """On (with ``honour_size`` off): the images route's canvas follows the prompt's
         "Aspect ratio: W:H." line at about 1.57 MP, as the real route does (16:9 →
@@ -884,7 +901,9 @@ class _Handler(BaseHTTPRequestHandler):
             if kind == "completed_without_image"
             else [
                 {
-                    "b64_json": _image_b64(width, height, "png", background == "transparent"),
+                    "b64_json": self._maybe_c2pa(
+                        _image_b64(width, height, "png", background == "transparent")
+                    ),
                     "generation_id": "gen_mock",
                 }
             ]
@@ -1011,7 +1030,11 @@ class _Handler(BaseHTTPRequestHandler):
         image_format = "png"
         if backend.honour_output_format and output_format in ("png", "jpeg", "webp"):
             image_format = str(output_format)
-        return _image_b64(width, height, image_format, background == "transparent", variant)
+        image = _image_b64(width, height, image_format, background == "transparent", variant)
+        return with_c2pa_chunk(image) if backend.c2pa and image_format == "png" else image
+
+    def _maybe_c2pa(self, image_b64: str) -> str:
+        return with_c2pa_chunk(image_b64) if self.server.backend.c2pa else image_b64
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":

@@ -42,6 +42,7 @@ __all__ = [
     "extract_metadata",
     "extract_metadata_record",
     "fit_generation_record",
+    "has_c2pa_manifest",
     "iter_webp_chunks",
     "xmp_packet",
 ]
@@ -169,6 +170,27 @@ def _embed_png(data: bytes, packet: bytes) -> bytes:
             continue
         parts.append(data[start:end])
     raise _metadata_error("PNG container has no valid IEND chunk")  # pragma: no cover
+
+
+def has_c2pa_manifest(data: bytes, image_format: OutputFormat) -> bool:
+    """Whether the image carries a C2PA manifest (content credentials).
+
+    Codex PNGs do (a ``caBX`` chunk). Its signature covers the image's bytes, so
+    embedding XMP invalidates it: the caller should know before asking for that. JPEG
+    carries it in ``APP11`` JUMBF boxes, WebP in a ``C2PA`` chunk. A container that
+    cannot be walked counts as carrying none.
+    """
+    try:
+        if image_format is OutputFormat.PNG:
+            return any(kind == b"caBX" for kind, _, _ in _png_chunks(data))
+        if image_format is OutputFormat.JPEG:
+            return any(
+                marker == 0xEB and b"jumb" in _jpeg_payload(data, start, end)[:64]
+                for marker, start, end in _jpeg_segments(data)
+            )
+        return any(kind == b"C2PA" for kind, _ in iter_webp_chunks(data))
+    except BridgeError:
+        return False
 
 
 def _extract_png(data: bytes) -> bytes | None:

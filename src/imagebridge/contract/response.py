@@ -44,6 +44,9 @@ KNOWN_WARNINGS = (
     "sequential_multi_image_fanout",
     "partial_output_failure",
     "transient_provider_retry_used",
+    # added by imagebridge (docs/providers.md)
+    "responses_model_fallback_used",
+    "c2pa_manifest_invalidated",
 )
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -21,6 +21,7 @@ from imagebridge.artifacts.metadata import (
     build_generation_record,
     embed_metadata,
     fit_generation_record,
+    has_c2pa_manifest,
 )
 from imagebridge.contract.enums import (
     ArtifactCollisionPolicy,
@@ -84,6 +85,10 @@ class ArtifactSink(Protocol):
     async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:
         """Write the sidecar beside the artifact; returns its portable name."""
         ...
+
+
+C2PA_WARNING = "c2pa_manifest_invalidated"
+"""Embedded metadata changed bytes that a C2PA manifest had signed."""
 
 
 @dataclass(slots=True)
@@ -204,6 +209,9 @@ class Materializer:
             normalizations.extend(size_changes)
             warnings.append("provider_output_dimensions_differed")
         if effective.output.metadata.embeds:
+            # Asked for: XMP goes into the bytes, which breaks a C2PA binding (issue 20 §8).
+            if any(has_c2pa_manifest(image.data, image.info.format) for image in verified):
+                warnings.append(C2PA_WARNING)
             record_response = response.model_copy(deep=True)
             record_response.normalizations.extend(normalizations)
             for warning in warnings:

@@ -1,4 +1,8 @@
-"""Run the REAL codex CLI (``@openai/codex@0.169.0``) offline against a loopback mock backend.
+"""Run the REAL codex CLI (``@openai/codex`` 0.169.0 and 0.171.0) offline against a loopback mock.
+
+Both versions are installed by ``scripts/install-test-deps``, each under its own prefix
+``.cache/codex-cli/<version>/``; the real-codex tests run once per version
+(:data:`CODEX_VERSIONS`).
 
 How it fits together:
 
@@ -46,7 +50,9 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CODEX_CACHE = REPO_ROOT / ".cache" / "codex-cli"
-CODEX_VERSION = "0.169.0"
+CODEX_VERSIONS = ("0.169.0", "0.171.0")
+"""The codex releases the tier runs against: the one the spec was measured on, and the
+current one (late 2026)."""
 LOOPBACK_ONLY = REPO_ROOT / "scripts" / "loopback-only"
 ACCOUNT_ID = "acct-imagebridge-test"
 USER_ID = "user-imagebridge-test"
@@ -63,13 +69,22 @@ MOCK_PNG = make_png(8, 8, (20, 120, 220, 255))
 # -- locating codex --------------------------------------------------------------------------
 
 
-def find_codex_binary() -> Path | None:
-    """The native codex from ``scripts/install-test-deps`` (or ``$IMAGEBRIDGE_CODEX_BIN``)."""
+def codex_prefix(version: str) -> Path:
+    """Where ``scripts/install-test-deps`` installs ``@openai/codex@<version>``."""
+    return CODEX_CACHE / version
+
+
+def find_codex_binary(version: str) -> Path | None:
+    """The native codex ``version`` from ``scripts/install-test-deps``.
+
+    ``$IMAGEBRIDGE_CODEX_BIN`` names one binary to use for every version instead (for a
+    machine with its own codex; its version is then not checked).
+    """
     configured = os.environ.get("IMAGEBRIDGE_CODEX_BIN")
     if configured:
         path = Path(configured)
         return path if path.is_file() and os.access(path, os.X_OK) else None
-    modules = CODEX_CACHE / "node_modules"
+    modules = codex_prefix(version) / "node_modules"
     for candidate in sorted(modules.glob("@openai/codex-*/vendor/*/bin/codex")):
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
@@ -88,43 +103,53 @@ def skip_reason() -> str | None:
     return None
 
 
-def installed_codex_version() -> str | None:
-    """The version of ``@openai/codex`` in the test tree's cache, if it is installed there."""
-    manifest = CODEX_CACHE / "node_modules" / "@openai" / "codex" / "package.json"
+def installed_codex_version(version: str) -> str | None:
+    """The version of ``@openai/codex`` installed under ``version``'s prefix, if any."""
+    manifest = codex_prefix(version) / "node_modules" / "@openai" / "codex" / "package.json"
     try:
-        version = json.loads(manifest.read_text(encoding="utf-8")).get("version")
+        found = json.loads(manifest.read_text(encoding="utf-8")).get("version")
     except (OSError, ValueError):
         return None
-    return version if isinstance(version, str) else None
+    return found if isinstance(found, str) else None
 
 
-def missing_codex_reason() -> str | None:
-    """Why the pinned codex CLI cannot be used although node is here, or ``None``."""
-    if find_codex_binary() is None:
+def missing_codex_reason(version: str | None = None) -> str | None:
+    """Why codex ``version`` (each of :data:`CODEX_VERSIONS` when ``None``) cannot be used
+    although node is here, or ``None``."""
+    for wanted in CODEX_VERSIONS if version is None else (version,):
+        reason = _missing(wanted)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _missing(version: str) -> str | None:
+    where = f".cache/codex-cli/{version}"
+    if find_codex_binary(version) is None:
         if os.environ.get("IMAGEBRIDGE_CODEX_BIN"):
             return "IMAGEBRIDGE_CODEX_BIN does not name an executable codex binary"
         return (
-            "node is installed but the codex CLI is not in .cache/codex-cli "
-            f"(run scripts/install-test-deps to install @openai/codex@{CODEX_VERSION})"
+            f"node is installed but the codex CLI is not in {where} "
+            f"(run scripts/install-test-deps to install @openai/codex@{version})"
         )
     if not os.environ.get("IMAGEBRIDGE_CODEX_BIN"):
-        version = installed_codex_version()
-        if version != CODEX_VERSION:
+        found = installed_codex_version(version)
+        if found != version:
             return (
-                f"the codex CLI in .cache/codex-cli is {version}, the tests are written for "
-                f"{CODEX_VERSION} (remove .cache/codex-cli and run scripts/install-test-deps)"
+                f"the codex CLI in {where} is {found}, the tests want {version} "
+                f"(remove {where} and run scripts/install-test-deps)"
             )
     return None
 
 
-def require_codex_binary() -> Path:
-    """The pinned codex binary; fails the test (never skips it) when it is not there."""
+def require_codex_binary(version: str) -> Path:
+    """Codex ``version``; fails the test (never skips it) when it is not there."""
     import pytest
 
-    reason = missing_codex_reason()
+    reason = missing_codex_reason(version)
     if reason is not None:
         pytest.fail(reason)
-    binary = find_codex_binary()
+    binary = find_codex_binary(version)
     assert binary is not None
     return binary
 

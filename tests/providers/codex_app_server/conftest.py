@@ -16,12 +16,21 @@ _ROOT = Path(__file__).resolve().parents[3]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
+from tests.support.real_codex import CODEX_VERSIONS  # noqa: E402
+
 from .bridge import BridgeHarness  # noqa: E402
 from .support import FakeCodexFactory  # noqa: E402
 
 SCHEMAS = Path(__file__).with_name("schemas")
 """Schemas from ``codex app-server generate-json-schema`` (codex 0.169.0) that the tests
 check message shapes against."""
+
+
+@pytest.fixture(params=CODEX_VERSIONS, ids=[f"codex-{v}" for v in CODEX_VERSIONS])
+def codex_version(request: pytest.FixtureRequest) -> str:
+    """Each real codex release the tier runs against (tests.support.real_codex)."""
+    version: str = request.param
+    return version
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The whole bridge (engine + codex-app-server provider) against the REAL codex 0.169.
+"""The whole bridge (engine + codex-app-server) against the REAL codex, 0.169.0 and 0.171.0.
 
 codex runs behind :mod:`tests.support.real_codex` — a loopback HTTPS mock of the Codex
 backend, inside ``scripts/loopback-only`` when this machine allows it — so nothing
@@ -38,8 +38,8 @@ pytestmark = [
 
 
 @pytest.fixture
-def real(tmp_path: Path) -> RealCodexHarness:
-    binary = require_codex_binary()
+def real(tmp_path: Path, codex_version: str) -> RealCodexHarness:
+    binary = require_codex_binary(codex_version)
     return RealCodexHarness(tmp_path / "real", binary, loopback_only_available())
 
 
@@ -117,6 +117,7 @@ async def test_policy_and_429_failures_map_to_their_codes(
         await app.runtime.execute(image_request())
     assert caught.value.code is ErrorCode.SAFETY_REJECTED
     assert "safety system" not in caught.value.message
+    assert "safety system" in caught.value.details["upstream_message"]
 
     real.set_mode("http429")
     with pytest.raises(BridgeError) as caught:

@@ -1,4 +1,4 @@
-"""The transport layers against the REAL codex 0.169 binary and a loopback mock backend.
+"""The transport layers against the REAL codex (0.169.0 and 0.171.0) and a loopback mock.
 
 Runs codex inside ``scripts/loopback-only`` when this machine allows it (root), so
 nothing can leave loopback; see :mod:`tests.support.real_codex`. Skipped only when node is
@@ -48,8 +48,8 @@ def isolated_network() -> bool:
 
 
 @pytest.fixture
-def real(tmp_path: Path, isolated_network: bool) -> RealCodexHarness:
-    binary = require_codex_binary()
+def real(tmp_path: Path, isolated_network: bool, codex_version: str) -> RealCodexHarness:
+    binary = require_codex_binary(codex_version)
     return RealCodexHarness(tmp_path, binary, isolated_network)
 
 
@@ -146,6 +146,7 @@ async def test_a_content_policy_failure_is_safety_rejected(
     assert error.code is ErrorCode.SAFETY_REJECTED
     assert error.details["terminal_status"] == "failed"
     assert "safety system" not in error.message
+    assert "safety system" in error.details["upstream_message"]  # the upstream's own words
     assert_only_the_mock_was_contacted(real)
 
 

@@ -95,16 +95,27 @@ def test_only_a_missing_node_skips(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_codex_of_another_version_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    package = tmp_path / "node_modules" / "@openai" / "codex"
-    package.mkdir(parents=True)
-    (package / "package.json").write_text(json.dumps({"version": "0.170.0"}))
-    binary = tmp_path / "node_modules" / "@openai" / "codex-linux-x64" / "vendor" / "x" / "bin"
-    binary.mkdir(parents=True)
-    (binary / "codex").write_text("#!/bin/sh\n")
-    (binary / "codex").chmod(0o755)
+    packages = {}
+    for version in real_codex.CODEX_VERSIONS:
+        modules = tmp_path / version / "node_modules"
+        package = modules / "@openai" / "codex"
+        package.mkdir(parents=True)
+        (package / "package.json").write_text(json.dumps({"version": "0.170.0"}))
+        binary = modules / "@openai" / "codex-linux-x64" / "vendor" / "x" / "bin"
+        binary.mkdir(parents=True)
+        (binary / "codex").write_text("#!/bin/sh\n")
+        (binary / "codex").chmod(0o755)
+        packages[version] = package
     monkeypatch.setattr(real_codex, "CODEX_CACHE", tmp_path)
     monkeypatch.delenv("IMAGEBRIDGE_CODEX_BIN", raising=False)
 
+    first, second = real_codex.CODEX_VERSIONS
     assert "0.170.0" in (real_codex.missing_codex_reason() or "")
-    (package / "package.json").write_text(json.dumps({"version": real_codex.CODEX_VERSION}))
+    (packages[first] / "package.json").write_text(json.dumps({"version": first}))
+    assert real_codex.missing_codex_reason(first) is None
+    assert second in (real_codex.missing_codex_reason() or "")  # both are required
+    (packages[second] / "package.json").write_text(json.dumps({"version": second}))
     assert real_codex.missing_codex_reason() is None
+    assert real_codex.find_codex_binary(second) == (
+        packages[second].parent / "codex-linux-x64" / "vendor" / "x" / "bin" / "codex"
+    )

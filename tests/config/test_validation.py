@@ -360,6 +360,9 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
             ("max_transient_attempts", 3, "out_of_range"),
             ("transient_retry_backoff_ms", 30_001, "out_of_range"),
             ("quota_cache_ms", 86_400_001, "out_of_range"),
+            ("responses_model_fallbacks", [f"m{i}" for i in range(9)], "out_of_range"),
+            ("responses_model_fallbacks", ["gpt-5.4", " "], "invalid"),
+            ("responses_model_fallbacks", ["x" * 129], "invalid"),
         ]
     ],
     (

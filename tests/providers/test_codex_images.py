@@ -12,7 +12,7 @@ from PIL import Image
 from imagebridge.contract.errors import ErrorCode
 from imagebridge.contract.response import Usage
 from imagebridge.providers.codex_images import images_usage_url
-from tests.support.codex_backend import BRIDGE_ACCOUNT, BRIDGE_TOKEN, CodexBridge
+from tests.support.codex_backend import BRIDGE_ACCOUNT, BRIDGE_TOKEN, CodexBackend, CodexBridge
 
 IMAGES = {"provider": "codex-images"}
 
@@ -207,11 +207,17 @@ def test_usage_url_is_derived_from_the_base_url() -> None:
 # -- the route follows the prompt, not `size` (issue 20 §7) ----------------------------------
 
 
+def like_the_real_route(bridge: CodexBridge) -> CodexBackend:
+    """The mock ignores ``size`` and draws the canvas the prompt's aspect line asks for."""
+    backend = bridge.backend
+    backend.honour_size, backend.canvas_from_prompt = False, True
+    return backend
+
+
 async def test_a_square_size_gets_the_routes_own_square_and_says_so(
     codex_bridge: CodexBridge,
 ) -> None:
-    backend = codex_bridge.backend
-    backend.honour_size, backend.canvas_from_prompt = False, True
+    backend = like_the_real_route(codex_bridge)
 
     response = await codex_bridge.run(routing=IMAGES, parameters={"size": "1024x1024"})
 
@@ -226,8 +232,7 @@ async def test_a_square_size_gets_the_routes_own_square_and_says_so(
 async def test_an_aspect_ratio_the_route_followed_is_not_a_normalization(
     codex_bridge: CodexBridge,
 ) -> None:
-    backend = codex_bridge.backend
-    backend.honour_size, backend.canvas_from_prompt = False, True
+    like_the_real_route(codex_bridge)
 
     response = await codex_bridge.run(routing=IMAGES, parameters={"aspect_ratio": "16:9"})
 

@@ -7,7 +7,9 @@ arrives "generating" with no ``response.completed`` is delivered.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,64 +22,57 @@ from tests.support.codex_backend import (
     write_codex_auth,
 )
 
+Events = list[tuple[str, dict[str, Any]]]
+
 
 @pytest.fixture
-def codex_server(
+def codex_stream(
     serve: ServeFactory,
     codex_backend: CodexBackend,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-) -> tuple[ServeFactory, dict[str, str]]:
+) -> Callable[[str], Events]:
+    """``stream(behaviour)``: one ``/v1/images/stream`` call served by ``behaviour``."""
     home = tmp_path / "codex-home"
     write_codex_auth(home, access_token=BRIDGE_TOKEN, account_id=BRIDGE_ACCOUNT)
     monkeypatch.setenv("CODEX_HOME", str(home))  # the login is read from the process
-    return serve, {"CODEX_HOME": str(home)}
-
-
-def stream(
-    serve: ServeFactory, env: dict[str, str], backend: CodexBackend, tmp_path: Path
-) -> list[tuple[str, dict[str, object]]]:
     data = tmp_path / "inputs"
-    data.mkdir(exist_ok=True)
-    sets = [s for s in bridge_sets(backend, data) if not s.startswith("inputs.")]
-    server = serve(
-        "providers.codex_responses.enabled=true",
-        *sets,
-        'default_provider="codex-responses"',
-        env=env,
-    )
-    body = {
-        "operation": "generate",
-        "prompt": "a red fox",
-        "parameters": {"partial_images": 2},
-        "output": {"response_format": "b64_json"},
-    }
-    with server.client() as client:
-        response = client.post("/v1/images/stream", json=body)
-    assert response.status_code == 200
-    events = []
-    for block in response.text.split("\n\n"):
-        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
-        if lines:
-            name = lines[0].removeprefix("event: ")
-            events.append((name, json.loads(lines[1].removeprefix("data: "))))
-    return events
+    data.mkdir()
+    sets = [s for s in bridge_sets(codex_backend, data) if not s.startswith("inputs.")]
+    server = serve("providers.codex_responses.enabled=true", *sets,
+                   'default_provider="codex-responses"')  # fmt: skip
+
+    def stream(behaviour: str) -> Events:
+        codex_backend.set_default(behaviour)
+        body = {
+            "operation": "generate",
+            "prompt": "a red fox",
+            "parameters": {"partial_images": 2},
+            "output": {"response_format": "b64_json"},
+        }
+        with server.client() as client:
+            response = client.post("/v1/images/stream", json=body)
+        assert response.status_code == 200
+        events: Events = []
+        for block in response.text.split("\n\n"):
+            lines = [line for line in block.split("\n") if line and not line.startswith(":")]
+            if lines:
+                name = lines[0].removeprefix("event: ")
+                events.append((name, json.loads(lines[1].removeprefix("data: "))))
+        return events
+
+    return stream
 
 
 def test_an_image_repeated_by_the_backend_reaches_the_client_once(
-    codex_server: tuple[ServeFactory, dict[str, str]],
-    codex_backend: CodexBackend,
-    tmp_path: Path,
+    codex_stream: Callable[[str], Events], codex_backend: CodexBackend
 ) -> None:
-    serve, env = codex_server
-    codex_backend.set_default("repeated_image")
-
-    events = stream(serve, env, codex_backend, tmp_path)
+    events = codex_stream("repeated_image")
 
     names = [name for name, _ in events]
     assert names.count("completed") == 1 and "error" not in names, events
     [(_, completed)] = [event for event in events if event[0] == "completed"]
-    [image] = completed["response"]["data"]  # type: ignore[index]
+    [image] = completed["response"]["data"]
     final = image["b64_json"]
     text = json.dumps([payload for _, payload in events])
     assert text.count(final) == 1  # the final bytes once, although sent five times
@@ -87,14 +82,9 @@ def test_an_image_repeated_by_the_backend_reaches_the_client_once(
 
 
 def test_a_final_image_still_generating_is_delivered(
-    codex_server: tuple[ServeFactory, dict[str, str]],
-    codex_backend: CodexBackend,
-    tmp_path: Path,
+    codex_stream: Callable[[str], Events], codex_backend: CodexBackend
 ) -> None:
-    serve, env = codex_server
-    codex_backend.set_default("final_generating_no_completed")
-
-    events = stream(serve, env, codex_backend, tmp_path)
+    events = codex_stream("final_generating_no_completed")
 
     names = [name for name, _ in events]
     assert names[-1] == "completed", names

@@ -21,9 +21,9 @@ pytest_plugins = [
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail a run that skipped tests when every integration tier is installed.
 
-    ``scripts/check`` sets ``IMAGEBRIDGE_REQUIRE_ALL_TIERS=1`` once Chromium, PostgreSQL and
-    the real codex CLI are present: a skip there can only mean a tier's detection broke, and
-    a green run must not hide the tests it did not run.
+    ``scripts/check`` sets ``IMAGEBRIDGE_REQUIRE_ALL_TIERS=1`` once Chromium, PostgreSQL,
+    the real codex CLI and the npm ``skills`` CLI are present: a skip there can only mean a
+    tier's detection broke, and a green run must not hide the tests it did not run.
     """
     if os.environ.get("IMAGEBRIDGE_REQUIRE_ALL_TIERS") != "1":
         return

@@ -14,12 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.cli.conftest import OFFLINE
+
 BIN_DIR = Path(sys.executable).parent
-MOCK_ONLY = {
-    "IMAGEGEN_BRIDGE__DEFAULT_PROVIDER": "mock",
-    "IMAGEGEN_BRIDGE__PROVIDERS__CODEX_RESPONSES__ENABLED": "false",
-    "IMAGEGEN_BRIDGE__PROVIDERS__CODEX_APP_SERVER__ENABLED": "false",
-}
 
 
 @dataclass
@@ -87,7 +84,7 @@ def sandbox(tmp_path: Path) -> Sandbox:
             "XDG_STATE_HOME": str(home / ".local" / "state"),
             "CODEX_HOME": str(home / ".codex"),
             "IMAGEGEN_BRIDGE_DATA_DIR": str(data),
-            **MOCK_ONLY,
+            **OFFLINE,
         }
     )
     return Sandbox(cwd, data, env)

@@ -163,3 +163,29 @@ def test_an_image_outside_the_allowed_roots_is_the_input_error_the_skill_describ
     error = ran.error()
     assert error["code"] == "input" and "outside allowed roots" in error["message"]
     assert "outside allowed roots" in " ".join(SKILL.section("4. Edit").split())
+
+
+# The command forms the original's skill runs (spec: cli-config §1.4), which the README
+# says work unchanged here. Only the prompt is ours.
+ORIGINAL_SKILL_COMMANDS = [
+    "imagegen-bridge config check --json",
+    "imagegen-bridge providers list --json",
+    "imagegen-bridge providers capabilities --json",
+    "imagegen-bridge --json --local-artifact-paths generate --prompt 'a paper crane on a desk'"
+    " --output-dir agent --metadata sidecar",
+    "imagegen-bridge --json --local-artifact-paths generate --prompt 'a paper crane'"
+    " --background transparent --transparency auto --output-dir agent --metadata sidecar",
+]
+
+
+def test_the_original_skills_command_forms_work_unchanged(sandbox: Sandbox) -> None:
+    for command in ORIGINAL_SKILL_COMMANDS:
+        ran = sandbox.run(command)
+        assert ran.code == 0, (command, ran.stderr)
+        body = ran.json()
+        if " generate " in command:
+            for artifact in body["artifacts"]:
+                path = Path(artifact["path"])
+                assert path.is_absolute() and path.is_file()
+                assert path.parent == sandbox.artifacts.resolve() / "agent"
+            assert body["response"]["revised_prompt"]

@@ -23,7 +23,7 @@ from imagebridge.mcp import TOOL_NAMES
 from mcp import Client, StdioServerParameters
 from tests.cli.conftest import OFFLINE
 from tests.mcp import client_snippets
-from tests.mcp.test_server import free_port, wait_for_port
+from tests.mcp.test_server import free_port, stop_process, wait_for_port
 
 SCRIPT = Path(sys.executable).with_name("imagegen-bridge")
 SNIPPETS = client_snippets.snippets()
@@ -67,18 +67,9 @@ def _start(
     try:
         wait_for_port(port, process)
     except AssertionError:
-        _stop(process)
+        stop_process(process)
         raise
     return process
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
 
 
 def _command(argv: list[str] | tuple[str, ...]) -> list[str]:
@@ -96,7 +87,7 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        _stop(process)
+        stop_process(process)
 
 
 async def _list_and_call(client: Client) -> str:
@@ -149,7 +140,7 @@ async def test_a_stdio_snippet_starts_the_server_and_lists_its_tools(
             providers = await _list_and_call(client)
     finally:
         if bridge is not None:
-            _stop(bridge)
+            stop_process(bridge)
     assert "mock" in providers
     # Answered by the bridge the snippet names, not by an in-process engine.
     assert (BRIDGE_SIDE_MODEL in providers) is (bridge is not None)

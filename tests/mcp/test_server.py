@@ -108,6 +108,16 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
     raise AssertionError("the MCP server did not start listening")
 
 
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
 @pytest.fixture
 def http_server(dirs: tuple[Path, Path]) -> Iterator[str]:
     data_dir, inputs = dirs
@@ -130,12 +140,7 @@ def http_server(dirs: tuple[Path, Path]) -> Iterator[str]:
         wait_for_port(port, process)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
 
 
 async def test_streamable_http_on_loopback(http_server: str) -> None:

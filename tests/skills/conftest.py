@@ -4,35 +4,17 @@ bridge reads or writes (config, data, artifacts, HOME, XDG) inside the test's tm
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.cli.conftest import OFFLINE
+from tests.cli.conftest import OFFLINE, Result
 
 BIN_DIR = Path(sys.executable).parent
-
-
-@dataclass
-class Ran:
-    command: str
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-    def error(self) -> dict[str, Any]:
-        """The JSON error an agent reads from stderr (the last line)."""
-        value: dict[str, Any] = json.loads(self.stderr.strip().splitlines()[-1])
-        return value
 
 
 @dataclass
@@ -45,7 +27,7 @@ class Sandbox:
     def artifacts(self) -> Path:
         return self.data / "artifacts"
 
-    def run(self, command: str, timeout: float = 120) -> Ran:
+    def run(self, command: str, timeout: float = 120) -> Result:
         """``bash -c COMMAND`` in the working directory, as an agent's shell tool does."""
         done = subprocess.run(
             ["bash", "-c", command],
@@ -56,8 +38,7 @@ class Sandbox:
             timeout=timeout,
             check=False,
         )
-        return Ran(
-            command,
+        return Result(
             done.returncode,
             done.stdout.decode("utf-8", "replace"),
             done.stderr.decode("utf-8", "replace"),

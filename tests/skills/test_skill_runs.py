@@ -17,8 +17,9 @@ from PIL import Image
 from imagebridge.contract.capabilities import ProviderCapabilities
 from imagebridge.contract.errors import ErrorCode
 from imagebridge.contract.response import ImageResponse
+from tests.cli.conftest import Result
 from tests.skills import skill_doc
-from tests.skills.conftest import Ran, Sandbox
+from tests.skills.conftest import Sandbox
 
 SKILL = skill_doc.load()
 PROMPT = "a small red fox sticker on a plain background"
@@ -38,22 +39,22 @@ def _kind(command: str) -> str:
     return " ".join(words[:2]) if words[0] in {"config", "providers"} else words[0]
 
 
-def _check_config(ran: Ran, _: Sandbox) -> None:
+def _check_config(_: str, ran: Result, __: Sandbox) -> None:
     assert ran.json() == {"valid": True, "issues": []}
 
 
-def _check_providers(ran: Ran, _: Sandbox) -> None:
+def _check_providers(_: str, ran: Result, __: Sandbox) -> None:
     items = ran.json()["items"]
     assert [item["name"] for item in items] == ["mock"]
     assert items[0]["models"] == ["mock-image-1"]
 
 
-def _check_capabilities(ran: Ran, _: Sandbox) -> None:
+def _check_capabilities(_: str, ran: Result, __: Sandbox) -> None:
     document = ProviderCapabilities.model_validate(ran.json())
     assert document.provider == "mock"
 
 
-def _check_images(ran: Ran, sandbox: Sandbox) -> None:
+def _check_images(command: str, ran: Result, sandbox: Sandbox) -> None:
     body = ran.json()
     assert set(body) == {"response", "artifacts"}
     response = ImageResponse.model_validate(body["response"])
@@ -71,7 +72,7 @@ def _check_images(ran: Ran, sandbox: Sandbox) -> None:
             decoded.verify()
         with Image.open(path) as decoded:
             assert decoded.size == (image.width, image.height)
-            if "--background transparent" in ran.command:
+            if "--background transparent" in command:
                 alpha = decoded.convert("RGBA").getchannel("A")
                 low, high = alpha.getextrema()
                 assert low == 0 and high == 255, "a transparent result has clear and solid pixels"
@@ -117,7 +118,7 @@ def test_every_command_of_the_skill_runs_in_order_and_gives_what_it_promises(
             shutil.copyfile(previous[0], sandbox.cwd / SOURCE_IMAGE)
         ran = sandbox.run(skill_doc.fill(command, VALUES))
         assert ran.code == 0, (command, ran.stderr)
-        CHECKS[kind](ran, sandbox)
+        CHECKS[kind](command, ran, sandbox)
         ran_kinds.append(kind)
     assert {"generate", "edit"} <= set(ran_kinds)
 

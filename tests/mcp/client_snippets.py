@@ -43,7 +43,7 @@ def _section() -> str:
     return text[start : text.index("\n## ", start + 1)]
 
 
-def _blocks(text: str) -> list[tuple[str, str]]:
+def blocks(text: str) -> list[tuple[str, str]]:
     return [(m.group(2), textwrap.dedent(m.group(3))) for m in _FENCE.finditer(text)]
 
 
@@ -52,7 +52,7 @@ def http_start_command() -> list[str]:
     intro = _section().split("\n### ")[0]
     lines = [
         line.strip()
-        for language, block in _blocks(intro)
+        for language, block in blocks(intro)
         if language == "sh"
         for line in block.splitlines()
         if line.strip().startswith(HTTP_START_PREFIX)
@@ -94,7 +94,7 @@ def _from_toml(client: str, block: str, index: int) -> list[Snippet]:
     ]
 
 
-def _from_command(client: str, line: str, index: int) -> Snippet | None:
+def parse_command(client: str, line: str, index: int) -> Snippet | None:
     words = shlex.split(line)
     if words[:3] not in (["claude", "mcp", "add"], ["codex", "mcp", "add"]):
         assert line.startswith(HTTP_START_PREFIX), f"unknown command in {client}: {line}"
@@ -118,18 +118,22 @@ def _from_command(client: str, line: str, index: int) -> Snippet | None:
     return Snippet(client, "http", url=words[-1], source=source)
 
 
+def sections() -> list[tuple[str, str]]:
+    """``(client, text)`` for each ``###`` client section."""
+    return [(part.splitlines()[0].strip(), part) for part in _section().split("\n### ")[1:]]
+
+
 def snippets() -> list[Snippet]:
     found: list[Snippet] = []
-    for part in _section().split("\n### ")[1:]:
-        client = part.splitlines()[0].strip()
-        for index, (language, block) in enumerate(_blocks(part)):
+    for client, part in sections():
+        for index, (language, block) in enumerate(blocks(part)):
             if language == "json":
                 found.extend(_from_json(client, block, index))
             elif language == "toml":
                 found.extend(_from_toml(client, block, index))
             elif language == "sh":
                 for line in block.splitlines():
-                    snippet = _from_command(client, line, index) if line.strip() else None
+                    snippet = parse_command(client, line, index) if line.strip() else None
                     if snippet is not None:
                         found.append(snippet)
             else:

@@ -190,3 +190,13 @@ def test_the_original_skills_command_forms_work_unchanged(sandbox: Sandbox) -> N
                 assert path.is_absolute() and path.is_file()
                 assert path.parent == sandbox.artifacts.resolve() / "agent"
             assert body["response"]["revised_prompt"]
+
+
+def test_a_remote_bridge_in_the_environment_gives_the_refusal_the_skill_quotes(
+    sandbox: Sandbox,
+) -> None:
+    sandbox.env["IMAGEGEN_BRIDGE_URL"] = "http://127.0.0.1:9"
+    ran = sandbox.run(skill_doc.fill(_generate_command(), VALUES))
+    assert ran.code == 2
+    message = ran.error()["message"]
+    assert message in " ".join(SKILL.section("3. Generate").split())

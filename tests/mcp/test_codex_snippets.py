@@ -18,15 +18,18 @@ from typing import Any
 import pytest
 
 from tests.mcp import client_snippets
-from tests.support.real_codex import require_codex_binary, skip_reason
+from tests.support.real_codex import CODEX_VERSIONS, require_codex_binary, skip_reason
 
-pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
+pytestmark = [
+    pytest.mark.codex,
+    pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or ""),
+]
 
 DEAD_PROXY = "http://127.0.0.1:9"
 
 
 def _codex(home: Path, *args: str) -> Any:
-    binary = require_codex_binary()
+    binary = require_codex_binary(CODEX_VERSIONS[-1])  # the current release reads the snippets
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(home),

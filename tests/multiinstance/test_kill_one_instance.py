@@ -106,7 +106,9 @@ def _lease_owners(database: SharedDatabase, job_ids: list[str]) -> dict[str, str
 
 
 def _jobs_state(bridge: BridgeProcess) -> dict[str, Any]:
-    state: dict[str, Any] = httpx.get(f"{bridge.url}/v1/diagnostics", timeout=10).json()["jobs"]
+    state: dict[str, Any] = httpx.get(f"{bridge.url}/v1/diagnostics/extended", timeout=10).json()[
+        "jobs"
+    ]
     return state
 
 

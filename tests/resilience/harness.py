@@ -272,8 +272,8 @@ def poll_job(client: httpx.Client, job_id: str, timeout: float = 30.0) -> dict[s
 
 
 def breakers(client: httpx.Client) -> dict[str, dict[str, Any]]:
-    """``runtime.circuit_breakers`` from ``/v1/diagnostics``."""
-    body = client.get("/v1/diagnostics").raise_for_status().json()
+    """``runtime.circuit_breakers`` from ``/v1/diagnostics/extended`` (an imagebridge addition)."""
+    body = client.get("/v1/diagnostics/extended").raise_for_status().json()
     return dict(body["runtime"]["circuit_breakers"])
 
 

@@ -8,13 +8,13 @@ delivered as base64, metadata, a bridge artifact or a bridge-hosted URL (runtime
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
 import itertools
 from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
+from imagebridge.artifacts.b64 import decode_strict, encode_text
 from imagebridge.artifacts.chroma import inspect_transparent_alpha, remove_background
 from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, inspect_image
 from imagebridge.artifacts.metadata import (
@@ -161,7 +161,7 @@ def _decode_taken(box: list[str]) -> bytes:
     on a busy machine; passing the text itself would keep it alive while the pixels are
     verified, which is what releasing it early is for.
     """
-    return base64.b64decode(box.pop(), validate=True)
+    return decode_strict(box.pop())
 
 
 class Materializer:
@@ -297,7 +297,7 @@ class Materializer:
         text = item.b64_json.strip()
         try:
             if len(text) <= INLINE_BYTES * 4 // 3:
-                data = base64.b64decode(text, validate=True)
+                data = decode_strict(text)
             else:
                 data = await asyncio.to_thread(_decode_taken, [text])
         except (binascii.Error, ValueError):
@@ -556,10 +556,10 @@ class Materializer:
         response_format = effective.output.response_format
         if response_format is ResponseFormat.B64_JSON:
             if len(image.data) <= INLINE_BYTES:
-                encoded = base64.b64encode(image.data)
+                encoded = encode_text(image.data)
             else:
-                encoded = await asyncio.to_thread(base64.b64encode, image.data)
-            return GeneratedImage(type="b64_json", b64_json=encoded.decode(), **common)
+                encoded = await asyncio.to_thread(encode_text, image.data)
+            return GeneratedImage(type="b64_json", b64_json=encoded, **common)
         if response_format is ResponseFormat.METADATA:
             return GeneratedImage(type="metadata", **common)
         if self.artifacts is None:

@@ -17,7 +17,6 @@ call time, sent only as headers, and never logged, stored, or put in errors or r
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
 import contextlib
 import json
@@ -33,6 +32,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from imagebridge._version import __version__
+from imagebridge.artifacts.b64 import decode_strict, encode_text
 from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, inspect_image
 from imagebridge.artifacts.loaded import LoadedImage
@@ -709,7 +709,7 @@ class OpenAIImagesProvider(Provider):
             ).mark_unknown_outcome() from None
         encoded = image.b64_json if image.b64_json is not None else None
         if encoded is None:
-            encoded = await asyncio.to_thread(lambda: base64.b64encode(data).decode("ascii"))
+            encoded = await asyncio.to_thread(encode_text, data)
         return inline_image(index, encoded, info)
 
     async def _response(
@@ -779,7 +779,7 @@ def _form_value(value: str | int | bool) -> str:
 
 def _b64decode(payload: str) -> bytes:
     try:
-        return base64.b64decode(payload.strip(), validate=True)
+        return decode_strict(payload.strip())
     except (binascii.Error, ValueError) as exc:
         raise ValueError("malformed base64") from exc
 

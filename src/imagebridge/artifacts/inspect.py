@@ -40,6 +40,7 @@ __all__ = [
     "ainspect_image",
     "amake_thumbnail",
     "decode_verified",
+    "describe_image",
     "inspect_image",
     "make_thumbnail",
     "sniff_format",
@@ -286,12 +287,8 @@ def _has_alpha(image: Image.Image) -> bool:
     return image.mode in _ALPHA_MODES or "transparency" in image.info
 
 
-def decode_verified(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, Image.Image]:
-    """Run the full inspection and hand back the decoded image as well.
-
-    Callers that need pixels (chroma key, thumbnails, alpha checks) use this so the
-    image is decoded once, under the same limits as :func:`inspect_image`.
-    """
+def _opened(data: bytes, limits: ImageLimits) -> tuple[OutputFormat, Image.Image]:
+    """Size, format, header dimensions and limits checked; the image opened, not decoded."""
     if not data or len(data) > limits.max_encoded_bytes:
         raise _input_error(
             "encoded image exceeds the configured size limit",
@@ -307,24 +304,58 @@ def decode_verified(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, Image.
     _check_limits(width, height, limits)
     try:
         image = _PLUGINS[image_format](io.BytesIO(data))
-        if image.size != (width, height):
-            raise _input_error("image headers and decoded dimensions disagree")
-        image.load()
-    except BridgeError:
-        raise
     except Exception as exc:  # any decoder failure is a malformed input, never a crash
         raise _input_error("image payload is malformed or incomplete") from exc
     if image.size != (width, height):
+        image.close()
         raise _input_error("image headers and decoded dimensions disagree")
-    info = ImageInfo(
+    return image_format, image
+
+
+def _info(data: bytes, image_format: OutputFormat, image: Image.Image) -> ImageInfo:
+    return ImageInfo(
         format=image_format,
-        width=width,
-        height=height,
+        width=image.size[0],
+        height=image.size[1],
         bytes=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
         has_alpha=_has_alpha(image),
     )
-    return info, image
+
+
+def decode_verified(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, Image.Image]:
+    """Run the full inspection and hand back the decoded image as well.
+
+    Callers that need pixels (chroma key, thumbnails, alpha checks) use this so the
+    image is decoded once, under the same limits as :func:`inspect_image`.
+    """
+    image_format, image = _opened(data, limits)
+    size = image.size
+    try:
+        image.load()
+    except Exception as exc:  # any decoder failure is a malformed input, never a crash
+        image.close()
+        raise _input_error("image payload is malformed or incomplete") from exc
+    if image.size != size:
+        image.close()
+        raise _input_error("image headers and decoded dimensions disagree")
+    return _info(data, image_format, image), image
+
+
+def describe_image(data: bytes, limits: ImageLimits | None = None) -> ImageInfo:
+    """Everything :func:`inspect_image` proves except the pixel decode.
+
+    For a provider describing an output that the materializer is about to verify in
+    full anyway: the container, the header dimensions against ``limits``, the checksum
+    and the alpha channel come out the same, but the pixels (the largest single cost of
+    an image, bench/gateway.py) are decoded once per image, not twice. Never a
+    substitute for :func:`inspect_image` where bytes are accepted.
+    """
+    image_format, image = _opened(data, limits or ImageLimits())
+    try:
+        return _info(data, image_format, image)
+    finally:
+        image.close()
 
 
 def inspect_image(data: bytes, limits: ImageLimits | None = None) -> ImageInfo:

@@ -34,7 +34,7 @@ import httpx
 from imagebridge._version import __version__
 from imagebridge.artifacts.b64 import decode_strict, encode_text
 from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, inspect_image
+from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, describe_image
 from imagebridge.artifacts.loaded import LoadedImage
 from imagebridge.artifacts.remote import RemoteImageFetcher
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
@@ -699,7 +699,9 @@ class OpenAIImagesProvider(Provider):
         except ValueError:
             raise self._unusable("the upstream returned malformed base64 image data") from None
         try:
-            info = await asyncio.to_thread(inspect_image, data, self.settings.image_limits)
+            # The materializer decodes the pixels of every output; doing it here too would
+            # double the largest cost of an image.
+            info = await asyncio.to_thread(describe_image, data, self.settings.image_limits)
         except BridgeError as error:
             raise BridgeError(
                 ErrorCode.PROTOCOL,

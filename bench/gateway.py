@@ -1,0 +1,358 @@
+"""What putting the bridge in front of an image API costs, next to LiteLLM's proxy.
+
+One static OpenAI-Images-compatible upstream on 127.0.0.1 answers every
+``POST …/images/generations`` with the same 1024×1024 noise PNG as ``b64_json`` (~3 MB
+PNG, ~4 MB base64): ``/fast/v1`` at once, ``/slow/v1`` after 200 ms. Three ways to reach it
+are measured in one run, one after another, by one httpx client in this process:
+
+- **direct**: the upstream itself;
+- **bridge**: ``/v1/images/generations`` of imagebridge with
+  ``[providers.openai_compatible.fast]`` / ``.slow`` pointed at the upstream (every image
+  decoded and fully verified, as always);
+- **LiteLLM**: its proxy with one image model on the same upstream, when an install is
+  found: ``$GATEWAY_LITELLM`` (the ``litellm`` executable), else
+  ``bench/.litellm-venv/bin/litellm``; ``--install-litellm`` creates that venv
+  (``pip install 'litellm[proxy]'``). Without one its figures are not printed and a note
+  says "not measured".
+
+Figures (ratios of the same run)::
+
+    gateway.c1.added_p50/litellm  bridge's added p50 / LiteLLM's, concurrency 1      <= 0.5
+    gateway.c32.rps/litellm       bridge req/s / LiteLLM req/s, concurrency 32       >= 2
+    gateway.c32.rps/direct        bridge req/s / direct req/s, concurrency 32        report
+    gateway.fanout16.wall/direct  one n=16 bridge request (200 ms upstream, one
+                                  image a call) / 16 parallel direct calls           <= 1.3
+
+"Added p50" is the gateway's p50 minus the direct p50 measured alongside it. Every load
+loop is bounded (``ROUNDS``); all servers listen on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from _server import ServerProcess  # bench/ is on sys.path when a benchmark runs
+
+BENCH_DIR = Path(__file__).resolve().parent
+LITELLM_VENV = BENCH_DIR / ".litellm-venv"
+SLOW_S = 0.2
+FANOUT_N = 16
+ROUNDS = {1: 40, 32: 128}
+WARMUP = 6
+FANOUT_REPEATS = 3
+PROMPT = "benchmark paper fox"
+
+
+# -- the static upstream (child mode) ------------------------------------------------------
+
+
+def _noise_png() -> bytes:
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(22).integers(0, 256, (1024, 1024, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return out.getvalue()
+
+
+def _upstream_main() -> None:
+    """Child mode: an OpenAI Images double answering one noise PNG as ``b64_json``."""
+    import base64
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    png = _noise_png()
+    body = json.dumps(
+        {"created": 1, "data": [{"b64_json": base64.b64encode(png).decode()}]}
+    ).encode()
+
+    async def fast(request: Request) -> Response:
+        await request.body()
+        return Response(body, media_type="application/json")
+
+    async def slow(request: Request) -> Response:
+        await request.body()
+        await asyncio.sleep(SLOW_S)
+        return Response(body, media_type="application/json")
+
+    app = Starlette(
+        routes=[
+            Route("/fast/v1/images/generations", fast, methods=["POST"]),
+            Route("/slow/v1/images/generations", slow, methods=["POST"]),
+        ]
+    )
+    print(f"# upstream png {len(png)} bytes, body {len(body)} bytes", file=sys.stderr)
+    _serve(app)
+
+
+def _serve(app: object) -> None:
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_config=None, access_log=False)  # type: ignore[arg-type]
+    print(f"listening on http://127.0.0.1:{port}", file=sys.stderr, flush=True)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+# -- the gateways ----------------------------------------------------------------------------
+
+
+def _bridge_config(upstream: str) -> str:
+    tables = []
+    for name in ("fast", "slow"):
+        tables.append(
+            f"""
+[providers.openai_compatible.{name}]
+base_url = "{upstream}/{name}/v1"
+model = "gpt-image-1"
+native_max_outputs = 1
+max_parallel_outputs = {FANOUT_N}
+"""
+        )
+    return (
+        'default_provider = "fast"\n'
+        "[providers.codex_responses]\nenabled = false\n"
+        "[providers.codex_app_server]\nenabled = false\n"
+        "[providers.codex_images]\nenabled = false\n" + "".join(tables)
+    )
+
+
+def _litellm_executable() -> Path | None:
+    named = os.environ.get("GATEWAY_LITELLM")
+    if named:
+        return Path(named) if Path(named).exists() else None
+    candidate = LITELLM_VENV / "bin" / "litellm"
+    return candidate if candidate.exists() else None
+
+
+def _install_litellm() -> None:
+    subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
+    pip = LITELLM_VENV / "bin" / "pip"
+    subprocess.run([str(pip), "install", "-q", "litellm[proxy]"], check=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _LiteLLM:
+    """The LiteLLM proxy (it prints no URL we can await, so its port is polled)."""
+
+    def __init__(self, executable: Path, upstream: str, scratch: Path, env: dict[str, str]):
+        config = scratch / "litellm.yaml"
+        config.write_text(
+            "model_list:\n"
+            "  - model_name: gpt-image-1\n"
+            "    litellm_params:\n"
+            "      model: openai/gpt-image-1\n"
+            f"      api_base: {upstream}/fast/v1\n"
+            "      api_key: not-a-key\n"
+            "litellm_settings:\n"
+            "  telemetry: false\n"
+        )
+        self.port = _free_port()
+        self.key = "sk-bench-" + secrets.token_hex(16)  # this run only, loopback only
+        self.process = subprocess.Popen(
+            [
+                *(str(executable), "--config", str(config), "--host", "127.0.0.1"),
+                *("--port", str(self.port), "--num_workers", "1"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={
+                **env,
+                "LITELLM_LOG": "ERROR",
+                "LITELLM_TELEMETRY": "False",
+                "LITELLM_MASTER_KEY": self.key,
+            },
+            cwd=scratch,
+        )
+
+    def url(self, timeout: float = 120.0) -> str:
+        url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("the LiteLLM proxy exited")
+            try:
+                if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
+                    return url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError("the LiteLLM proxy did not start")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+# -- measurement -----------------------------------------------------------------------------
+
+
+async def _drive(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, object],
+    concurrency: int,
+    total: int,
+    headers: dict[str, str] | None = None,
+) -> tuple[list[float], float]:
+    """Latencies of ``total`` requests at ``concurrency``, and the wall time of all."""
+    latencies: list[float] = []
+    pending = iter(range(total))
+
+    async def worker() -> None:
+        for _ in pending:
+            started = time.perf_counter()
+            response = await client.post(url, json=body, headers=headers)
+            response.raise_for_status()
+            if not response.json()["data"][0]["b64_json"]:
+                raise RuntimeError(f"{url} answered without an image")
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, time.perf_counter() - started
+
+
+async def _fanout_pair(
+    client: httpx.AsyncClient, upstream: str, bridge: str
+) -> tuple[float, float]:
+    """Walls of 16 parallel direct slow calls, and of one n=16 bridge request."""
+    direct_url = f"{upstream}/slow/v1/images/generations"
+    direct: list[float] = []
+    bridged: list[float] = []
+    for _ in range(FANOUT_REPEATS):
+        _, wall = await _drive(client, direct_url, {"prompt": PROMPT}, FANOUT_N, FANOUT_N)
+        direct.append(wall)
+        started = time.perf_counter()
+        response = await client.post(
+            f"{bridge}/v1/images/generations",
+            json={
+                "prompt": PROMPT,
+                "n": FANOUT_N,
+                "model": "gpt-image-1",
+                "imagegen_bridge": {"provider": "slow"},
+            },
+        )
+        response.raise_for_status()
+        if len(response.json()["data"]) != FANOUT_N:
+            raise RuntimeError("the bridge answered fewer images than asked")
+        bridged.append(time.perf_counter() - started)
+    return statistics.median(direct), statistics.median(bridged)
+
+
+async def _measure(
+    upstream: str, bridge: str, litellm: tuple[str, str] | None
+) -> tuple[list[tuple[str, float, str]], list[str]]:
+    routes: dict[str, tuple[str, dict[str, str] | None]] = {
+        "direct": (f"{upstream}/fast/v1/images/generations", None),
+        "bridge": (f"{bridge}/v1/images/generations", None),
+    }
+    if litellm is not None:
+        url, key = litellm
+        routes["litellm"] = (f"{url}/v1/images/generations", {"Authorization": f"Bearer {key}"})
+    body: dict[str, object] = {"prompt": PROMPT, "model": "gpt-image-1"}
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    p50: dict[str, float] = {}
+    rps: dict[str, float] = {}
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        for url, headers in routes.values():
+            await _drive(client, url, body, 4, WARMUP, headers)
+        for name, (url, headers) in routes.items():
+            latencies, _ = await _drive(client, url, body, 1, ROUNDS[1], headers)
+            p50[name] = statistics.median(latencies)
+        for name, (url, headers) in routes.items():
+            _, wall = await _drive(client, url, body, 32, ROUNDS[32], headers)
+            rps[name] = ROUNDS[32] / wall
+        direct_wall, bridge_wall = await _fanout_pair(client, upstream, bridge)
+    base = p50["direct"]
+    notes = [
+        "c1 p50 ms: "
+        + ", ".join(f"{k} {v * 1000:.1f} (+{(v - base) * 1000:.1f})" for k, v in p50.items()),
+        "c32 req/s: " + ", ".join(f"{k} {v:.1f}" for k, v in rps.items()),
+        f"fan-out n={FANOUT_N}, {SLOW_S * 1000:.0f} ms upstream: direct-parallel wall "
+        f"{direct_wall:.2f} s, bridge {bridge_wall:.2f} s",
+    ]
+    results: list[tuple[str, float, str]] = []
+    if litellm is not None:
+        added_bridge = p50["bridge"] - p50["direct"]
+        added_litellm = p50["litellm"] - p50["direct"]
+        results.append(("gateway.c1.added_p50/litellm", added_bridge / added_litellm, "<= 0.5"))
+        results.append(("gateway.c32.rps/litellm", rps["bridge"] / rps["litellm"], ">= 2"))
+    else:
+        notes.append("LiteLLM: not measured (no install; see bench/gateway.py --install-litellm)")
+    results.append(("gateway.c32.rps/direct", rps["bridge"] / rps["direct"], "report"))
+    results.append(("gateway.fanout16.wall/direct", bridge_wall / direct_wall, "<= 1.3"))
+    return results, notes
+
+
+def main() -> None:
+    if sys.argv[1:] == ["--upstream"]:
+        _upstream_main()
+        return
+    if sys.argv[1:] == ["--install-litellm"]:
+        _install_litellm()
+        return
+    started = time.monotonic()
+    executable = _litellm_executable()
+    with tempfile.TemporaryDirectory() as scratch_name:
+        scratch = Path(scratch_name)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEGEN_BRIDGE")}
+        env["IMAGEGEN_BRIDGE_DATA_DIR"] = str(scratch / "data")
+        upstream = ServerProcess([__file__, "--upstream"], env)
+        bridge: ServerProcess | None = None
+        litellm: _LiteLLM | None = None
+        try:
+            upstream_url = upstream.url()
+            config = scratch / "bridge.toml"
+            config.write_text(_bridge_config(upstream_url))
+            bridge = ServerProcess(
+                ["-m", "imagebridge.server", "--config", str(config), "--bind", "127.0.0.1:0"],
+                env,
+            )
+            if executable is not None:
+                litellm = _LiteLLM(executable, upstream_url, scratch, env)
+            bridge_url = bridge.url()
+            litellm_url = (litellm.url(), litellm.key) if litellm is not None else None
+            results, notes = asyncio.run(_measure(upstream_url, bridge_url, litellm_url))
+        finally:
+            for server in (litellm, bridge, upstream):
+                if server is not None:
+                    server.stop()
+    notes.append(f"run took {time.monotonic() - started:.1f} s")
+    for note in notes:
+        print(f"# {note}")
+    for name, ratio, target in results:
+        print(f"{name} {ratio:.2f} {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import io
 import warnings
+import zlib
 
 import pytest
 from PIL import Image, PngImagePlugin
@@ -11,6 +12,7 @@ from imagebridge.artifacts.inspect import (
     ImageLimits,
     ainspect_image,
     amake_thumbnail,
+    describe_image,
     inspect_image,
     make_thumbnail,
     sniff_format,
@@ -18,7 +20,7 @@ from imagebridge.artifacts.inspect import (
 from imagebridge.config.model import ImageLimitSettings
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from tests.artifacts.images import encode, jpeg, png, png_bomb, webp
+from tests.artifacts.images import encode, jpeg, png, png_bomb, png_chunk, webp
 
 
 def input_error(data: bytes, limits: ImageLimits | None = None) -> BridgeError:
@@ -206,3 +208,27 @@ def test_limits_from_settings_are_the_configured_bounds() -> None:
     with pytest.raises(BridgeError) as refused:
         inspect_image(png(65, 1), limits)
     assert refused.value.code is ErrorCode.INPUT
+
+
+@pytest.mark.parametrize("data", [png(40, 30), jpeg(40, 30), webp(40, 30)])
+def test_describe_image_reports_what_a_full_inspection_proves(data: bytes) -> None:
+    assert describe_image(data) == inspect_image(data)
+
+
+def test_describe_image_refuses_what_the_container_alone_shows() -> None:
+    whole = png(40, 30)
+    for bad in (b"hello", whole[:-20], png_bomb()):
+        with pytest.raises(BridgeError) as caught:
+            describe_image(bad, ImageLimits(max_pixels=1_000_000))
+        assert caught.value.code is ErrorCode.INPUT
+
+
+def test_describe_image_leaves_the_pixel_decode_to_inspect_image() -> None:
+    # Framing and CRCs intact, pixel stream garbage: only a full decode can tell.
+    whole = png(40, 30)
+    ihdr_end = 8 + 12 + 13
+    garbage = png_chunk(b"IDAT", zlib.compress(b"\x07" * 10))
+    broken = whole[:ihdr_end] + garbage + png_chunk(b"IEND", b"")
+    assert describe_image(broken).width == 40
+    with pytest.raises(BridgeError, match="malformed or incomplete"):
+        inspect_image(broken)

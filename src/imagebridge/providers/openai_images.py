@@ -600,7 +600,7 @@ class OpenAIImagesProvider(Provider):
             if len(received) > limit:
                 raise self._too_large()
         try:
-            payload = await asyncio.to_thread(json.loads, bytes(received))
+            payload = await asyncio.to_thread(json.loads, received)  # no 4 MB copy to bytes
         except (ValueError, RecursionError):
             raise self._unusable("the upstream answer is not valid JSON") from None
         try:

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["ServerProcess"]
+__all__ = ["ServerProcess", "stop_process"]
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
@@ -56,9 +56,14 @@ class ServerProcess:
         raise RuntimeError("the server did not start")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop_process(self.process)
+
+
+def stop_process(process: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it is still running 30 s later."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)

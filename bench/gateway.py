@@ -44,7 +44,7 @@ from pathlib import Path
 
 import httpx
 
-from _server import ServerProcess  # bench/ is on sys.path when a benchmark runs
+from _server import ServerProcess, stop_process  # bench/ is on sys.path when a benchmark runs
 
 BENCH_DIR = Path(__file__).resolve().parent
 LITELLM_VENV = BENCH_DIR / ".litellm-venv"
@@ -205,12 +205,7 @@ class _LiteLLM:
         raise RuntimeError("the LiteLLM proxy did not start")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        stop_process(self.process)
 
 
 # -- measurement -----------------------------------------------------------------------------

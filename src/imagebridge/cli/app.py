@@ -153,6 +153,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "completions": ("admin", "Print a shell completion script."),
     "man": ("admin", "Print the manual page (roff)."),
     "mcp": ("mcp", "Run the MCP server (tools for Claude, Cursor, VS Code, Codex …)."),
+    "login": ("accounts", "Sign in to ChatGPT; the bridge keeps and refreshes the login."),
+    "accounts": ("accounts", "The bridge's own logins (list, status, remove)."),
 }
 """Command → (defining module in :mod:`imagebridge.cli.commands`, one-line summary)."""
 

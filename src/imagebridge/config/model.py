@@ -14,6 +14,8 @@ Keys added to the original's tree (all documented on their fields):
 ``[providers.openai_compatible.<name>]`` (extra OpenAI-compatible upstreams),
 ``providers.mock.call_log`` and the multi-instance keys of ``[server.jobs]``
 (``instance_id``, ``lease_secs``, ``heartbeat_secs``, ``poll_interval_ms``, ``postgres_*``).
+``[accounts]`` and ``[accounts.login]`` (the bridge's own ChatGPT logins: where they live,
+which one the Codex HTTP transports use, refresh margin and the OAuth issuer).
 ``server.jobs.database`` and ``providers.codex_app_server.session_database`` also accept a
 ``postgresql://`` URL (see :data:`~imagebridge.config._types.StoreLocation`).
 """
@@ -47,6 +49,7 @@ from imagebridge.config.paths import default_data_dir
 __all__ = [
     "CONFIG_VERSION",
     "PROVIDER_KEYS",
+    "AccountSettings",
     "ArtifactSettings",
     "BridgeConfig",
     "CircuitBreakerSettings",
@@ -58,6 +61,7 @@ __all__ = [
     "ImageLimitSettings",
     "InputSettings",
     "JobSettings",
+    "LoginIssuerSettings",
     "MetricsSettings",
     "MockProviderSettings",
     "OpenAICapabilityOverrides",
@@ -596,6 +600,55 @@ class ServerSettings(_Section):
         return capacity_value(self.max_connections)
 
 
+# -- own logins ------------------------------------------------------------------------
+
+
+class LoginIssuerSettings(_Section):
+    """Added table ``[accounts.login]``: the OAuth issuer codex signs in with.
+
+    The defaults are the values the codex CLI uses; tests point them at a local mock.
+    """
+
+    issuer: Str = "https://auth.openai.com"
+    """Base URL of the issuer: ``/oauth/authorize``, ``/api/accounts/deviceauth/*`` and
+    the device page ``/codex/device`` live under it. https, or http on loopback."""
+    token_url: Str = "https://auth.openai.com/oauth/token"  # noqa: S105 - a URL, not a secret
+    """The token endpoint (code exchange and refresh). https, or http on loopback."""
+    client_id: Str = "app_EMoamEEZ73f0CkXaXp7hrann"
+    """The public OAuth client id of the codex CLI (no secret exists)."""
+    callback_port: U16 = 1455
+    """Loopback port of the browser flow's callback (codex's registered redirect uses 1455;
+    0 picks a free port, which the real issuer refuses)."""
+    http_timeout_ms: U64 = 30_000
+    """Timeout of each call to the issuer."""
+    device_code_timeout_secs: U64 = 900
+    """How long a device-code (or browser) sign-in may wait for the person."""
+
+
+def _default_accounts_directory() -> Path:
+    return default_data_dir() / "accounts"
+
+
+class AccountSettings(_Section):
+    """Added table ``[accounts]``: the bridge's own logins (``imagegen-bridge login``).
+
+    Each login is ``<directory>/<name>/auth.json`` in codex's shape, so that directory can
+    serve a codex child as ``CODEX_HOME``. The bridge refreshes its own logins; a borrowed
+    ``$CODEX_HOME`` is only ever read.
+    """
+
+    directory: ConfigPath = Field(default_factory=_default_accounts_directory)
+    """Where own logins live (default ``<data dir>/accounts``)."""
+    active: Str | None = None
+    """Name of the own login the Codex HTTP transports use; unset: the borrowed
+    ``$CODEX_HOME`` (``~/.codex``), as before."""
+    refresh_margin_secs: U64 = 300
+    """Refresh an own login this long before its access token expires."""
+    lock_timeout_ms: U64 = 30_000
+    """Most time spent waiting for another process's refresh of the same login."""
+    login: LoginIssuerSettings = Field(default_factory=LoginIssuerSettings)
+
+
 # -- root ------------------------------------------------------------------------------
 
 
@@ -609,6 +662,8 @@ class BridgeConfig(_Section):
     artifacts: ArtifactSettings = Field(default_factory=ArtifactSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    accounts: AccountSettings = Field(default_factory=AccountSettings)
+    """Added: the bridge's own ChatGPT logins."""
 
     def enabled_providers(self) -> list[str]:
         """Registered names of the enabled providers, sorted."""
@@ -620,6 +675,7 @@ def builtin_defaults(data_dir: Path) -> BridgeConfig:
     return BridgeConfig.model_validate(
         {
             "artifacts": {"root": data_dir / "artifacts"},
+            "accounts": {"directory": data_dir / "accounts"},
             "providers": {"codex_app_server": {"session_database": data_dir / "state.sqlite3"}},
             "server": {"jobs": {"database": data_dir / "jobs.sqlite3"}},
         }

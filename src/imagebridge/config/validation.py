@@ -43,6 +43,7 @@ from imagebridge.contract.enums import (
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import parse_size
+from imagebridge.providers.codex_login.names import ACCOUNT_NAME_RULE, is_account_name
 
 __all__ = [
     "LISTENER_ONLY_ISSUES",
@@ -98,6 +99,7 @@ def check(config: BridgeConfig) -> list[ConfigIssue]:
     _check_inputs_and_artifacts(config, report)
     _check_providers(config, report)
     _check_server(config, report)
+    _check_accounts(config, report)
     return sorted(set(issues), key=lambda issue: (issue.field, issue.code, issue.message))
 
 
@@ -657,3 +659,20 @@ _ENV_NAME_RULE = "must be an environment variable name matching [A-Z][A-Z0-9_]{0
 
 def _next_power_of_two(value: int) -> int:
     return 1 if value <= 1 else 1 << (value - 1).bit_length()
+
+
+def _check_accounts(config: BridgeConfig, report: Report) -> None:
+    accounts = config.accounts
+    if accounts.active is not None and not is_account_name(accounts.active):
+        report("accounts.active", "invalid", ACCOUNT_NAME_RULE)
+    login = accounts.login
+    for key in ("issuer", "token_url"):
+        value = getattr(login, key)
+        if not valid_upstream_url(value) or "?" in value:
+            report(f"accounts.login.{key}", "invalid_url", _UPSTREAM_URL_RULE)
+    if not login.client_id.strip() or not login.client_id.isascii():
+        report("accounts.login.client_id", "required", "the OAuth client id must not be empty")
+    if login.http_timeout_ms == 0:
+        report("accounts.login.http_timeout_ms", "out_of_range", "must be at least 1 ms")
+    if login.device_code_timeout_secs == 0:
+        report("accounts.login.device_code_timeout_secs", "out_of_range", "must be at least 1 s")

@@ -25,19 +25,23 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 __all__ = [
     "AUTH_FILE_NAME",
     "CODEX_LOGIN_SUGGESTION",
+    "JWT_AUTH_CLAIM",
     "MAX_AUTH_FILE_BYTES",
     "CodexCredentials",
     "CredentialsLoader",
     "codex_auth_path",
     "codex_home_path",
+    "credentials_from_document",
+    "jwt_claims",
     "load_codex_credentials",
     "load_codex_credentials_async",
+    "read_auth_document",
 ]
 
 AUTH_FILE_NAME: Final = "auth.json"
 MAX_AUTH_FILE_BYTES: Final = 1024 * 1024
 CODEX_LOGIN_SUGGESTION: Final = "Run `codex login` to sign in with your ChatGPT account."
-_JWT_AUTH_CLAIM: Final = "https://api.openai.com/auth"
+JWT_AUTH_CLAIM: Final = "https://api.openai.com/auth"
 _MAX_TOKEN_CHARS: Final = 64 * 1024
 _MAX_ACCOUNT_ID_CHARS: Final = 256
 
@@ -99,7 +103,17 @@ def load_codex_credentials(
     The file is never written.
     """
     path = auth_file if auth_file is not None else codex_auth_path(codex_home, env)
-    document = _parse_document(_read_auth_file(path, max_bytes))
+    return credentials_from_document(read_auth_document(path, max_bytes))
+
+
+def read_auth_document(path: Path, max_bytes: int = MAX_AUTH_FILE_BYTES) -> dict[str, Any]:
+    """The checked JSON object of one ``auth.json`` (blocking; same checks and errors as
+    :func:`load_codex_credentials`)."""
+    return _parse_document(_read_auth_file(path, max_bytes))
+
+
+def credentials_from_document(document: Mapping[str, Any]) -> CodexCredentials:
+    """The bearer token and account id an ``auth.json`` document holds (checked)."""
     if document.get("auth_mode") != "chatgpt":
         raise _auth_error("not_chatgpt", "Codex is not signed in with a ChatGPT account.")
     tokens = document.get("tokens")
@@ -209,19 +223,29 @@ def _clean_account_id(raw: object, *, required_valid: bool) -> str | None:
     return None
 
 
-def _account_id_from_jwt(token: str) -> str | None:
-    """``chatgpt_account_id`` from the token's claims; ``None`` if the token is no JWT."""
+def jwt_claims(token: str) -> dict[str, Any] | None:
+    """The payload of a JWT, decoded and **not** verified; ``None`` if ``token`` is no JWT.
+
+    Only for reading what the issuer says about the token (expiry, plan, account):
+    nothing here is trusted for access decisions.
+    """
     parts = token.split(".")
-    if len(parts) < 2 or not parts[1]:
+    if len(parts) < 2 or not parts[1] or len(parts[1]) > _MAX_TOKEN_CHARS:
         return None
     payload = parts[1] + "=" * (-len(parts[1]) % 4)
     try:
         claims = json.loads(base64.urlsafe_b64decode(payload.encode("ascii")))
-    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
+    except (binascii.Error, ValueError, UnicodeError, RecursionError):
         return None
-    if not isinstance(claims, dict):
+    return claims if isinstance(claims, dict) else None
+
+
+def _account_id_from_jwt(token: str) -> str | None:
+    """``chatgpt_account_id`` from the token's claims; ``None`` if the token is no JWT."""
+    claims = jwt_claims(token)
+    if claims is None:
         return None
-    auth_claim = claims.get(_JWT_AUTH_CLAIM)
+    auth_claim = claims.get(JWT_AUTH_CLAIM)
     if not isinstance(auth_claim, dict):
         return None
     return _clean_account_id(auth_claim.get("chatgpt_account_id"), required_valid=False)

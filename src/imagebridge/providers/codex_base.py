@@ -99,6 +99,8 @@ class CallState:
     """Image data of this call (partial or final) arrived."""
     request_id: str | None = None
     """The backend's request id, for support."""
+    credentials: CodexCredentials | None = field(default=None, repr=False)
+    """The login this call was sent with (a 401 names the token to refresh)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,12 +197,17 @@ class CodexHttpProvider(Provider):
     ) -> tuple[CallResult, int]:
         """Run ``attempt`` until it succeeds or may not be repeated; returns (result, calls)."""
         number = 0
+        refreshed = False
         while True:
             number += 1
             state = CallState()
             try:
                 return await self._attempt(attempt, state, context), number
             except BridgeError as raw:
+                if not refreshed and self._refreshable(raw, state):
+                    refreshed = True
+                    await self._refresh_rejected(state)
+                    continue
                 error = self._settle(raw, state, request, inputs)
             delay = self._retry.delay_before_next(
                 error,
@@ -225,6 +232,32 @@ class CodexHttpProvider(Provider):
                     details={"provider_attempts": number},
                 )
 
+    def _refreshable(self, error: BridgeError, state: CallState) -> bool:
+        """A 401 on an own login (one that can refresh) before any answer began.
+
+        Repeating the call after a refresh is safe only because of what a 401 means: the
+        backend refused the request at the door, before any image work (or billing) ran.
+        Nothing else is ever repeated this way, and only once per call: a second 401
+        after a refresh is the caller's ``authentication`` error, never a loop.
+        """
+        return (
+            error.code is ErrorCode.AUTHENTICATION
+            and error.details.get("http_status") == 401
+            and not state.answered
+            and not state.output_seen
+            and state.credentials is not None
+            and getattr(self._load_credentials, "refreshes_on_unauthorized", False)
+        )
+
+    async def _refresh_rejected(self, state: CallState) -> None:
+        refresh = self._load_credentials.refresh_rejected  # type: ignore[attr-defined]
+        assert state.credentials is not None
+        logger.info("%s: the backend refused the login (401); refreshing it once", self.name)
+        try:
+            await refresh(state.credentials)
+        except BridgeError as error:
+            raise error.with_provider(self.name) from None
+
     async def _attempt(
         self, attempt: Attempt, state: CallState, context: ProviderContext
     ) -> CallResult:
@@ -239,6 +272,7 @@ class CodexHttpProvider(Provider):
                 retryable=True,
             )
         credentials = await self._credentials()
+        state.credentials = credentials
         self.calls += 1
         return await self._guarded(attempt(credentials, state), state, context)
 

@@ -15,11 +15,18 @@ from imagebridge.artifacts.inspect import ImageLimits
 from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
 from imagebridge.config.model import BridgeConfig
 from imagebridge.providers.base import Provider
+from imagebridge.providers.codex_auth import CredentialsLoader, load_codex_credentials_async
 from imagebridge.providers.codex_images import CodexImagesOptions, CodexImagesProvider
 from imagebridge.providers.codex_inputs import InputLoaderFactory
 from imagebridge.providers.codex_responses import CodexResponsesOptions, CodexResponsesProvider
 
-__all__ = ["CodexBuild", "build_codex_images", "build_codex_responses", "codex_input_loader"]
+__all__ = [
+    "CodexBuild",
+    "build_codex_images",
+    "build_codex_responses",
+    "codex_credentials_loader",
+    "codex_input_loader",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +63,20 @@ def codex_input_loader(config: BridgeConfig) -> InputLoaderFactory:
     return loader
 
 
+def codex_credentials_loader(config: BridgeConfig) -> CredentialsLoader:
+    """``accounts.active`` names an own login: read and refresh it; unset: borrow
+    ``$CODEX_HOME`` read-only, as before."""
+    accounts = config.accounts
+    if accounts.active is None:
+        return load_codex_credentials_async
+    from imagebridge.providers.codex_login.factory import issuer_from, own_login, refresh_policy
+    from imagebridge.providers.codex_login.refresh import OwnLoginCredentials
+
+    return OwnLoginCredentials(
+        own_login(accounts, accounts.active), issuer_from(accounts), refresh_policy(accounts)
+    )
+
+
 def build_codex_responses(config: BridgeConfig) -> CodexBuild:
     table = config.providers.codex_responses
     options = CodexResponsesOptions(
@@ -71,7 +92,11 @@ def build_codex_responses(config: BridgeConfig) -> CodexBuild:
         image_limits=ImageLimits.from_settings(config.artifacts.image),
     )
     return CodexBuild(
-        provider=CodexResponsesProvider(options, inputs=codex_input_loader(config)),
+        provider=CodexResponsesProvider(
+            options,
+            inputs=codex_input_loader(config),
+            credentials_loader=codex_credentials_loader(config),
+        ),
         max_outputs=table.max_outputs,
         max_parallel_outputs=table.max_parallel_outputs_value,
     )
@@ -91,7 +116,11 @@ def build_codex_images(config: BridgeConfig) -> CodexBuild:
         image_limits=ImageLimits.from_settings(config.artifacts.image),
     )
     return CodexBuild(
-        provider=CodexImagesProvider(options, inputs=codex_input_loader(config)),
+        provider=CodexImagesProvider(
+            options,
+            inputs=codex_input_loader(config),
+            credentials_loader=codex_credentials_loader(config),
+        ),
         max_outputs=table.max_outputs,
         max_parallel_outputs=table.max_parallel_outputs_value,
     )

@@ -146,6 +146,16 @@ DEFAULTS: dict[str, Any] = {
     "server.jobs.postgres_pool_min_size": 1,
     "server.jobs.postgres_pool_max_size": 5,
     "server.jobs.postgres_connect_timeout_ms": 10_000,
+    "accounts.directory": (DATA, "accounts"),
+    "accounts.active": None,
+    "accounts.refresh_margin_secs": 300,
+    "accounts.lock_timeout_ms": 30_000,
+    "accounts.login.issuer": "https://auth.openai.com",
+    "accounts.login.token_url": "https://auth.openai.com/oauth/token",
+    "accounts.login.client_id": "app_EMoamEEZ73f0CkXaXp7hrann",
+    "accounts.login.callback_port": 1455,
+    "accounts.login.http_timeout_ms": 30_000,
+    "accounts.login.device_code_timeout_secs": 900,
 }
 
 

@@ -165,7 +165,9 @@ def _handler(issuer: MockIssuer) -> type[BaseHTTPRequestHandler]:
             query = {key: values[0] for key, values in parse_qs(parts.query).items()}
             code = "ac_" + secrets.token_hex(8)
             issuer._codes[code] = query.get("code_challenge")
-            target = query["redirect_uri"] + "?" + urlencode({"code": code, "state": query["state"]})
+            target = (
+                query["redirect_uri"] + "?" + urlencode({"code": code, "state": query["state"]})
+            )
             self.send_response(302)
             self.send_header("Location", target)
             self.send_header("Content-Length", "0")
@@ -178,7 +180,9 @@ def _handler(issuer: MockIssuer) -> type[BaseHTTPRequestHandler]:
                 issuer.calls["usercode"] += 1
                 device_id = "dev_" + secrets.token_hex(6)
                 issuer._device[device_id] = 0
-                self._json(200, {"device_auth_id": device_id, "user_code": "ABCD-1234", "interval": "0"})
+                self._json(
+                    200, {"device_auth_id": device_id, "user_code": "ABCD-1234", "interval": "0"}
+                )
             elif path == "/api/accounts/deviceauth/token":
                 issuer.calls["device_poll"] += 1
                 body = json.loads(raw)
@@ -195,7 +199,11 @@ def _handler(issuer: MockIssuer) -> type[BaseHTTPRequestHandler]:
                 issuer._codes[code] = _challenge(verifier)
                 self._json(
                     200,
-                    {"authorization_code": code, "code_challenge": _challenge(verifier), "code_verifier": verifier},
+                    {
+                        "authorization_code": code,
+                        "code_challenge": _challenge(verifier),
+                        "code_verifier": verifier,
+                    },
                 )
             elif path == "/oauth/token":
                 self._token(raw)

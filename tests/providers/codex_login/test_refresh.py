@@ -114,7 +114,7 @@ def test_a_rejected_token_is_refreshed_once_and_a_changed_file_is_used_instead(
 def test_a_spent_refresh_token_is_an_authentication_error_without_the_token(
     tmp_path: Path, issuer: MockIssuer
 ) -> None:
-    login, access = _stored_login(tmp_path, issuer, expires_in_s=10)
+    login, _ = _stored_login(tmp_path, issuer, expires_in_s=10)
     issuer._spend(REFRESH_SECRET)  # someone else used it
     before = login.auth_file.read_bytes()
     with pytest.raises(BridgeError) as caught:

@@ -4,15 +4,14 @@ call; never a loop; and a borrowed ``$CODEX_HOME`` is never written or refreshed
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from imagebridge.contract.errors import ErrorCode
-from imagebridge.providers.codex_login.store import OwnLogin, auth_document, write_auth_atomically
-from tests.support.codex_backend import BRIDGE_TOKEN, CodexBridge, make_jwt
+from imagebridge.providers.codex_login.store import OwnLogin
+from tests.support.codex_backend import BRIDGE_TOKEN, CodexBridge
 from tests.support.mock_issuer import MockIssuer
 
 ROUTES = {"codex-responses": "responses", "codex-images": "images_generations"}
@@ -27,16 +26,8 @@ def issuer() -> Iterator[MockIssuer]:
 
 def _own_login(tmp_path: Path, issuer: MockIssuer) -> tuple[OwnLogin, str]:
     login = OwnLogin.under(tmp_path / "accounts", "work")
-    stale = make_jwt({"exp": int(time.time()) + 3600, "jti": "stale-SECRET"})
-    issuer.seed_refresh_token(SEEDED_REFRESH)
-    write_auth_atomically(
-        login,
-        auth_document(
-            id_token=make_jwt({"email": "x@example.invalid"}),
-            access_token=stale,
-            refresh_token=SEEDED_REFRESH,
-            account_id="acct-own",
-        ),
+    stale = issuer.seed_login(
+        login, refresh_token=SEEDED_REFRESH, expires_in_s=3600, label="stale-SECRET"
     )
     return login, stale
 

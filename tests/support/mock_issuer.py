@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from imagebridge.providers.codex_login.store import OwnLogin, auth_document, write_auth_atomically
 from tests.support.codex_backend import make_jwt
 
 __all__ = ["ISSUED_ACCOUNT_ID", "ISSUED_EMAIL", "MockIssuer"]
@@ -126,6 +127,24 @@ class MockIssuer:
         """Accept ``token`` once (for logins written by a test)."""
         with self._lock:
             self._refresh_tokens.add(token)
+
+    def seed_login(
+        self, login: OwnLogin, *, refresh_token: str, expires_in_s: float, label: str = "seeded"
+    ) -> str:
+        """Store ``login`` as if signed in here: its access token (returned) expires in
+        ``expires_in_s`` and ``refresh_token`` is accepted once."""
+        access = make_jwt({"exp": int(time.time() + expires_in_s), "jti": label})
+        self.seed_refresh_token(refresh_token)
+        write_auth_atomically(
+            login,
+            auth_document(
+                id_token=make_jwt({"email": "x@example.invalid"}),
+                access_token=access,
+                refresh_token=refresh_token,
+                account_id="acct-seeded",
+            ),
+        )
+        return access
 
     def _spend(self, token: str) -> bool:
         with self._lock:

@@ -17,8 +17,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers.codex_auth import credentials_from_document
 from imagebridge.providers.codex_login.issuer import Issuer
 from imagebridge.providers.codex_login.refresh import RefreshPolicy, refresh_now
-from imagebridge.providers.codex_login.store import OwnLogin, auth_document, write_auth_atomically
-from tests.support.codex_backend import make_jwt
+from imagebridge.providers.codex_login.store import OwnLogin
 from tests.support.mock_issuer import CLIENT_ID, ISSUED_ACCOUNT_ID, MockIssuer
 
 REFRESH_SECRET = "rt_SECRET_seeded_0001"
@@ -39,17 +38,7 @@ def _stored_login(
 ) -> tuple[OwnLogin, str]:
     """An own login whose access token expires in ``expires_in_s``."""
     login = OwnLogin.under(tmp_path / "accounts", name)
-    access = make_jwt({"exp": int(time.time() + expires_in_s), "jti": "seeded"})
-    mock.seed_refresh_token(REFRESH_SECRET)
-    write_auth_atomically(
-        login,
-        auth_document(
-            id_token=make_jwt({"email": "x@example.invalid"}),
-            access_token=access,
-            refresh_token=REFRESH_SECRET,
-            account_id="acct-seeded",
-        ),
-    )
+    access = mock.seed_login(login, refresh_token=REFRESH_SECRET, expires_in_s=expires_in_s)
     return login, access
 
 

@@ -102,3 +102,37 @@ async def test_a_borrowed_home_is_never_written_nor_refreshed(
     bridge.backend.expected_token = BRIDGE_TOKEN
     assert len((await bridge.run()).data) == 1
     assert (auth_file.read_bytes(), auth_file.stat().st_mtime_ns) == before
+
+
+async def test_an_own_login_near_expiry_is_refreshed_before_the_call(
+    tmp_path: Path,
+    issuer: MockIssuer,
+    codex_bridge_factory: Callable[..., Awaitable[CodexBridge]],
+) -> None:
+    login = OwnLogin.under(tmp_path / "accounts", "work")
+    expiring = issuer.seed_login(login, refresh_token=SEEDED_REFRESH, expires_in_s=60)
+    fresh = "tok-SECRET-refreshed-early"
+    issuer.next_access_tokens.append(fresh)
+    bridge = await codex_bridge_factory(*_sets(login, issuer), "accounts.refresh_margin_secs=300")
+    bridge.backend.expected_token = fresh
+    assert len((await bridge.run()).data) == 1
+    assert issuer.calls["refresh"] == 1
+    [sent] = bridge.backend.requests_for("responses")
+    assert sent.sent_token(fresh)
+    assert not sent.sent_token(expiring)
+
+
+async def test_a_missing_own_login_names_the_command_that_creates_it(
+    tmp_path: Path,
+    issuer: MockIssuer,
+    codex_bridge_factory: Callable[..., Awaitable[CodexBridge]],
+) -> None:
+    bridge = await codex_bridge_factory(
+        *issuer.config_sets(),
+        f'accounts.directory="{tmp_path / "accounts"}"',
+        'accounts.active="nobody"',
+    )
+    error = await bridge.fail()
+    assert error.code is ErrorCode.AUTHENTICATION
+    assert "imagegen-bridge login --account nobody" in " ".join(error.suggestions)
+    assert bridge.backend.calls("responses") == 0

@@ -81,11 +81,11 @@ def refresh_now(
     the file already holds a different access token, which means another process has
     refreshed since that token was read.
     """
-    document = read_auth_document(login.auth_file)
+    document = _read(login)
     if rejected_token is None and not _due(document, policy.margin_s, clock()):
         return credentials_from_document(document)
     with locked(login, policy.lock_timeout_s):
-        document = read_auth_document(login.auth_file)
+        document = _read(login)
         if rejected_token is not None:
             if _access_token(document) != rejected_token:
                 return credentials_from_document(document)
@@ -94,6 +94,21 @@ def refresh_now(
         updated = _merged(document, issuer.refresh(_refresh_token(document)), clock())
         write_auth_atomically(login, updated)
     return credentials_from_document(updated)
+
+
+def _read(login: OwnLogin) -> dict[str, Any]:
+    """The login's document; a missing one says which ``login`` command creates it."""
+    try:
+        return read_auth_document(login.auth_file)
+    except BridgeError as error:
+        if error.details.get("reason") != "missing":
+            raise
+        raise BridgeError(
+            ErrorCode.AUTHENTICATION,
+            f"The login '{login.name}' is not stored.",
+            details={"reason": "missing", "account": login.name},
+            suggestions=(f"Run `imagegen-bridge login --account {login.name}`.",),
+        ) from None
 
 
 def _refresh_token(document: dict[str, Any]) -> str:

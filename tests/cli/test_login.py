@@ -161,3 +161,17 @@ def test_an_unsafe_account_name_is_refused(cli: Cli, issuer: MockIssuer) -> None
     assert result.error()["code"] == "invalid_request"
     assert issuer.calls["usercode"] == 0
     assert not (cli.data / "escape").exists()
+
+
+def test_auth_doctor_checks_the_active_own_login(cli: Cli, issuer: MockIssuer) -> None:
+    codex = ["--set", "providers.codex_responses.enabled=true", "--set", 'accounts.active="work"']
+    missing = cli("--json", *codex, "auth-doctor")
+    assert missing.code != 0
+    assert "imagegen-bridge login --account work" in missing.stdout + missing.stderr
+    assert cli(*_sets(issuer), "--json", "login", "--account", "work").code == 0
+    # $CODEX_HOME holds no login at all: only the own one can make this pass
+    assert not (cli.root / "codex-home" / "auth.json").exists()
+    present = cli("--json", *codex, "auth-doctor")
+    assert present.code == 0, present.stdout + present.stderr
+    assert present.json()["authenticated"] is True
+    assert issuer.calls["refresh"] == 0  # a check never spends the refresh token

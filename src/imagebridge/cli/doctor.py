@@ -358,7 +358,7 @@ def run_checks(ctx: CliContext, provider: str | None) -> tuple[Doctor, LoadedCon
             "codex is not installed; only the disabled codex-app-server provider needs it",
         )
     if oauth_needed(config):
-        login_error = oauth_error(ctx.env)
+        login_error = oauth_error(ctx.env, config)
         if login_error is None:
             doctor.add("codex_oauth", "pass", "Codex ChatGPT login is present and protected")
         else:
@@ -438,7 +438,7 @@ def auth_doctor_command(ctx: CliContext, *, provider: str | None) -> int:
         codex = [result for result in results if result.provider in CODEX_PROVIDERS]
         results = codex or results
     errors = [result.error for result in results if result.error is not None]
-    oauth = oauth_error(ctx.env) if oauth_needed(config) else None
+    oauth = oauth_error(ctx.env, config) if oauth_needed(config) else None
     if oauth is not None and provider in (None, *CODEX_PROVIDERS):
         errors.insert(0, oauth)
     ctx.output.value(

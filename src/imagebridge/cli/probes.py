@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from imagebridge.cli.output import escape_text
-from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.errors import BridgeError, ErrorCode
 
 if TYPE_CHECKING:
     from imagebridge.cli.context import CliContext
@@ -80,12 +80,31 @@ def codex_version(executable: str, env: Mapping[str, str] | None = None) -> Code
     return CodexVersion(True, version=first or None)
 
 
-def oauth_error(env: Mapping[str, str]) -> BridgeError | None:
-    """Why the Codex ChatGPT login cannot be borrowed, or ``None`` when it can."""
+def oauth_error(env: Mapping[str, str], config: BridgeConfig | None = None) -> BridgeError | None:
+    """Why the Codex HTTP transports' ChatGPT login cannot be used, or ``None`` when it can.
+
+    That is the own login ``accounts.active`` names when it is set (read only: a check
+    never spends a refresh token), else the borrowed ``$CODEX_HOME`` one.
+    """
     from imagebridge.providers.codex_auth import load_codex_credentials
 
+    accounts = config.accounts if config is not None else None
+    active = accounts.active if accounts is not None else None
     try:
-        credentials = load_codex_credentials(env=env)
+        if accounts is None or active is None:
+            credentials = load_codex_credentials(env=env)
+        else:
+            from imagebridge.providers.codex_login.factory import own_login
+
+            login = own_login(accounts, active)
+            if not login.exists():
+                return BridgeError(
+                    ErrorCode.AUTHENTICATION,
+                    f"The login '{active}' (accounts.active) is not stored.",
+                    details={"reason": "missing"},
+                    suggestions=(f"Run `imagegen-bridge login --account {active}`.",),
+                )
+            credentials = load_codex_credentials(login.home)
     except BridgeError as error:
         return error
     del credentials  # only its presence matters; never keep or print the token

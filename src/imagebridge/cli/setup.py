@@ -259,7 +259,7 @@ def make_plan(ctx: CliContext, state_root: str | None, output_root: str | None) 
         changes=changes,
         codex=version.to_dict(),
         codex_required=codex_needed(config),
-        oauth_ready=oauth_error(ctx.env) is None,
+        oauth_ready=oauth_error(ctx.env, config) is None,
         oauth_required=oauth_needed(config),
     )
 

@@ -42,6 +42,7 @@ from imagebridge.providers.codex_login.store import (
 __all__ = ["browser_login", "device_code_login", "pkce_pair", "store_tokens"]
 
 _CALLBACK_PATH: Final = "/auth/callback"
+_CLIENT_TIMEOUT_S: Final = 5.0
 _SUCCESS_PAGE: Final = (
     b"<!doctype html><title>Signed in</title>"
     b"<p>Signed in. You can close this window and return to imagegen-bridge.</p>"
@@ -113,6 +114,8 @@ class _Callback:
 
 def _handler(callback: _Callback) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = _CLIENT_TIMEOUT_S  # a silent local client cannot stall the sign-in
+
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
             if parts.path != _CALLBACK_PATH:

@@ -247,6 +247,29 @@ def test_a_request_beyond_the_bridge_s_body_limit_is_not_sent(
     dashboard.watch.assert_clean()
 
 
+def test_the_composer_counts_against_the_bridge_s_own_prompt_limit(
+    bridge: BridgeFactory, open_page: OpenPage
+) -> None:
+    small = bridge("runtime.request.max_prompt_bytes=64", "runtime.request.max_inputs=1")
+    dashboard = open_page(small)
+    page = dashboard.page
+    page.fill("#f-prompt", "é" * 32)  # 64 UTF-8 bytes: exactly the limit
+    counter = page.locator("#prompt-count")
+    expect(counter).to_have_text("64 / 64 bytes")
+    expect(counter).not_to_have_class(re.compile(r"\binvalid\b"))
+    page.fill("#f-prompt", "é" * 32 + "a")
+    expect(counter).to_have_text("65 / 64 bytes")
+    expect(counter).to_have_class(re.compile(r"\binvalid\b"))
+    page.locator("#submit-button").click()
+    expect(page.locator("#form-errors")).to_contain_text("The prompt is 65 bytes; the limit is 64.")
+    expect(page.locator("#f-prompt")).to_be_focused()
+    assert dashboard.watch.posted_jobs() == 0
+    # The bridge's other bounds reach the page the same way.
+    limits = page.evaluate("async () => (await import('/dashboard/limits.js')).serverLimits()")
+    assert limits["prompt_bytes"] == 64 and limits["inputs"] == 1
+    dashboard.watch.assert_clean()
+
+
 @pytest.mark.parametrize(
     ("steps", "message", "focused"),
     [

@@ -229,6 +229,7 @@ FULL_REQUEST = {
 
 FORM_SCRIPT = """async ([values]) => {
   const form = await import('/dashboard/form.js');
+  const { serverLimits } = await import('/dashboard/limits.js');
   const inputs = {
     images: [{dataUrl: 'data:image/png;base64,AAAA', name: 'a.png', size: 3}],
     mask: {dataUrl: 'data:image/png;base64,BBBB', name: 'm.png', size: 3},
@@ -241,7 +242,7 @@ FORM_SCRIPT = """async ([values]) => {
     minimal: form.buildRequest({...defaults, prompt: 'hello'}),
     template,
     roundTrip: form.valuesFromTemplate(template),
-    issues: form.checkValues(values, inputs, null),
+    issues: form.checkValues(values, inputs, null, serverLimits()),
   };
 }"""
 
@@ -269,9 +270,10 @@ def test_the_form_module_serializes_every_advanced_control(
 
 CHECK_SCRIPT = """async ([cases]) => {
   const form = await import('/dashboard/form.js');
+  const { serverLimits } = await import('/dashboard/limits.js');
   return cases.map((overrides) => {
     const values = {...form.defaultValues(), prompt: 'x', ...overrides};
-    return form.checkValues(values, {}, null).map((issue) => issue.field);
+    return form.checkValues(values, {}, null, serverLimits()).map((issue) => issue.field);
   });
 }"""
 

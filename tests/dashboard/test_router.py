@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import html
+import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -22,11 +24,10 @@ CSP = (
     "form-action 'self'"
 )
 PERMISSIONS = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
+MODULES = ("api.js", "app.js", "form.js", "limits.js")
 EXPECTED_TYPES = {
     "app.css": "text/css; charset=utf-8",
-    "app.js": "text/javascript; charset=utf-8",
-    "api.js": "text/javascript; charset=utf-8",
-    "form.js": "text/javascript; charset=utf-8",
+    **dict.fromkeys(MODULES, "text/javascript; charset=utf-8"),
     "icon.png": "image/png",
 }
 
@@ -61,6 +62,27 @@ def test_the_page_is_html_with_the_strict_headers(server: LiveServer, path: str)
     assert response.headers["permissions-policy"] == PERMISSIONS
     assert "<title>Imagegen Bridge</title>" in response.text
     assert response.headers["x-request-id"]
+
+
+def test_the_page_carries_this_bridge_s_configured_limits(bridge: BridgeFactory) -> None:
+    limited = bridge(
+        "runtime.request.max_prompt_bytes=100",
+        "runtime.request.max_outputs=3",
+        "server.max_body_bytes=9000",
+    )
+    with limited.client() as client:
+        text = client.get("/dashboard").text
+    found = re.findall(r'<meta name="imagebridge-limits" content="([^"]*)">', text)
+    assert len(found) == 1
+    assert json.loads(html.unescape(found[0])) == {
+        "prompt_bytes": 100,
+        "negative_prompt_bytes": 65_536,
+        "identifier_bytes": 256,
+        "inputs": 16,
+        "outputs": 3,
+        "timeout_ms": 1_800_000,
+        "body_bytes": 9000,
+    }
 
 
 def test_every_asset_is_served_with_its_type_and_the_common_headers(server: LiveServer) -> None:
@@ -156,10 +178,10 @@ def test_the_page_loads_only_shipped_assets_and_nothing_inline() -> None:
     assert re.findall(r"<script\b[^>]*>\s*[^<\s]", html) == []  # no inline script bodies
     assert "<style" not in html and " style=" not in html and "javascript:" not in html
     assert not re.search(r"\son[a-z]+=", html)  # no inline event handlers
-    for name in ("app.js", "api.js", "form.js"):
+    for name in MODULES:
         source = _static(name)
         imports = re.findall(r'^import[^;]*from\s+"([^"]+)"', source, flags=re.MULTILINE)
-        assert set(imports) <= {"./api.js", "./form.js"}, name
+        assert set(imports) <= {f"./{module}" for module in MODULES}, name
         assert "http://" not in source and "https://" not in source, name
         assert "innerHTML" not in source and "eval(" not in source, name
     assert "http://" not in _static("app.css") and "@import" not in _static("app.css")

@@ -8,7 +8,6 @@
 import { ApiError, BridgeApi } from "./api.js";
 import {
   IMAGE_TYPES,
-  PROMPT_MAX_BYTES,
   SEARCH_MAX_BYTES,
   buildRequest,
   checkPreset,
@@ -23,6 +22,7 @@ import {
   utf8Length,
   valuesFromTemplate,
 } from "./form.js";
+import { serverLimits } from "./limits.js";
 
 const PAGE_SIZE = 24;
 const POLL_ACTIVE_MS = 2500;
@@ -476,8 +476,9 @@ function applyDynamicRules() {
 function updatePromptCounter() {
   const bytes = utf8Length(fieldOf("prompt").value);
   const counter = $("prompt-count");
-  counter.textContent = `${bytes} / ${PROMPT_MAX_BYTES} bytes`;
-  counter.classList.toggle("invalid", bytes > PROMPT_MAX_BYTES);
+  const limit = serverLimits().prompt_bytes;
+  counter.textContent = `${bytes} / ${limit} bytes`;
+  counter.classList.toggle("invalid", bytes > limit);
 }
 
 // -- composer: file inputs ----------------------------------------------------------------
@@ -579,7 +580,7 @@ async function submitComposer(event) {
   clearFormErrors();
   const values = readValues();
   const inputs = selectedInputs();
-  const issues = checkValues(values, inputs, state.capabilities);
+  const issues = checkValues(values, inputs, state.capabilities, serverLimits());
   if (issues.length) {
     showFormErrors("Please fix these before submitting:", issues);
     const first = issues.find((issue) => fieldOf(issue.field));
@@ -587,7 +588,7 @@ async function submitComposer(event) {
     return;
   }
   const request = buildRequest(values, inputs);
-  const maxBody = state.diagnostics ? state.diagnostics.configuration.max_body_bytes : 0;
+  const maxBody = serverLimits().body_bytes;
   const size = maxBody ? utf8Length(JSON.stringify(request)) : 0;
   if (maxBody && size > maxBody) {
     showFormErrors(`The request is ${formatBytes(size)}; this bridge accepts at most ${formatBytes(maxBody)}.`, [{ field: "images", message: "Send fewer or smaller images." }]);

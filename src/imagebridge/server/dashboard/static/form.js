@@ -4,14 +4,11 @@
 // keyed by the controls' names. A key that is absent means "not sent" (the control was
 // disabled because the provider or the operation does not allow it). The checks mirror
 // the bridge's own validation so a mistake is explained before anything is sent; the
-// bridge still validates everything itself.
+// bridge still validates everything itself. The configurable bounds (prompt bytes, inputs,
+// timeout, identifiers) are not constants here: the caller passes the bridge's own values,
+// which the page reads from the server (limits.js).
 
-export const PROMPT_MAX_BYTES = 131072;
-export const NEGATIVE_PROMPT_MAX_BYTES = 65536;
-export const IDENTIFIER_MAX_BYTES = 256;
-export const MAX_TIMEOUT_MS = 1800000;
 export const MAX_FALLBACKS = 4;
-export const MAX_INPUTS = 16;
 export const DEFAULT_MAX_IMAGES = 16;
 export const PRESET_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const PRESET_DESCRIPTION_MAX = 512;
@@ -310,11 +307,11 @@ export function valuesFromTemplate(template) {
   return values;
 }
 
-function checkIdentifier(issues, values, name, label) {
+function checkIdentifier(issues, values, name, label, maxBytes) {
   const value = raw(values, name);
   if (!value) return;
   if (!value.trim()) issues.push({ field: name, message: `${label} cannot be only spaces.` });
-  else if (utf8Length(value) > IDENTIFIER_MAX_BYTES) issues.push({ field: name, message: `${label} is longer than ${IDENTIFIER_MAX_BYTES} bytes.` });
+  else if (utf8Length(value) > maxBytes) issues.push({ field: name, message: `${label} is longer than ${maxBytes} bytes.` });
   else if (CONTROL_RE.test(value)) issues.push({ field: name, message: `${label} contains control characters.` });
 }
 
@@ -352,9 +349,10 @@ function checkInputs(issues, name, items, limits, label) {
 
 /**
  * What is wrong with the values before they are sent: [{field, message}], where field
- * names the control to fix. `capabilities` (optional) adds the provider's limits.
+ * names the control to fix. `capabilities` (optional) adds the provider's limits;
+ * `limits` are the bridge's request bounds (limits.js `serverLimits()`).
  */
-export function checkValues(values, inputs = {}, capabilities = null) {
+export function checkValues(values, inputs, capabilities, limits) {
   const issues = [];
   const caps = capabilities || null;
   const operation = choice(values, "operation", "generate");
@@ -364,12 +362,12 @@ export function checkValues(values, inputs = {}, capabilities = null) {
 
   const prompt = raw(values, "prompt");
   if (!prompt.trim()) issues.push({ field: "prompt", message: "Enter a prompt." });
-  else if (utf8Length(prompt) > PROMPT_MAX_BYTES) {
-    issues.push({ field: "prompt", message: `The prompt is ${utf8Length(prompt)} bytes; the limit is ${PROMPT_MAX_BYTES}.` });
+  else if (utf8Length(prompt) > limits.prompt_bytes) {
+    issues.push({ field: "prompt", message: `The prompt is ${utf8Length(prompt)} bytes; the limit is ${limits.prompt_bytes}.` });
   }
   const negative = raw(values, "negative_prompt");
   if (negative && !negative.trim()) issues.push({ field: "negative_prompt", message: "The negative prompt cannot be only spaces." });
-  else if (utf8Length(negative) > NEGATIVE_PROMPT_MAX_BYTES) issues.push({ field: "negative_prompt", message: `The negative prompt is longer than ${NEGATIVE_PROMPT_MAX_BYTES} bytes.` });
+  else if (utf8Length(negative) > limits.negative_prompt_bytes) issues.push({ field: "negative_prompt", message: `The negative prompt is longer than ${limits.negative_prompt_bytes} bytes.` });
   else if (negative.trim() && choice(values, "negative_prompt_policy", "auto") === "reject") {
     issues.push({ field: "negative_prompt", message: "The negative prompt policy is reject: clear the negative prompt or choose another policy." });
   }
@@ -381,7 +379,7 @@ export function checkValues(values, inputs = {}, capabilities = null) {
   }
   checkInputs(issues, "references", references, caps && caps.reference_images, "reference images");
   const inputCount = references.length + (operation === "edit" ? images.length + mask.length : 0);
-  if (inputCount > MAX_INPUTS) issues.push({ field: "references", message: `At most ${MAX_INPUTS} images can be sent in one request.` });
+  if (inputCount > limits.inputs) issues.push({ field: "references", message: `At most ${limits.inputs} images can be sent in one request.` });
 
   const maxCount = caps ? caps.count.max : 255;
   const minCount = caps ? caps.count.min : 1;
@@ -464,12 +462,12 @@ export function checkValues(values, inputs = {}, capabilities = null) {
   if (choice(values, "batch_execution", "auto") === "parallel" && sessionMode !== "isolated") {
     issues.push({ field: "batch_execution", message: "Parallel batches need an isolated session." });
   }
-  checkInteger(issues, values, "timeout_ms", "The timeout", 1, MAX_TIMEOUT_MS);
-  checkIdentifier(issues, values, "model", "The model");
-  checkIdentifier(issues, values, "session_key", "The session key");
-  checkIdentifier(issues, values, "thread_id", "The thread id");
-  checkIdentifier(issues, values, "idempotency_key", "The idempotency key");
-  checkIdentifier(issues, values, "user", "The user");
+  checkInteger(issues, values, "timeout_ms", "The timeout", 1, limits.timeout_ms);
+  checkIdentifier(issues, values, "model", "The model", limits.identifier_bytes);
+  checkIdentifier(issues, values, "session_key", "The session key", limits.identifier_bytes);
+  checkIdentifier(issues, values, "thread_id", "The thread id", limits.identifier_bytes);
+  checkIdentifier(issues, values, "idempotency_key", "The idempotency key", limits.identifier_bytes);
+  checkIdentifier(issues, values, "user", "The user", limits.identifier_bytes);
   return issues;
 }
 

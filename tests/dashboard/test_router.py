@@ -24,7 +24,21 @@ CSP = (
     "form-action 'self'"
 )
 PERMISSIONS = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
-MODULES = ("api.js", "app.js", "form.js", "limits.js")
+MODULES = (
+    "api.js",
+    "app.js",
+    "auth.js",
+    "bridge.js",
+    "composer.js",
+    "form.js",
+    "job_dialog.js",
+    "library.js",
+    "limits.js",
+    "presets.js",
+    "store.js",
+    "system.js",
+    "ui.js",
+)
 EXPECTED_TYPES = {
     "app.css": "text/css; charset=utf-8",
     **dict.fromkeys(MODULES, "text/javascript; charset=utf-8"),

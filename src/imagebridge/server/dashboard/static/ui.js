@@ -1,0 +1,125 @@
+// Small DOM helpers every view uses: element building, formatting, tables, toasts,
+// the confirmation dialog and the object URLs of authenticated image blobs.
+//
+// Text from the bridge is only ever set as text, never parsed as HTML.
+
+import { ApiError } from "./api.js";
+
+const TOAST_MS = 4000;
+
+export const $ = (id) => document.getElementById(id);
+
+export function h(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key.startsWith("on") && typeof value === "function") node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+export function formatTime(seconds) {
+  if (typeof seconds !== "number") return "–";
+  return new Date(seconds * 1000).toLocaleString();
+}
+
+export function formatMs(ms) {
+  if (typeof ms !== "number") return "–";
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
+}
+
+export function plural(count, word) {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
+export function describeError(error) {
+  if (error instanceof ApiError) return error.message;
+  return error && error.message ? error.message : String(error);
+}
+
+export function table(headers, rows, { caption, rowClass } = {}) {
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      {},
+      caption ? h("caption", { text: caption }) : null,
+      h("thead", {}, h("tr", {}, headers.map((header) => h("th", { scope: "col", text: header })))),
+      h(
+        "tbody",
+        {},
+        rows.map((row, index) => h("tr", { class: rowClass ? rowClass(index) : null }, row.map((cell) => h("td", {}, cell instanceof Node ? cell : String(cell ?? "–"))))),
+      ),
+    ),
+  );
+}
+
+export function definitionList(entries) {
+  return h(
+    "dl",
+    { class: "facts" },
+    entries.filter(Boolean).map(([term, value]) => [h("dt", { text: term }), h("dd", {}, value instanceof Node ? value : String(value ?? "–"))]),
+  );
+}
+
+let toastTimer = null;
+export function toast(message) {
+  const node = $("toast");
+  node.textContent = message;
+  node.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => {
+    node.hidden = true;
+  }, TOAST_MS);
+}
+
+export function confirmAction(title, message, confirmLabel = "Confirm") {
+  const dialog = $("confirm-dialog");
+  $("confirm-title").textContent = title;
+  $("confirm-message").textContent = message;
+  $("confirm-ok").textContent = confirmLabel;
+  dialog.returnValue = "";
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "confirm"), { once: true });
+    dialog.showModal();
+    $("confirm-cancel").focus();
+  });
+}
+
+/**
+ * Object URLs for authenticated image blobs, one per key (a thumbnail or a full image).
+ * Whoever shows an image drops its key when the image leaves the screen, so memory
+ * follows what is displayed.
+ */
+export class BlobUrls {
+  constructor() {
+    this.entries = new Map();
+  }
+
+  get(key, load) {
+    if (!this.entries.has(key)) {
+      const promise = load().then((blob) => (blob ? URL.createObjectURL(blob) : null));
+      this.entries.set(key, promise);
+      promise.catch(() => this.entries.delete(key));
+    }
+    return this.entries.get(key);
+  }
+
+  drop(key) {
+    const found = this.entries.get(key);
+    if (!found) return;
+    this.entries.delete(key);
+    found.then((url) => url && URL.revokeObjectURL(url), () => {});
+  }
+}
+
+export const blobs = new BlobUrls();

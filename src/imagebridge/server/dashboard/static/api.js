@@ -32,7 +32,7 @@ export class ApiError extends Error {
 
   static async fromResponse(response) {
     const requestId = response.headers.get("x-request-id") || "";
-    let body = null;
+    let body;
     try {
       body = await response.json();
     } catch {

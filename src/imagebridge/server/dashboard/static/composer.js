@@ -374,7 +374,7 @@ async function submitComposer(event) {
   const button = $("submit-button");
   button.disabled = true;
   try {
-    const job = await api.createJob(request);
+    await api.createJob(request);
     toast("Job queued.");
     fieldOf("idempotency_key").value = "";
     await library.refresh();

@@ -22,6 +22,7 @@ const KEY_COLOR_RE = /^#?[0-9A-Fa-f]{6}$/;
 const PROVIDER_RE = /^[a-z][a-z0-9-]{0,63}$/;
 const FILENAME_RE = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,159}$/;
 const DIRECTORY_PART_RE = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
+// eslint-disable-next-line no-control-regex -- control characters are what it finds
 const CONTROL_RE = /[\u0000-\u001f\u007f-\u009f]/;
 const FORMAT_EXTENSIONS = { png: ["png"], jpeg: ["jpg", "jpeg"], webp: ["webp"] };
 
@@ -162,7 +163,7 @@ function routingFrom(values) {
   if (provider) routing.provider = provider;
   const model = text(values, "model");
   if (model) routing.model = model;
-  let fallbacks = [];
+  let fallbacks;
   try {
     fallbacks = parseFallbacks(values.fallbacks);
   } catch {
@@ -612,6 +613,7 @@ export function sniffImageType(bytes) {
 
 /** A file name the bridge accepts as an input's logical filename (no separators or controls). */
 export function safeFilename(name) {
+  // eslint-disable-next-line no-control-regex -- control characters are what it removes
   const cleaned = String(name || "").replace(/[\\/]/g, "_").replace(/[\u0000-\u001f\u007f-\u009f]/g, "").trim();
   return cleaned.slice(0, 255);
 }

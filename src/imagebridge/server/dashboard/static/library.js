@@ -343,7 +343,7 @@ class Library {
     if (known && known.count === count) return;
     const entry = { count, url: known ? known.url : null };
     this.previews.set(id, entry);
-    let blob = null;
+    let blob;
     try {
       blob = await api.partialPreview(id);
     } catch {

@@ -49,3 +49,30 @@ async def test_only_large_image_payloads_are_serialized_in_a_thread(
     assert bool(offloaded) is threaded
     assert json.loads(bytes(answer.body)) == json.loads(model.model_dump_json())
     assert answer.media_type == "application/json"
+
+
+def test_the_large_path_writes_the_same_json_as_pydantic() -> None:
+    """orjson writes large responses: same keys, order, omissions and values, byte for byte."""
+    params = GenerationParameters()
+    failure = {
+        "index": 1,
+        "error": {"code": "upstream", "message": 'é ✓ "quoted"\n', "details": {"r": 0.1}},
+        "generation_ms": 7,
+    }
+    model = ImageResponse.model_validate(
+        {
+            "id": "r",
+            "created": 2**40,
+            "provider": "p",
+            "model": "m",
+            "requested": params.model_dump(mode="json"),
+            "effective": params.model_dump(mode="json"),
+            "data": [image_item(0, png_bytes(8, 8)).model_dump(mode="json")],
+            "failures": [failure],
+            "normalizations": [
+                {"field": "size", "requested": "1x1", "effective": [1, 2.5], "reason": "r"}
+            ],
+        }
+    )
+
+    assert routes._dump_large(model) == model.model_dump_json().encode()

@@ -243,3 +243,21 @@ def test_stopping_cuts_work_beyond_the_grace_and_shuts_providers_down(
     assert outcome.get("status") != 200, outcome
     assert mock.calls == 1 and mock.in_flight == 0  # the provider call ended with the server
     assert extra.shutdown_calls == 1
+
+
+def test_the_server_runs_on_uvloop_and_httptools(tmp_path: Path) -> None:
+    """``uvicorn[standard]`` is a dependency: the served default is its faster loop and
+    HTTP parser (bench/gateway.py), picked by uvicorn's ``auto`` settings."""
+    env = {"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)}
+    config = load_config(env=env, sets=MOCK_ONLY, cwd=tmp_path).config
+
+    async def app(scope: object, receive: object, send: object) -> None:
+        raise AssertionError("never called")
+
+    settings = uvicorn_config(app, config)
+    settings.load()
+
+    assert settings.http_protocol_class.__name__ == "HttpToolsProtocol"
+    loop_factory = settings.get_loop_factory()
+    assert loop_factory is not None
+    assert loop_factory.__module__.startswith("uvloop")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypeVar
 
+import orjson
 from fastapi import APIRouter, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
@@ -71,8 +72,21 @@ async def large_json_response(model: BaseModel, status_code: int = 200) -> Respo
     """
     if _image_payload_chars(model) <= OFFLOAD_BYTES:
         return json_response(model, status_code)
-    content = await asyncio.to_thread(model.model_dump_json)
+    content = await asyncio.to_thread(_dump_large, model)
     return Response(content, status_code=status_code, media_type="application/json")
+
+
+def _dump_large(model: BaseModel) -> bytes:
+    """The same JSON as ``model_dump_json``, written by orjson.
+
+    ``model_dump(mode="json")`` applies the same omission rules and keeps the payload
+    strings by reference; orjson then writes a 4 MB base64 string ~7x faster than
+    pydantic's serializer (bench/gateway.py). Anything orjson refuses falls back.
+    """
+    try:
+        return orjson.dumps(model.model_dump(mode="json"))
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return model.model_dump_json().encode()
 
 
 def _image_payload_chars(model: BaseModel) -> int:

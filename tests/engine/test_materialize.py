@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 from typing import Any
 
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from imagebridge.artifacts.decoded import DecodedPayload, attach_decoded
+from imagebridge.artifacts.inspect import ImageLimits, inspect_image
 from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.contract.request import GenerationParameters, ImageRequest
 from imagebridge.contract.response import BridgeErrorBody, ImageFailure, ImageResponse
@@ -293,9 +296,9 @@ async def test_the_provider_base64_is_released_before_the_pixels_are_decoded(
     seen: list[int] = []
     real_inspect = module.inspect_image
 
-    def inspect(payload: bytes, limits: Any) -> Any:
+    def inspect(payload: bytes, limits: Any, **options: Any) -> Any:
         seen.append(tracemalloc.get_traced_memory()[0])
-        return real_inspect(payload, limits)
+        return real_inspect(payload, limits, **options)
 
     monkeypatch.setattr(module, "inspect_image", inspect)
     tracemalloc.start()
@@ -583,3 +586,74 @@ async def test_sidecars_need_a_store_and_named_artifact_outputs() -> None:
     )
     plain = request()
     assert await Materializer().attach_sidecars(resp, plain, plain) is resp
+
+
+def _decoded_item(data: bytes, verified_under: ImageLimits | None, **overrides: Any) -> Any:
+    item = image_item(0, data, **overrides)
+    attach_decoded(item, DecodedPayload(data, inspect_image(data), verified_under=verified_under))
+    return item
+
+
+def _count_inspections(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    from imagebridge.engine import materialize as module
+
+    calls: list[dict[str, Any]] = []
+    real_inspect = module.inspect_image
+
+    def inspect(payload: bytes, limits: Any, **options: Any) -> Any:
+        calls.append(options)
+        return real_inspect(payload, limits, **options)
+
+    monkeypatch.setattr(module, "inspect_image", inspect)
+    return calls
+
+
+async def test_a_payload_fully_verified_under_the_same_limits_is_not_decoded_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = png_bytes(40, 30)
+    calls = _count_inspections(monkeypatch)
+    provider_response = response([_decoded_item(data, verified_under=ImageLimits())])
+
+    result = await Materializer().materialize(provider_response, request(), None, owner="o")
+
+    assert calls == []
+    assert base64.b64decode(result.data[0].b64_json or "") == data
+    assert (result.data[0].width, result.data[0].height) == (40, 30)
+    assert provider_response.data[0].b64_json is None  # the text is still released
+
+
+async def test_a_payload_checked_under_other_limits_is_decoded_by_the_materializer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = png_bytes(40, 30)
+    calls = _count_inspections(monkeypatch)
+    headers_only = response([_decoded_item(data, verified_under=None)])
+    looser = response([_decoded_item(data, verified_under=ImageLimits(max_pixels=10**9))])
+
+    for provider_response in (headers_only, looser):
+        result = await Materializer().materialize(provider_response, request(), None, owner="o")
+        assert base64.b64decode(result.data[0].b64_json or "") == data
+
+    # decoded in full each time, the provider's digest of these very bytes reused
+    assert calls == [{"sha256": hashlib.sha256(data).hexdigest()}] * 2
+    strict = Materializer(MaterializeLimits(image=ImageLimits(max_pixels=1000)))
+    with pytest.raises(BridgeError) as caught:
+        await strict.materialize(
+            response([_decoded_item(data, verified_under=ImageLimits())]),
+            request(),
+            None,
+            owner="o",
+        )
+    assert caught.value.code is ErrorCode.ARTIFACT  # its own limits, not the provider's
+
+
+async def test_a_decoded_payload_whose_declared_digest_differs_is_refused() -> None:
+    data = png_bytes(40, 30)
+    item = _decoded_item(data, verified_under=ImageLimits(), sha256="0" * 64)
+
+    with pytest.raises(BridgeError) as caught:
+        await Materializer().materialize(response([item]), request(), None, owner="o")
+
+    assert caught.value.code is ErrorCode.PROTOCOL
+    assert "metadata does not match" in caught.value.message

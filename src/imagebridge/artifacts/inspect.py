@@ -312,22 +312,28 @@ def _opened(data: bytes, limits: ImageLimits) -> tuple[OutputFormat, Image.Image
     return image_format, image
 
 
-def _info(data: bytes, image_format: OutputFormat, image: Image.Image) -> ImageInfo:
+def _info(
+    data: bytes, image_format: OutputFormat, image: Image.Image, sha256: str | None = None
+) -> ImageInfo:
     return ImageInfo(
         format=image_format,
         width=image.size[0],
         height=image.size[1],
         bytes=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
+        sha256=hashlib.sha256(data).hexdigest() if sha256 is None else sha256,
         has_alpha=_has_alpha(image),
     )
 
 
-def decode_verified(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, Image.Image]:
+def decode_verified(
+    data: bytes, limits: ImageLimits, *, sha256: str | None = None
+) -> tuple[ImageInfo, Image.Image]:
     """Run the full inspection and hand back the decoded image as well.
 
     Callers that need pixels (chroma key, thumbnails, alpha checks) use this so the
-    image is decoded once, under the same limits as :func:`inspect_image`.
+    image is decoded once, under the same limits as :func:`inspect_image`. ``sha256``
+    is a digest already computed in this process over this very ``data`` (bytes are
+    immutable): it is reused instead of hashing the payload a second time.
     """
     image_format, image = _opened(data, limits)
     size = image.size
@@ -339,7 +345,7 @@ def decode_verified(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, Image.
     if image.size != size:
         image.close()
         raise _input_error("image headers and decoded dimensions disagree")
-    return _info(data, image_format, image), image
+    return _info(data, image_format, image, sha256), image
 
 
 def describe_image(data: bytes, limits: ImageLimits | None = None) -> ImageInfo:
@@ -358,9 +364,14 @@ def describe_image(data: bytes, limits: ImageLimits | None = None) -> ImageInfo:
         image.close()
 
 
-def inspect_image(data: bytes, limits: ImageLimits | None = None) -> ImageInfo:
-    """Fully verify ``data`` as a PNG, JPEG or WebP image within ``limits``."""
-    info, image = decode_verified(data, limits or ImageLimits())
+def inspect_image(
+    data: bytes, limits: ImageLimits | None = None, *, sha256: str | None = None
+) -> ImageInfo:
+    """Fully verify ``data`` as a PNG, JPEG or WebP image within ``limits``.
+
+    ``sha256``: see :func:`decode_verified`.
+    """
+    info, image = decode_verified(data, limits or ImageLimits(), sha256=sha256)
     image.close()
     return info
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from imagebridge.contract._base import (
     U8,
@@ -115,6 +115,9 @@ class GeneratedImage(ContractModel):
     sha256: StrictStr
     generation_ms: U64 | None = Field(default=None, exclude_if=omit_none)
     metadata_name: StrictStr | None = Field(default=None, exclude_if=omit_none)
+    # In-process only, never serialized: an ``artifacts.decoded.DecodedPayload`` when the
+    # provider already decoded ``b64_json`` (the materializer then does not do it again).
+    _decoded: Any = PrivateAttr(default=None)
 
     @field_validator("sha256")
     @classmethod

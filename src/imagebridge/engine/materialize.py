@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from imagebridge.artifacts.b64 import decode_strict, encode_text
 from imagebridge.artifacts.chroma import inspect_transparent_alpha, remove_background
+from imagebridge.artifacts.decoded import take_decoded
 from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, inspect_image
 from imagebridge.artifacts.metadata import (
     build_generation_record,
@@ -294,20 +295,29 @@ class Materializer:
                 "provider base64 output exceeds the configured limit",
                 maximum_bytes=self.limits.max_base64_chars,
             )
-        text = item.b64_json.strip()
-        try:
-            if len(text) <= INLINE_BYTES * 4 // 3:
-                data = decode_strict(text)
-            else:
-                data = await asyncio.to_thread(_decode_taken, [text])
-        except (binascii.Error, ValueError):
-            raise _protocol("provider returned malformed base64 image data") from None
+        decoded = take_decoded(item)
+        if decoded is not None:
+            # The provider decoded this payload and computed its facts over exactly these
+            # bytes: no second base64 decode and hash of the same payload.
+            data = decoded.data
+        else:
+            text = item.b64_json.strip()
+            try:
+                if len(text) <= INLINE_BYTES * 4 // 3:
+                    data = decode_strict(text)
+                else:
+                    data = await asyncio.to_thread(_decode_taken, [text])
+            except (binascii.Error, ValueError):
+                raise _protocol("provider returned malformed base64 image data") from None
+            del text
         # The text is never read again: release it before the pixels are decoded, so a
         # large image's base64 (1.33x its size) is not held alongside them (bench/memory.py).
-        del text
         item.b64_json = None
         try:
-            info = await self._inspect(data)
+            if decoded is not None and decoded.verified_under == self.limits.image:
+                info = decoded.info  # fully decoded under these very limits, in this process
+            else:
+                info = await self._inspect(data, decoded.info.sha256 if decoded else None)
         except BridgeError as error:
             raise _verification_failure(error, item.index) from None
         expected = effective.parameters.output_format
@@ -327,17 +337,17 @@ class Materializer:
             )
         return VerifiedImage(item.index, data, info, item.generation_ms)
 
-    async def _inspect(self, data: bytes) -> ImageInfo:
+    async def _inspect(self, data: bytes, sha256: str | None = None) -> ImageInfo:
         """Full verification: on the loop for a small image, else in a worker thread."""
         if len(data) <= INLINE_BYTES:
             small = replace(
                 self.limits.image, max_pixels=min(self.limits.image.max_pixels, INLINE_PIXELS)
             )
             try:
-                return inspect_image(data, small)
+                return inspect_image(data, small, sha256=sha256)
             except BridgeError:
                 pass  # more pixels than the loop should decode, or invalid: the full check
-        return await asyncio.to_thread(inspect_image, data, self.limits.image)
+        return await asyncio.to_thread(inspect_image, data, self.limits.image, sha256=sha256)
 
     # -- transparency ------------------------------------------------------------------------
 

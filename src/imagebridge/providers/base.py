@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from imagebridge.artifacts.decoded import DecodedPayload, attach_decoded
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.events import (
@@ -79,10 +80,19 @@ class ProviderContext:
 
 
 def inline_image(
-    index: int, b64_json: str, info: ImageInfo, *, generation_ms: int | None = None
+    index: int,
+    b64_json: str,
+    info: ImageInfo,
+    *,
+    generation_ms: int | None = None,
+    decoded: DecodedPayload | None = None,
 ) -> GeneratedImage:
-    """An output carried as base64, described by what inspecting its bytes proved."""
-    return GeneratedImage(
+    """An output carried as base64, described by what inspecting its bytes proved.
+
+    ``decoded``: ``b64_json`` already decoded, with ``info`` computed over it; the
+    materializer uses it instead of decoding and hashing the same payload again.
+    """
+    image = GeneratedImage(
         index=index,
         type="b64_json",
         b64_json=b64_json,
@@ -93,6 +103,9 @@ def inline_image(
         sha256=info.sha256,
         generation_ms=generation_ms,
     )
+    if decoded is not None:
+        attach_decoded(image, decoded)
+    return image
 
 
 class Provider(ABC):

@@ -33,8 +33,9 @@ import httpx
 
 from imagebridge._version import __version__
 from imagebridge.artifacts.b64 import decode_strict, encode_text
+from imagebridge.artifacts.decoded import DecodedPayload
 from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, describe_image
+from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, inspect_image
 from imagebridge.artifacts.loaded import LoadedImage
 from imagebridge.artifacts.remote import RemoteImageFetcher
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
@@ -698,10 +699,13 @@ class OpenAIImagesProvider(Provider):
             data = await self._image_bytes(image)
         except ValueError:
             raise self._unusable("the upstream returned malformed base64 image data") from None
+        limits = self.settings.image_limits
         try:
-            # The materializer decodes the pixels of every output; doing it here too would
-            # double the largest cost of an image.
-            info = await asyncio.to_thread(describe_image, data, self.settings.image_limits)
+            # The full pixel decode (the largest cost of an image) runs here, in a worker
+            # thread as soon as this call's answer arrived, and the materializer reuses it:
+            # in a fan-out the decodes overlap the calls still receiving (Pillow releases
+            # the GIL), instead of all starting after the slowest call.
+            info = await asyncio.to_thread(inspect_image, data, limits)
         except BridgeError as error:
             raise BridgeError(
                 ErrorCode.PROTOCOL,
@@ -712,7 +716,8 @@ class OpenAIImagesProvider(Provider):
         encoded = image.b64_json if image.b64_json is not None else None
         if encoded is None:
             encoded = await asyncio.to_thread(encode_text, data)
-        return inline_image(index, encoded, info)
+        decoded = DecodedPayload(data, info, verified_under=limits)
+        return inline_image(index, encoded, info, decoded=decoded)
 
     async def _response(
         self,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from imagebridge.artifacts.decoded import take_decoded
 from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -784,3 +785,32 @@ async def test_remote_image_urls_are_fetched_through_the_guarded_fetcher(
     [item] = response.data
     assert item.b64_json is not None and base64.b64decode(item.b64_json) == image
     assert [seen.path for seen in images.seen] == ["/out.png"]
+
+
+# -- handing the decoded outputs to the materializer ----------------------------------------------
+
+
+@pytest.mark.parametrize(("early_max_pixels", "fully_verified"), [(2048 * 2048, True), (1, False)])
+async def test_outputs_reach_the_materializer_decoded_and_verified_when_small(
+    openai_server: OpenAIImagesServer,
+    monkeypatch: pytest.MonkeyPatch,
+    early_max_pixels: int,
+    fully_verified: bool,
+) -> None:
+    from imagebridge.providers import openai_images as module
+
+    monkeypatch.setattr(module, "EARLY_VERIFY_MAX_PIXELS", early_max_pixels)
+    provider = make_provider(openai_server)
+    response = await run(provider, request(routing={"model": "gpt-image-1"}))
+
+    [item] = response.data
+    payload = take_decoded(item)
+    assert payload is not None
+    assert payload.data == base64.b64decode(item.b64_json or "")
+    assert (payload.info.width, payload.info.height, payload.info.sha256) == (
+        item.width,
+        item.height,
+        item.sha256,
+    )
+    limits = provider.settings.image_limits
+    assert payload.verified_under == (limits if fully_verified else None)

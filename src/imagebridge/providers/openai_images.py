@@ -35,7 +35,7 @@ from imagebridge._version import __version__
 from imagebridge.artifacts.b64 import decode_strict, encode_text
 from imagebridge.artifacts.decoded import DecodedPayload
 from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, inspect_image
+from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, describe_image, inspect_image
 from imagebridge.artifacts.loaded import LoadedImage
 from imagebridge.artifacts.remote import RemoteImageFetcher
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
@@ -701,11 +701,7 @@ class OpenAIImagesProvider(Provider):
             raise self._unusable("the upstream returned malformed base64 image data") from None
         limits = self.settings.image_limits
         try:
-            # The full pixel decode (the largest cost of an image) runs here, in a worker
-            # thread as soon as this call's answer arrived, and the materializer reuses it:
-            # in a fan-out the decodes overlap the calls still receiving (Pillow releases
-            # the GIL), instead of all starting after the slowest call.
-            info = await asyncio.to_thread(inspect_image, data, limits)
+            info, verified = await asyncio.to_thread(_examine, data, limits)
         except BridgeError as error:
             raise BridgeError(
                 ErrorCode.PROTOCOL,
@@ -716,7 +712,7 @@ class OpenAIImagesProvider(Provider):
         encoded = image.b64_json if image.b64_json is not None else None
         if encoded is None:
             encoded = await asyncio.to_thread(encode_text, data)
-        decoded = DecodedPayload(data, info, verified_under=limits)
+        decoded = DecodedPayload(data, info, verified_under=limits if verified else None)
         return inline_image(index, encoded, info, decoded=decoded)
 
     async def _response(
@@ -782,6 +778,27 @@ def _form_value(value: str | int | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+EARLY_VERIFY_MAX_PIXELS = 2048 * 2048
+"""Outputs up to this many pixels are fully decoded by the provider, larger ones later.
+
+The full pixel decode (the largest cost of an image) runs here, in a worker thread as
+soon as this call's answer arrived, and the materializer reuses it: in a fan-out the
+decodes overlap the calls still receiving (Pillow releases the GIL) instead of all
+starting after the slowest call. But here the upstream's base64 text is still alive; for
+a large image that text beside the bytes and the pixels would exceed the memory bound
+(bench/memory.py: 4x the encoded size per in-flight 4096² image), so those are decoded
+by the materializer after it released the text.
+"""
+
+
+def _examine(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, bool]:
+    """The facts of ``data``, and whether its pixels were fully decoded to get them."""
+    info = describe_image(data, limits)
+    if info.width * info.height > EARLY_VERIFY_MAX_PIXELS:
+        return info, False
+    return inspect_image(data, limits, sha256=info.sha256), True
 
 
 def _b64decode(payload: str) -> bytes:

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
@@ -29,6 +29,7 @@ __all__ = [
     "MAX_AUTH_FILE_BYTES",
     "CodexCredentials",
     "CredentialsLoader",
+    "RefreshingCredentialsLoader",
     "codex_auth_path",
     "codex_home_path",
     "credentials_from_document",
@@ -70,6 +71,20 @@ class CodexCredentials:
 
 CredentialsLoader = Callable[[], Awaitable[CodexCredentials]]
 """What HTTP clients take: an async callable that reads the login fresh each time."""
+
+
+@runtime_checkable
+class RefreshingCredentialsLoader(Protocol):
+    """A :data:`CredentialsLoader` of a login the bridge owns, so it may refresh it.
+
+    A borrowed home (codex owns it) is a plain loader and is never refreshed by the bridge.
+    """
+
+    async def __call__(self) -> CodexCredentials: ...
+
+    async def refresh_rejected(self, rejected: CodexCredentials) -> CodexCredentials:
+        """New credentials after the backend refused ``rejected`` with a 401."""
+        ...
 
 
 def codex_home_path(env: Mapping[str, str] | None = None) -> Path:

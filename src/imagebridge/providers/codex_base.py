@@ -36,6 +36,7 @@ from imagebridge.providers.base import Provider, ProviderContext, inline_image
 from imagebridge.providers.codex_auth import (
     CodexCredentials,
     CredentialsLoader,
+    RefreshingCredentialsLoader,
     load_codex_credentials_async,
 )
 from imagebridge.providers.codex_http import CodexHttpClient, read_limited
@@ -246,12 +247,14 @@ class CodexHttpProvider(Provider):
             and not state.answered
             and not state.output_seen
             and state.credentials is not None
-            and getattr(self._load_credentials, "refreshes_on_unauthorized", False)
+            and isinstance(self._load_credentials, RefreshingCredentialsLoader)
         )
 
     async def _refresh_rejected(self, state: CallState) -> None:
-        refresh = self._load_credentials.refresh_rejected  # type: ignore[attr-defined]
+        loader = self._load_credentials
+        assert isinstance(loader, RefreshingCredentialsLoader)
         assert state.credentials is not None
+        refresh = loader.refresh_rejected
         logger.info("%s: the backend refused the login (401); refreshing it once", self.name)
         try:
             await refresh(state.credentials)

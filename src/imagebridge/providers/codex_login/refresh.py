@@ -147,8 +147,6 @@ class OwnLoginCredentials:
     401 (see :meth:`imagebridge.providers.codex_base.CodexHttpProvider._call`).
     """
 
-    refreshes_on_unauthorized = True
-
     def __init__(
         self,
         login: OwnLogin,

@@ -1,8 +1,8 @@
 """Chroma-key background removal with the original's exact integer arithmetic.
 
 A provider without native alpha is asked to paint the subject on a flat key colour;
-this module turns that colour into transparency. The per-pixel rules (runtime spec
-§6.2) are integer-only, so every result is reproducible bit for bit. They are
+this module turns that colour into transparency. The per-pixel rules are
+integer-only, so every result is reproducible bit for bit. They are
 evaluated here with numpy over blocks of pixels: everything that depends on a single
 8-bit quantity (distance → soft alpha, (key strength, non-key strength) → dominance
 alpha, (matte, source alpha) → final alpha) is a precomputed lookup table, so the

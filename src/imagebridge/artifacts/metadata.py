@@ -480,7 +480,7 @@ def build_generation_record(
     warnings: list[str],
     image: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """The embedded generation record (runtime spec §1.9 step 6), as a plain dict.
+    """The embedded generation record , as a plain dict.
 
     ``operation`` is ``{kind, input_images, reference_images, mask}``; ``image`` is
     ``{index, format, width, height}``; ``timings`` is ``{queue_ms, provider_ms,

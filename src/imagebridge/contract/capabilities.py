@@ -1,4 +1,4 @@
-"""Provider discovery documents: descriptors, pages and capability documents (api.md §5)."""
+"""Provider discovery documents: descriptors, pages and capability documents."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ class ProviderCapabilities(ContractModel):
         return _canonical_set(values)
 
     def validate_consistency(self) -> None:
-        """Reject self-contradictory documents (runtime.md §1.8) with ``protocol`` errors."""
+        """Reject self-contradictory documents with ``protocol`` errors."""
 
         def fail(message: str) -> BridgeError:
             return BridgeError(ErrorCode.PROTOCOL, message, provider=self.provider)

@@ -1,4 +1,4 @@
-"""OpenAI-compatible request and response shapes (api.md §7) and their mapping."""
+"""OpenAI-compatible request and response shapes and their mapping."""
 
 from __future__ import annotations
 

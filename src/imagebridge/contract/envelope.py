@@ -1,4 +1,4 @@
-"""Typed view of the error envelope every non-2xx JSON response carries (api.md §4.1)."""
+"""Typed view of the error envelope every non-2xx JSON response carries."""
 
 from __future__ import annotations
 

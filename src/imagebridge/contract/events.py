@@ -1,4 +1,4 @@
-"""Incremental provider events, as carried by SSE streams and job progress (api.md §6)."""
+"""Incremental provider events, as carried by SSE streams and job progress."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Durable job shapes (api.md §8)."""
+"""Durable job shapes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Presets: reusable request templates without inputs or idempotency keys (api.md §9)."""
+"""Presets: reusable request templates without inputs or idempotency keys."""
 
 from __future__ import annotations
 

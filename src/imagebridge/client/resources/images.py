@@ -34,7 +34,7 @@ __all__ = ["AsyncImages", "CompatEditFields", "Images"]
 
 
 class CompatEditFields(TypedDict, total=False):
-    """Text fields of ``POST /v1/images/edits`` (api.md §7.2)."""
+    """Text fields of ``POST /v1/images/edits``."""
 
     model: str
     n: int

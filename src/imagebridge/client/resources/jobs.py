@@ -1,4 +1,4 @@
-"""``client.jobs``: durable jobs (api.md §8) — create, inspect, list, cancel, wait."""
+"""``client.jobs``: durable jobs — create, inspect, list, cancel, wait."""
 
 from __future__ import annotations
 

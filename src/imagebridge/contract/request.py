@@ -1,4 +1,4 @@
-"""The native ``ImageRequest`` and every object nested in it (api.md §2)."""
+"""The native ``ImageRequest`` and every object nested in it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ImageResponse`` and its parts (api.md §3), plus the raw ``BridgeError`` body."""
+"""``ImageResponse`` and its parts, plus the raw ``BridgeError`` body."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class ValidationIssue(ContractModel):
 
 
 class BridgeErrorBody(ContractModel):
-    """The raw error shape used in jobs, failures and readiness (api.md §4.6)."""
+    """The raw error shape used in jobs, failures and readiness."""
 
     code: ErrorCode
     message: StrictStr

@@ -1,4 +1,4 @@
-"""Admission gates: bounded concurrency plus a bounded FIFO waiting room (runtime.md §1.5).
+"""Admission gates: bounded concurrency plus a bounded FIFO waiting room.
 
 A gate never queues more callers than it was told to; the excess is rejected at once with
 a retryable ``overloaded`` error, so a burst turns into fast 503s instead of growing latency.

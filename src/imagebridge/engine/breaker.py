@@ -1,4 +1,4 @@
-"""Per-provider circuit breakers: closed, open, half-open, with epochs (runtime.md §1.6).
+"""Per-provider circuit breakers: closed, open, half-open, with epochs.
 
 A breaker stops sending work to a provider that keeps failing, then lets a bounded number
 of probes through. Each permit remembers the epoch it was issued in, so a completion that

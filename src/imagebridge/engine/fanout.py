@@ -1,11 +1,11 @@
 """Bounded multi-output emulation for providers whose native count is below ``n``.
 
-This is the seed's fan-out decorator (runtime.md §2, ``seed/fanout_mod.rs.txt``): the request
+This is the original's fan-out decorator: the request
 is cut into chunks of the native size, chunks run in parallel or one at a time, a single
 provider-wide pool of permits bounds every batch together, results are re-indexed into the
 caller's order, and a fail-fast failure marks the whole batch ambiguous when siblings may
 have run. Validation uses the runtime's configured limits (the original used core defaults,
-capping fan-out at 16 outputs: runtime.md §9.1).
+capping fan-out at 16 outputs).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""In-memory idempotency for synchronous requests (runtime.md §3.1).
+"""In-memory idempotency for synchronous requests.
 
 One leader runs a keyed request; concurrent duplicates wait for its result; a completed
 response replays byte-for-byte; an outcome nobody can know (the upstream call may have run)
@@ -32,7 +32,7 @@ _ENTRY_OVERHEAD = 256
 
 
 def request_fingerprint(request: ImageRequest) -> str:
-    """SHA-256 of the normalized request without its key and timeout (ERRATA §4)."""
+    """SHA-256 of the normalized request without its key and timeout."""
     canonical = json.dumps(
         request.fingerprint_payload(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )

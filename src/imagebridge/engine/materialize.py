@@ -2,7 +2,7 @@
 
 Nothing a provider says about its images is trusted: the bytes are decoded and measured,
 checked against what was negotiated, optionally keyed to transparency, and only then
-delivered as base64, metadata, a bridge artifact or a bridge-hosted URL (runtime.md §1.9).
+delivered as base64, metadata, a bridge artifact or a bridge-hosted URL.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def _protocol(message: str, **details: Any) -> BridgeError:
 
 
 def _verification_failure(error: BridgeError, index: int) -> BridgeError:
-    """Re-code an inspection failure, keeping the specific reason (runtime.md §9.4)."""
+    """Re-code an inspection failure, keeping the specific reason."""
     details = dict(error.details)
     details["reason"] = error.message
     details["output_index"] = index

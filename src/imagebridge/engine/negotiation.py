@@ -1,4 +1,4 @@
-"""Capability negotiation: fit a request to what one provider/model can do (runtime.md §1.8).
+"""Capability negotiation: fit a request to what one provider/model can do.
 
 ``strict`` refuses anything outside the capability document; ``normalize`` and
 ``best_effort`` (identical here) clamp or substitute and record each change as a

@@ -1,4 +1,4 @@
-"""The runtime: one logical request in, bounded upstream calls out (runtime.md §1).
+"""The runtime: one logical request in, bounded upstream calls out.
 
 Order of a request: validate → idempotency → global admission → for each route
 (primary, then fallbacks): breaker → provider admission → capabilities → transparency
@@ -99,7 +99,7 @@ def is_valid_request_id(value: str) -> bool:
 
 
 def should_fallback(error: BridgeError, policy: FallbackPolicy) -> bool:
-    """Whether a route failure may move on to the next route (api.md §2.3)."""
+    """Whether a route failure may move on to the next route."""
     if error.outcome_unknown or error.code in _NEVER_FALLBACK:
         return False
     if error.code in _UNAVAILABLE:
@@ -404,7 +404,7 @@ class ImageRuntime:
                         "request was cancelled while writing metadata sidecars",
                         self._delivery_deadline(op),
                     )
-                except BridgeError as error:  # the original dropped the attempts here (§9.6)
+                except BridgeError as error:  # the original dropped the attempts here
                     error.details["attempts"] = [
                         attempt.model_dump(mode="json") for attempt in attempts
                     ]

@@ -1,4 +1,4 @@
-"""Providers by name, the default route, discovery and readiness (runtime.md §1.0)."""
+"""Providers by name, the default route, discovery and readiness."""
 
 from __future__ import annotations
 

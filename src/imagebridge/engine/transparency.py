@@ -1,4 +1,4 @@
-"""Transparent-background planning: native alpha, or a local chroma key (runtime.md §6.1).
+"""Transparent-background planning: native alpha, or a local chroma key.
 
 Planning is pure: it rewrites the request the provider sees and returns a :class:`ChromaPlan`
 for the materializer, which samples the real border colour and removes it from the pixels.

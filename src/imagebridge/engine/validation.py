@@ -1,4 +1,4 @@
-"""Intrinsic request validation: every problem at once, sorted, bounded (runtime.md §1.2).
+"""Intrinsic request validation: every problem at once, sorted, bounded.
 
 Validation looks only at the request and the configured :class:`RequestLimits`; what a
 provider can do is negotiation's job. All issues are collected so a caller fixes them in one

@@ -1,6 +1,6 @@
 """Durable jobs: persist a request, run it later through the runtime, keep its history.
 
-Lifecycle (runtime.md §5.2, api.md §8): a submission is validated, stored as ``queued`` and
+Lifecycle: a submission is validated, stored as ``queued`` and
 scheduled; a bounded pool claims queued jobs oldest first and executes each through the
 runtime with its own cancellation token; the outcome is written back and old history is
 pruned. The database is the source of truth: a job left ``running`` by a stopped bridge is
@@ -84,7 +84,7 @@ _RECOVERY = "inspect_history_before_retrying"
 
 
 def progress_stage(event: ProviderEventT) -> str:
-    """The durable progress stage a provider event moves a job to (api.md §8.2)."""
+    """The durable progress stage a provider event moves a job to."""
     if isinstance(event, StartedEvent):
         return "provider"
     if isinstance(event, ProgressEvent):
@@ -331,7 +331,7 @@ class JobManager:
             )
 
     async def _schedule_queued(self) -> None:
-        """Page through every queued row (fix of runtime.md §9.15: not only max_pending)."""
+        """Page through every queued row (the original scheduled only the first max_pending)."""
         after: JobIdentity | None = None
         while True:
             batch = await self._store.queued_identities(self._queued_page, after=after)
@@ -574,7 +574,7 @@ class JobManager:
         return self._previews.get((scope, job_id))
 
     async def statistics(self) -> dict[str, Any]:
-        """Counts, sizes and bounds for diagnostics (api.md §11 ``jobs``): exactly the
+        """Counts, sizes and bounds for diagnostics (its ``jobs`` object): exactly the
         original's keys, since its SDK refuses any other (see :meth:`queue_statistics`)."""
         stats = await self._store.statistics()
         settings = self._settings

@@ -1,10 +1,10 @@
-"""Named request templates: create, read, replace, delete, list (api.md §9, runtime.md §4b).
+"""Named request templates: create, read, replace, delete, list.
 
 The store checks names, descriptions and the stored shape; this service adds what needs the
 contract: a template must be a valid request once a prompt (and, where the template needs
 one, an input image) is supplied. Validation uses the runtime's *configured* limits, so a
-preset accepted here is never refused later for ``n`` above a hard-coded default (fix of
-api.md §13.6). Presets are global, not scoped by bearer.
+preset accepted here is never refused later for ``n`` above a hard-coded default (as the
+original did). Presets are global, not scoped by bearer.
 """
 
 from __future__ import annotations

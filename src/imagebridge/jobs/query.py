@@ -1,4 +1,4 @@
-"""The rules of a job history query (api.md §8.3, ERRATA §12), checked before the store.
+"""The rules of a job history query, checked before the store.
 
 The HTTP layer turns the query string into typed values; this module checks those values
 and resolves the deprecated ``include_deleted`` alias, so every surface (HTTP, CLI, MCP)

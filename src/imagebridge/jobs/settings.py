@@ -36,7 +36,7 @@ class JobConfigSection(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class JobManagerSettings:
-    """Defaults are the spec's (runtime.md §0 and §5)."""
+    """Defaults are the original's."""
 
     max_pending: int = 1_000
     """Queued rows (across scopes) above which new submissions are refused."""

@@ -1,4 +1,4 @@
-"""Fitting a finished job's result into the store's per-row reserve (fix of runtime.md §9.14).
+"""Fitting a finished job's result into the store's per-row reserve.
 
 The original failed a job whose result JSON exceeded the reserve, although its artifacts had
 been produced and paid for. Here the result is trimmed instead: the artifact references

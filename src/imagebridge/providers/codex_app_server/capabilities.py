@@ -1,4 +1,4 @@
-"""What the ``codex-app-server`` provider can do (api.md §5.2, providers.md B7).
+"""What the ``codex-app-server`` provider can do.
 
 codex decides almost everything itself: one image per turn, ``auto`` size, quality,
 background and moderation, PNG out. Transparency is emulated by the engine's chroma key,

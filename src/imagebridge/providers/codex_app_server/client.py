@@ -384,7 +384,7 @@ class AppServerClient:
             )
         return connection
 
-    # -- typed methods (providers.md B4) ----------------------------------------------
+    # -- typed methods -------------------------------------------------------------
 
     async def read_account(self, *, timeout: float | None = None) -> AccountInfo:
         result = await self.request("account/read", {}, timeout=timeout)

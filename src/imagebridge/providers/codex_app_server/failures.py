@@ -118,7 +118,7 @@ _BY_STATUS: dict[int, _Failure] = {
     413: _Failure(ErrorCode.INPUT, "the request was too large for Codex"),
     429: _RATE_LIMITED,
 }
-"""The Responses-transport status table (providers.md A6), shared for consistency."""
+"""The Responses-transport status table, shared for consistency."""
 _OTHER_STATUS = _Failure(ErrorCode.UPSTREAM, "the Codex backend rejected the turn")
 
 _BY_KIND: dict[str, _Failure] = {

@@ -1,8 +1,8 @@
 """Capability documents of the two Codex HTTP providers.
 
-``codex-responses`` advertises exactly the original's document (api.md §5.2).
+``codex-responses`` advertises exactly the original's document.
 ``codex-images`` advertises only what the dedicated images route is measured to honour
-(peers-and-users.md §1.2): the prompt, the background (with native alpha) and input
+(docs/providers.md): the prompt, the background (with native alpha) and input
 images. Quality, format, moderation and model are not honoured there, so they are
 ``auto``/PNG only; the three standard sizes are accepted as shape requests (sent, and
 emulated with an aspect sentence) and the size actually produced is reported.

@@ -1,7 +1,7 @@
 """Emulated shape hints for the Codex backend (``aspect_ratio``, ``resolution``, sizes).
 
 The subscription backend largely ignores the ``size`` it is sent and follows the prompt
-text instead: a line naming the aspect ratio gives that shape (peers-and-users.md §1.2).
+text instead: a line naming the aspect ratio gives that shape.
 So an aspect ratio becomes one short sentence after the prompt, and for the Responses
 tool it also picks the closest size the tool accepts, within the resolution tier asked for.
 """

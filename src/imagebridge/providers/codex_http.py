@@ -1,7 +1,7 @@
 """HTTP client settings and bounded body reads shared by every Codex backend call.
 
 A bearer token must only ever go where the configuration says: redirects are never
-followed and ambient proxy variables are ignored (providers.md A2). Bodies are read with
+followed and ambient proxy variables are ignored. Bodies are read with
 a hard cap so a misbehaving peer cannot make the bridge buffer without limit.
 """
 
@@ -32,7 +32,7 @@ def new_http_client() -> httpx.AsyncClient:
         timeout=httpx.Timeout(DEFAULT_TIMEOUT_S),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
     )
-    # The original sends exactly its listed headers and no User-Agent (providers.md A2);
+    # The original sends exactly its listed headers and no User-Agent;
     # httpx would otherwise announce itself on every call.
     del client.headers["User-Agent"]
     return client

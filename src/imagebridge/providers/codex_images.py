@@ -1,7 +1,7 @@
 """The ``codex-images`` provider: the dedicated Codex images routes, as the codex CLI calls them.
 
 ``POST <base_url>/images/generations`` (no inputs) or ``/images/edits`` (input images as
-data URLs) with the body and headers codex 0.169 sends (codex-peer.md §3c): ``prompt``,
+data URLs) with the body and headers codex 0.169 sends: ``prompt``,
 ``background`` (``transparent`` for real alpha, otherwise ``opaque``), ``model``,
 ``quality: auto``, ``size``. It uses the same ChatGPT login, error rules, transient retry
 and quota handling as ``codex-responses``. The backend follows the prompt more than the

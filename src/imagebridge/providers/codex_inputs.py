@@ -1,6 +1,6 @@
 """Input images for the Codex providers: loaded, verified and bounded before any upstream call.
 
-Edit sources come first, then reference images (providers.md A3). Each image is loaded
+Edit sources come first, then reference images. Each image is loaded
 by the artifacts layer's :class:`InputLoader` (local roots, remote policy, full
 inspection), then held to the Codex limits: a count per kind, bytes per image and
 bytes for the whole request. Nothing is sent until every input has passed.

@@ -1,7 +1,7 @@
 """The ChatGPT plan's Codex usage windows, for ``doctor``, diagnostics and the dashboard.
 
 Users hit 429s while the usage page shows quota left, or run a window dry without
-warning (peers-and-users.md §2.3); showing the windows answers both. Readings come from
+warning; showing the windows answers both. Readings come from
 ``GET <backend>/wham/usage`` (it costs no quota) and from the ``x-codex-*`` headers every
 generation answer carries. Only non-identifying fields are kept: never an account id or
 an email. A failed reading is a :class:`BridgeError` from :meth:`CodexQuotaClient.get`

@@ -1,10 +1,11 @@
 """The ``codex-responses`` provider: the hosted image tool over the Codex Responses backend.
 
 One output per call (the application wraps it in the fan-out decorator for ``n > 1``):
-load the inputs, build the Responses body (providers.md A3), POST it with the user's
-ChatGPT login (A2), fold the SSE stream (A4/A5) while forwarding partial images, verify
+load the inputs, build the Responses body, POST it with the user's
+ChatGPT login, fold the SSE stream while forwarding partial images, verify
 the final image and report it with its revised prompt and usage (always an object,
-ERRATA §13). Failures follow A6; the one transient retry follows :mod:`codex_retry`.
+even when upstream sends none). Failures: docs/providers.md; the one
+transient retry follows :mod:`codex_retry`.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class CodexResponsesOptions(CodexOptions):
 def responses_request_body(
     request: ImageRequest, inputs: CodexInputs, *, image_model: str, responses_model: str
 ) -> dict[str, object]:
-    """The A3 body for one output of ``request`` (already negotiated).
+    """The Responses body for one output of ``request`` (already negotiated).
 
     Emulated hints: an ``aspect_ratio`` adds one sentence to the prompt, and an ``auto``
     size with an aspect ratio or resolution becomes the nearest size the tool accepts.

@@ -1,12 +1,12 @@
-"""The one bounded transient retry of the Codex providers (providers.md A7, tightened).
+"""The one bounded transient retry of the Codex providers, stricter than the original's.
 
 A retry may only repeat a call that provably produced nothing: the failure is retryable,
 its outcome is known (never ``outcome=unknown``), no image data of that attempt reached
 the caller, and its code is ``rate_limited``, ``overloaded`` or ``upstream``. An
 exhausted plan quota (``details.quota_exhausted``) is never retried: it will not clear in
-a second, and users read a retried quota 429 as a second billed attempt
-(peers-and-users.md §2.3). A plain 429 that asks for a longer wait than the backoff is
-handed to the caller with its ``Retry-After`` instead of being slept on inside the bridge.
+a second, and users read a retried quota 429 as a second billed attempt. A plain 429
+that asks for a longer wait than the backoff is handed to the caller with its
+``Retry-After`` instead of being slept on inside the bridge.
 """
 
 from __future__ import annotations

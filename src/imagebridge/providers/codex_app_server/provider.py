@@ -1,7 +1,6 @@
 """The ``codex-app-server`` provider: one image per codex turn, threads per session mode.
 
-Each call runs one turn on a codex thread chosen by the request's session mode
-(runtime.md §4, providers.md B6):
+Each call runs one turn on a codex thread chosen by the request's session mode:
 
 * ``isolated`` — a fresh ephemeral thread, archived after the turn (best effort);
 * ``persistent`` — the thread bound to ``session.key`` in the SQLite session store,

@@ -6,7 +6,7 @@ files in it are named by content (``<sha256 prefix>.<ext>``, so an image given t
 written once) and the whole folder is removed after the turn. Size and count are bounded
 per turn. Disk work runs in a worker thread.
 
-Choice (ERRATA §5): the original published staged inputs into the artifact store with
+Choice: the original published staged inputs into the artifact store with
 random names and ownership records; here they live in a separate staging root because
 they are transient inputs, not outputs — they never appear in artifact listings and are
 never left behind (a sweep removes folders a crash left over).

@@ -1,4 +1,4 @@
-"""What each OpenAI image model accepts, as capability documents (peers-and-users.md §1.4).
+"""What each OpenAI image model accepts, as capability documents.
 
 A :class:`ModelProfile` is the documented surface of one model family: counts, sizes,
 enumerated values, inputs, masks and streaming. :func:`profile_for` maps a model name to

@@ -9,7 +9,7 @@ kept; several ``data:`` lines are joined with ``\\n``; a blank line dispatches; 
 sentinel). An unterminated last line is flushed by :meth:`SseDecoder.close`.
 
 Limits (:class:`SseLimits`, defaults from the original) bound memory whatever the peer
-sends. Unlike the original (ERRATA §15), the line limit applies to one line — including
+sends. Unlike the original, the line limit applies to one line — including
 the pending, not yet terminated line held between chunks — never to a network chunk, so a
 large chunk of short lines is fine while a never-ending line fails as soon as it passes the
 limit. At any moment the decoder holds at most ``max_line_bytes`` of unterminated input

@@ -1,4 +1,4 @@
-"""Who may call a protected route, and whose resources the call acts on (api.md §1.1).
+"""Who may call a protected route, and whose resources the call acts on.
 
 Two checks, in order: the browser-origin guard (a web page on another origin must not be
 able to drive a bridge listening on loopback, even without a bearer) and, when the

@@ -1,10 +1,10 @@
 """The Codex backend's wire formats, as pure functions (no I/O, no clock unless passed).
 
 What the ``codex-responses`` and ``codex-images`` providers need to speak to
-``chatgpt.com/backend-api``: backend URLs, the Responses request body and headers
-(providers.md A2/A3), folding of the Responses SSE events into one result (A5), error
-classification for HTTP statuses and in-stream failures (A6, with usage-limit handling),
-the dedicated images routes (codex-peer.md §3c) and the ``x-codex-*`` rate-limit headers.
+``chatgpt.com/backend-api``: backend URLs, the Responses request body and headers,
+folding of the Responses SSE events into one result, error
+classification for HTTP statuses and in-stream failures (with usage-limit handling),
+the dedicated images routes and the ``x-codex-*`` rate-limit headers.
 
 Nothing here ever puts a token, an account id, a prompt or image bytes into an error
 message or detail: upstream codes are sanitised and diagnostics are closed sets.

@@ -1,4 +1,4 @@
-"""Error classification: HTTP statuses, in-stream failure codes, transport failures (A6)."""
+"""Error classification: HTTP statuses, in-stream failure codes, transport failures."""
 
 from __future__ import annotations
 
@@ -35,14 +35,14 @@ _MODERATION_CATEGORIES: Final = frozenset({"harassment", "self-harm", "sexual", 
 
 
 def sanitize_upstream_code(raw: object) -> str:
-    """First 64 characters, then only ``[A-Za-z0-9_-]`` kept (ERRATA §16); empty → default."""
+    """First 64 characters, then only ``[A-Za-z0-9_-]`` kept; empty → default."""
     if not isinstance(raw, str):
         return _UPSTREAM_FAILURE
     return _CODE_DISALLOWED.sub("", raw[:64]) or _UPSTREAM_FAILURE
 
 
 def classify_upstream_code(code: str) -> tuple[ErrorCode, bool]:
-    """An upstream failure code → (native code, retryable), first matching rule wins (A6).
+    """An upstream failure code → (native code, retryable), first matching rule wins.
 
     Matching is case-insensitive on substrings, except that ``rate`` and ``token`` must be
     whole words (``failed_to_generate`` is no rate limit, ``max_output_tokens`` no auth
@@ -77,7 +77,7 @@ def stream_failure_error(
 ) -> BridgeError:
     """A ``response.failed`` / ``response.incomplete`` / ``error`` event → :class:`BridgeError`.
 
-    The code is ``error.code``, ``response.error.code`` or the top-level ``code`` (A5);
+    The code is ``error.code``, ``response.error.code`` or the top-level ``code``;
     when none is given, the error object's ``type`` (where the backend puts
     ``usage_limit_reached``) or an incomplete response's reason; else ``upstream_failure``.
     """
@@ -116,7 +116,7 @@ def classify_http_error(
     secrets: Sequence[str] = (),
     max_body_bytes: int = MAX_ERROR_BODY_BYTES,
 ) -> BridgeError:
-    """A non-2xx answer → :class:`BridgeError` (A6, plus usage-limit handling).
+    """A non-2xx answer → :class:`BridgeError` (with usage-limit handling).
 
     401 ``authentication`` · 403 ``permission_denied`` · 408 ``timeout`` · 413 ``input`` ·
     429 ``rate_limited`` (retryable) · 5xx ``upstream`` (retryable) · other statuses by the

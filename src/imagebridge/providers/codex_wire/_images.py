@@ -1,4 +1,4 @@
-"""The dedicated images routes, as codex 0.169 calls them (codex-peer.md §3c)."""
+"""The dedicated images routes, as codex 0.169 calls them."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def build_images_request(
     turn_id: str | None = None,
     max_images: int = MAX_IMAGES_API_INPUTS,
 ) -> ImagesRequest:
-    """The request codex 0.169 sends to the images routes (codex-peer.md §3c).
+    """The request codex 0.169 sends to the images routes.
 
     Body keys ``prompt, background, model, quality, size`` (+ ``images`` as data URLs for
     an edit, which goes to ``/edits``); headers bearer, account id, ``originator``, JSON

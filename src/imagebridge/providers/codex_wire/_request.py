@@ -1,4 +1,4 @@
-"""The Responses request: prompt wrapping, body (providers.md A3) and headers (A2)."""
+"""The Responses request: prompt wrapping, body and headers."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from imagebridge.providers.codex_wire._constants import (
 
 
 def wrap_prompt(prompt: str, operation: str, source_count: int, reference_count: int) -> str:
-    """The prompt text sent upstream (providers.md A3): references are explained in words."""
+    """The prompt text sent upstream: references are explained in words."""
     if operation == "edit":
         if reference_count == 0:
             return prompt
@@ -58,7 +58,7 @@ def build_responses_body(
     action: str | None = None,
     instructions: str = DEFAULT_INSTRUCTIONS,
 ) -> dict[str, Any]:
-    """One Responses request body for one output image (providers.md A3).
+    """One Responses request body for one output image.
 
     Optional tool keys are omitted at their defaults; ``input_fidelity`` is sent only for
     image models other than ``gpt-image-2``. Values may be plain strings or contract enums.
@@ -114,7 +114,7 @@ def build_responses_body(
 
 
 def build_responses_headers(credentials: CodexCredentials) -> dict[str, str]:
-    """Exactly the headers of providers.md A2 (the account id only when known)."""
+    """Exactly the original's headers (the account id only when known)."""
     return _codex_headers(credentials, accept="text/event-stream")
 
 

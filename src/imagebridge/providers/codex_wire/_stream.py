@@ -1,4 +1,4 @@
-"""Folding the Responses SSE events of one call into its result (providers.md A5)."""
+"""Folding the Responses SSE events of one call into its result."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class ResponsesResult:
 
 
 class ResponsesStreamState:
-    """Folds Responses SSE events into one result (providers.md A5).
+    """Folds Responses SSE events into one result.
 
     Feed events with :meth:`handle` (it returns a :class:`PartialImage` to forward as
     progress, or ``None``); at the end of the stream :meth:`finish` returns the result
@@ -178,7 +178,7 @@ class ResponsesStreamState:
         return None
 
     def finish(self) -> ResponsesResult:
-        """The result, or the error the finish rules of A5 give for this stream."""
+        """The result, or the error the finish rules give for this stream."""
         if self._failure is not None:
             raise self._failure.copy()
         if not self._completed and self._final_b64 is None:

@@ -1,7 +1,7 @@
-"""The embedded dashboard (cli-config.md §3): a static page shipped inside the package.
+"""The embedded dashboard: a static page shipped inside the package.
 
 The page is plain HTML, CSS and ES modules: no build step, no runtime dependency, no
-inline script or style, so the strict Content-Security-Policy of api.md §11 holds. It
+inline script or style, so the strict Content-Security-Policy (docs/dashboard.md) holds. It
 talks to the same protected ``/v1`` routes as any client; only the assets are public.
 """
 

@@ -74,7 +74,7 @@ COMMON_HEADERS: Mapping[str, str] = MappingProxyType(
         "cross-origin-resource-policy": "same-origin",
     }
 )
-"""Headers on every dashboard answer (api.md §11)."""
+"""Headers on every dashboard answer."""
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; "

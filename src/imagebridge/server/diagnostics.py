@@ -1,4 +1,5 @@
-"""``/v1/diagnostics`` and ``/v1/diagnostics/extended``: redacted operator state (api.md §11).
+"""``/v1/diagnostics`` and ``/v1/diagnostics/extended``: redacted operator state
+(docs/operations.md §4).
 
 Everything here is counts, states, names of configured things and provenance *sources*:
 never credentials, prompts, request or session identifiers, or file-system paths.

@@ -1,4 +1,4 @@
-"""The redacted operator event ring shown by ``/v1/diagnostics`` (api.md §11).
+"""The redacted operator event ring shown by ``/v1/diagnostics``.
 
 Only a route *template* is kept, never the concrete path: ``/v1/sessions/private-key``
 is recorded as ``/v1/sessions/{key}``, so the ring can hold no prompt, key, id or path.

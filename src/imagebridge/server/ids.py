@@ -1,4 +1,4 @@
-"""Request ids and W3C trace context: what every response carries (api.md §1.1).
+"""Request ids and W3C trace context: what every response carries.
 
 A caller's ``x-request-id`` is echoed only when it is short and made of safe characters,
 so it can be logged and reflected without escaping; anything else is replaced by a fresh

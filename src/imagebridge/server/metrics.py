@@ -1,4 +1,4 @@
-"""Prometheus exposition for image operations (api.md §11), on a per-app registry.
+"""Prometheus exposition for image operations, on a per-app registry.
 
 Counters and histograms are kept here as plain numbers and rendered by a custom
 collector, so the families, label sets and ``le`` spellings are exactly the original's

@@ -1,4 +1,4 @@
-"""``multipart/form-data`` for ``POST /v1/images/edits``, parsed as it streams (api.md §7.2).
+"""``multipart/form-data`` for ``POST /v1/images/edits``, parsed as it streams.
 
 The body is fed chunk by chunk to python-multipart's streaming parser, so the request body
 limit (enforced by the middleware) and the per-part limits here bound memory: a text part

@@ -1,4 +1,4 @@
-"""Strict query strings and provider page cursors (api.md §5.1).
+"""Strict query strings and provider page cursors.
 
 Query keys are an allow-list: an unknown or repeated key is a 422, so a typo such as
 ``?limt=5`` is reported instead of silently ignored. An empty value (``?cursor=``) means the

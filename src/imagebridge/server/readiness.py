@@ -1,4 +1,4 @@
-"""Cached readiness: probed in the background, never by the request that asks (api.md §11).
+"""Cached readiness: probed in the background, never by the request that asks.
 
 A readiness endpoint that probes providers on every call would let a load balancer (or an
 attacker) drive upstream traffic. Instead one background task probes every

@@ -1,4 +1,4 @@
-"""Artifacts (api.md §10): verified image bytes and thumbnails of the caller's artifacts.
+"""Artifacts: verified image bytes and thumbnails of the caller's artifacts.
 
 Bytes are re-verified (SHA-256 and a full decode) on every read. Any failure — malformed
 or unknown id, another owner's artifact, tampered bytes — is the same 404, so the route

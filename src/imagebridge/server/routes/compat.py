@@ -1,7 +1,7 @@
 """OpenAI-compatible ``/v1/images/generations`` (JSON) and ``/v1/images/edits`` (multipart).
 
 Both map onto the native request, run it like ``/v1/images`` and answer with the OpenAI
-Images response shape plus the ``imagegen_bridge`` extension (api.md §7). Idempotency comes
+Images response shape plus the ``imagegen_bridge`` extension. Idempotency comes
 from the ``Idempotency-Key`` header only.
 """
 

@@ -1,4 +1,4 @@
-"""Durable jobs (api.md §8): create, list, detail, cancel, history updates, partial previews.
+"""Durable jobs: create, list, detail, cancel, history updates, partial previews.
 
 Every call acts within the caller's ownership scope: another bearer's job is simply not
 found. The job manager forces artifact delivery, validates, persists and schedules; these

@@ -1,4 +1,4 @@
-"""The SSE lifecycle of one operation (api.md §6), as a pure ASGI response.
+"""The SSE lifecycle of one operation, as a pure ASGI response.
 
 ``started`` goes out at once; provider ``progress`` and ``partial_image`` events pass
 through a small bounded queue, so a slow reader slows the provider instead of growing

@@ -221,7 +221,7 @@ class JobStatistics:
 
 @runtime_checkable
 class JobStore(Protocol):
-    """Durable job rows (runtime.md §5.1). Every caller operation is filtered by auth scope.
+    """Durable job rows. Every caller operation is filtered by auth scope.
 
     Timestamps are Unix seconds given by the caller; a row's timestamps never move backwards
     even if the caller's clock does.
@@ -417,7 +417,7 @@ class PresetPage:
 
 @runtime_checkable
 class PresetStore(Protocol):
-    """Named request templates (runtime.md §4b); global, not scoped by bearer."""
+    """Named request templates; global, not scoped by bearer."""
 
     async def create(
         self, name: str, *, description: str | None, template_json: JsonInput, now: int

@@ -1,4 +1,4 @@
-"""Durable image jobs in SQLite (runtime.md §5.1, api.md §8).
+"""Durable image jobs in SQLite.
 
 Ownership: every caller-facing operation is filtered by auth scope; a job in another scope is
 indistinguishable from a missing one. Accounting: each row has a *logical* size (its text

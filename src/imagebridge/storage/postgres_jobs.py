@@ -1,6 +1,6 @@
 """Durable image jobs in PostgreSQL, shared by any number of bridge instances (issue 14).
 
-Same behaviour as :class:`~imagebridge.storage.jobs.SqliteJobStore` (runtime.md §5.1): the
+Same behaviour as :class:`~imagebridge.storage.jobs.SqliteJobStore`: the
 same checks from :mod:`.rules`, the same errors, cursors, idempotency and logical-bytes
 accounting. Where SQLite serializes writers with ``BEGIN IMMEDIATE``, this store takes a
 transaction-scoped advisory lock around admission (so ``max_pending`` and the byte budget hold

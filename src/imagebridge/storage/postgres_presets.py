@@ -1,4 +1,4 @@
-"""Named request templates in PostgreSQL (runtime.md §4b, api.md §9).
+"""Named request templates in PostgreSQL.
 
 Same rules, errors and paging as :class:`~imagebridge.storage.presets.SqlitePresetStore`:
 presets are global, names order bytewise (``COLLATE "C"``) whatever the database collation.

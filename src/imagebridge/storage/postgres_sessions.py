@@ -1,4 +1,4 @@
-"""Persistent session bindings in PostgreSQL (runtime.md §4.2).
+"""Persistent session bindings in PostgreSQL.
 
 Same rules as :class:`~imagebridge.storage.sessions.SqliteSessionStore`: one store instance per
 provider namespace, and every failure, from a bad identifier to a lost server, is a

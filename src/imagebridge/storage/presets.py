@@ -1,4 +1,4 @@
-"""Named request templates in SQLite (runtime.md §4b, api.md §9).
+"""Named request templates in SQLite.
 
 Presets are global (not scoped by bearer). The store checks names, descriptions and the
 template's storable shape; validating a template as a request is the caller's job, because it

@@ -1,4 +1,4 @@
-"""Persistent session bindings in SQLite (runtime.md §4.2).
+"""Persistent session bindings in SQLite.
 
 A binding maps a caller's session key to a provider thread id. One store instance serves one
 provider name (its namespace); several providers may share the file. Every failure, from a bad

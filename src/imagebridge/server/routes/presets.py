@@ -1,4 +1,4 @@
-"""Presets (api.md §9): named request templates, global to the bridge."""
+"""Presets: named request templates, global to the bridge."""
 
 from __future__ import annotations
 

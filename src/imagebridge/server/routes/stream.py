@@ -2,7 +2,7 @@
 
 Body decode, ``Idempotency-Key`` header, authentication and origin failures answer with a
 plain JSON error. Anything later — intrinsic validation, negotiation, the provider —
-arrives inside the 200 stream as an ``error`` event after ``started`` (api.md §6).
+arrives inside the 200 stream as an ``error`` event after ``started``.
 """
 
 from __future__ import annotations

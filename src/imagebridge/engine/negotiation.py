@@ -112,7 +112,7 @@ class _Negotiator:
         self.note(f"parameters.{field}", value, fallback, "normalized_to_provider_value")
         return fallback
 
-    # -- steps, in the order of the specification ---------------------------------------
+    # -- steps, in the original's order ----------------------------------------------
 
     def model(self) -> None:
         requested = self.original.routing.model

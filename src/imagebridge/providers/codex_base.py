@@ -73,7 +73,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class CodexOptions:
-    """Settings both Codex HTTP providers take (every bound has the spec's default)."""
+    """Settings both Codex HTTP providers take (every bound has the original's default)."""
 
     name: str = ""
     """The registered name (empty: the provider's own)."""

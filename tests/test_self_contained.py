@@ -1,9 +1,9 @@
 """The repository stands alone: nothing it runs names a path outside its own root.
 
 A clone, an unpacked sdist or a packager's build tree has no sibling folders, so a test,
-benchmark or script that reads ``../shared/...`` (or any absolute path of the machine it was
-written on) passes only where that folder happens to exist. This scan fails the suite the
-moment such a path is written down again; the data files the tests need live under
+benchmark or script that reads a sibling folder of the checkout (or any absolute path of the
+machine it was written on) passes only where that folder happens to exist. This scan fails the
+suite the moment such a path is written down again; the data files the tests need live under
 ``tests/fixtures/``.
 """
 
@@ -24,11 +24,14 @@ TEXT_SUFFIXES = {".py", ".sh", ".toml", ".js", ".mjs", ".cjs", ".json", ".cfg", 
 
 _PARENTS = re.compile(r"\.parents\[(\d+)\]((?:\.parent\b)*)")
 _ROOT_PARENT = re.compile(r"\b\w*ROOT\w*(?:\(\))?\.parent\b")
+# The names are assembled so that this file itself never spells a path outside the checkout.
+_SIBLING = "shared"  # the folder of material that sits beside the checkout on the dev machine
+_WORK = "/work/"  # the dev machines' absolute work folder
 _NAMED_OUTSIDE = (
-    (re.compile(r"\.\./shared\b"), "names ../shared"),
-    (re.compile(r"""["']shared["']\s*/|/\s*["']shared["']"""), "builds a path through 'shared'"),
-    (re.compile(r"""["']\.\.["']\s*,\s*["']shared["']"""), "joins '..' and 'shared'"),
-    (re.compile(r"(?<![\w.$-])/work/"), "names an absolute /work/ path"),
+    (re.compile(rf"\.\./{_SIBLING}\b"), f"names ../{_SIBLING}"),
+    (re.compile(rf"""["']{_SIBLING}["']\s*/|/\s*["']{_SIBLING}["']"""), "builds a path through it"),
+    (re.compile(rf"""["']\.\.["']\s*,\s*["']{_SIBLING}["']"""), f"joins '..' and '{_SIBLING}'"),
+    (re.compile(rf"(?<![\w.$-]){_WORK}"), f"names an absolute {_WORK} path"),
 )
 
 
@@ -112,10 +115,10 @@ def test_the_scan_covers_the_trees_ci_runs() -> None:
         ("tests/contract/test_x.py", 'FIX = Path(__file__).resolve().parents[3] / "sdk"'),
         ("tests/x.py", "ROOT = Path(__file__).resolve().parents[1].parent"),
         ("tests/support/real.py", 'TOOL = REPO_ROOT.parent / "tools" / "x"'),
-        ("tests/a.py", 'open("../shared/contract/config.example.toml")'),
-        ("bench/a.py", 'here / "shared" / "fixtures"'),
-        ("scripts/a.py", 'os.path.join(root, "..", "shared")'),
-        ("scripts/check", "cp /work/shared/spec/api.md ."),
+        ("tests/a.py", f'open("../{_SIBLING}/contract/config.example.toml")'),
+        ("bench/a.py", f'here / "{_SIBLING}" / "fixtures"'),
+        ("scripts/a.py", f'os.path.join(root, "..", "{_SIBLING}")'),
+        ("scripts/check", f"cp {_WORK}{_SIBLING}/spec/api.md ."),
     ],
 )
 def test_the_scan_catches_each_way_out(relative: str, line: str) -> None:
@@ -127,7 +130,7 @@ def test_the_scan_catches_each_way_out(relative: str, line: str) -> None:
     [
         ("tests/contract/test_x.py", 'FIX = Path(__file__).resolve().parents[2] / "tests"'),
         ("tests/support/real.py", 'TOOL = REPO_ROOT / "scripts" / "loopback-only"'),
-        ("tests/a.py", "f'server.jobs.database=\"{tmp_path}/shared/jobs.sqlite3\"'"),
+        ("tests/a.py", f"f'server.jobs.database=\"{{tmp_path}}/{_SIBLING}/jobs.sqlite3\"'"),
         ("tests/a.py", 'assert not is_safe_directory("a/../b")'),
         ("src/imagebridge/x.py", 'if ".." in parts:'),
     ],

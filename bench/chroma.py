@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 from PIL import Image
 
-from imagebridge.artifacts.chroma import ChromaOptions, apply_chroma_key, remove_chroma_key
+from imagebridge.imaging.chroma import ChromaOptions, apply_chroma_key, remove_chroma_key
 
 
 def synthetic_png(size: int, seed: int = 1) -> bytes:

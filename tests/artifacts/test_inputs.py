@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.inspect import ImageLimits
 from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.imaging.inspect import ImageLimits
 from tests.artifacts.http_server import Route, local_server
 from tests.artifacts.images import jpeg, png, png_bomb
 

@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 
 from imagebridge.artifacts._fs import TEMP_PREFIX
-from imagebridge.artifacts.inspect import inspect_image
-from imagebridge.artifacts.metadata import embed_metadata, extract_metadata_record
 from imagebridge.artifacts.store import (
     DEFAULT_STALE_TEMP_SECS,
     OWNERSHIP_DIRECTORY,
@@ -26,6 +24,8 @@ from imagebridge.artifacts.store import (
 )
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.imaging.inspect import inspect_image
+from imagebridge.imaging.metadata import embed_metadata, extract_metadata_record
 from tests.artifacts.images import jpeg, png
 
 OWNER = "anonymous-local"

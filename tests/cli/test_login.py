@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from imagebridge.providers.codex_auth import load_codex_credentials
+from imagebridge.providers.codex.auth import load_codex_credentials
 from tests.cli.conftest import SCRIPT, Cli
 from tests.support.mock_issuer import ISSUED_ACCOUNT_ID, ISSUED_EMAIL, MockIssuer
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from imagebridge.application.codex_app_server import app_server_options
 from imagebridge.config import BridgeConfig, ConfigIssue, check, require_valid
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.providers.codex_app_server.factory import app_server_options
 
 MiB = 1024 * 1024
 

@@ -24,8 +24,8 @@ from imagebridge.engine import fanout as fanout_module
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fanout import FanoutProvider, chunk_plan, subrequest_id
 from imagebridge.engine.negotiation import negotiate_request
+from imagebridge.engine.provider import ProviderContext, ProviderEventT
 from imagebridge.engine.validation import RequestLimits
-from imagebridge.providers.base import ProviderContext, ProviderEventT
 from tests.support.fakes import FakeProvider
 
 ONE = {

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from imagebridge.artifacts.decoded import DecodedPayload, attach_decoded
-from imagebridge.artifacts.inspect import ImageLimits, inspect_image
 from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.contract.request import GenerationParameters, ImageRequest
 from imagebridge.contract.response import BridgeErrorBody, ImageFailure, ImageResponse
+from imagebridge.engine.decoded import DecodedPayload, attach_decoded
 from imagebridge.engine.materialize import MaterializeLimits, Materializer, PublishedArtifact
 from imagebridge.engine.transparency import ChromaPlan
+from imagebridge.imaging.inspect import ImageLimits, inspect_image
 from tests.support.fakes import image_item, png_bytes
 
 
@@ -214,7 +214,7 @@ async def test_artifact_projection_honors_per_request_placement(tmp_path: Any) -
 
 
 async def test_embedded_policy_updates_payload_checksum_and_carries_generation_contract() -> None:
-    from imagebridge.artifacts.metadata import extract_metadata_record
+    from imagebridge.imaging.metadata import extract_metadata_record
 
     source = png_bytes(4, 4)
     item = image_item(0, source, generation_ms=41)
@@ -241,7 +241,7 @@ async def test_embedded_policy_updates_payload_checksum_and_carries_generation_c
 async def test_combined_policy_publishes_embedded_xmp_and_matching_sidecar(tmp_path: Any) -> None:
     import hashlib
 
-    from imagebridge.artifacts.metadata import extract_metadata_record
+    from imagebridge.imaging.metadata import extract_metadata_record
     from tests.support.fakes import FakeProvider
 
     runtime, store = _store_runtime(tmp_path, FakeProvider(caps=ONE))
@@ -264,7 +264,7 @@ async def test_combined_policy_publishes_embedded_xmp_and_matching_sidecar(tmp_p
 
 
 async def test_embedded_record_reports_optional_fields_omitted_for_container_portability() -> None:
-    from imagebridge.artifacts.metadata import extract_metadata_record
+    from imagebridge.imaging.metadata import extract_metadata_record
 
     resp = response([image_item(0, png_bytes(4, 4))])
     resp.revised_prompt = "r" * 50 * 1024

@@ -24,14 +24,14 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from imagebridge.contract.errors import BridgeError
-from imagebridge.providers import openai_wire
-from imagebridge.providers.codex_wire import (
+from imagebridge.providers.codex.wire import (
     classify_http_error,
     parse_images_response,
     parse_rate_limit_headers,
     parse_responses_events,
     parse_usage_payload,
 )
+from imagebridge.providers.openai import wire as openai_wire
 from imagebridge.providers.sse import SseLimits, iter_sse_events
 
 FUZZ: Final = settings(

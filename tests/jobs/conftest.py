@@ -19,9 +19,9 @@ from imagebridge.config import load_config
 from imagebridge.contract.jobs import ImageJob
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.fanout import FanoutProvider
+from imagebridge.engine.provider import Provider
 from imagebridge.jobs import JobManager, JobManagerSettings, SharedQueueSettings
 from imagebridge.jobs.shared import SharedQueue
-from imagebridge.providers.base import Provider
 from imagebridge.providers.mock import MockProvider, MockSettings
 from imagebridge.storage import (
     PostgresJobStore,

@@ -16,8 +16,8 @@ from imagebridge.contract.events import CompletedEvent, PartialImageEvent, Progr
 from imagebridge.contract.jobs import ImageJobUpdate
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
+from imagebridge.engine.provider import ProviderContext
 from imagebridge.jobs import TRIMMED_WARNING, JobManagerSettings, progress_stage
-from imagebridge.providers.base import ProviderContext
 from imagebridge.providers.mock import MockProvider, render_image
 from imagebridge.storage import SqliteJobStore
 from tests.jobs.conftest import (

@@ -18,8 +18,8 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.orchestrator import ExecutionContext
+from imagebridge.engine.provider import ProviderContext, ProviderEventT
 from imagebridge.engine.validation import RequestLimits
-from imagebridge.providers.base import ProviderContext, ProviderEventT
 from imagebridge.providers.mock import MockProvider, MockSettings, render_image
 from tests.support.runtime import make_runtime
 
@@ -225,7 +225,7 @@ async def test_capabilities_are_built_once_and_callers_get_their_own_copy() -> N
 
 def _direct_context() -> Any:
     from imagebridge.engine.cancellation import CancelToken, Deadline
-    from imagebridge.providers.base import ProviderContext
+    from imagebridge.engine.provider import ProviderContext
 
     return ProviderContext("direct", Deadline.after(30), CancelToken())
 

@@ -25,7 +25,7 @@ import uvicorn
 
 from imagebridge.application import build_application
 from imagebridge.config import BridgeConfig, load_config
-from imagebridge.providers.base import Provider
+from imagebridge.engine.provider import Provider
 from imagebridge.server import ServerOptions, create_app
 from imagebridge.server.serve import uvicorn_config
 from imagebridge.server.state import BridgeState

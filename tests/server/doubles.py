@@ -11,7 +11,7 @@ from PIL import Image
 from imagebridge.application import PROVIDER_FACTORIES
 from imagebridge.config import BridgeConfig
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.providers.base import Provider
+from imagebridge.engine.provider import Provider
 from tests.support.fakes import FakeProvider
 
 __all__ = [

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from imagebridge.config import BridgeConfig
-from imagebridge.providers.base import Provider
+from imagebridge.engine.provider import Provider
 from imagebridge.providers.mock import MockProvider, MockSettings
 from tests.server.conftest import LiveServer, ServeFactory, wait_for
 from tests.server.doubles import mock_provider

@@ -12,7 +12,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent, ProgressEvent, StartedEvent
 from imagebridge.contract.response import ImageResponse, Timings
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.providers.base import EventSink
+from imagebridge.engine.provider import EventSink
 from imagebridge.providers.mock import MockProvider
 from imagebridge.server import ServerOptions
 from imagebridge.server.streaming import HEARTBEAT, EventStreamResponse, sse_frame

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from imagebridge.storage import PostgresJobStore, SharedJobStore, SqliteSharedJobStore
-from imagebridge.storage.jobs import SqliteJobStore
+from imagebridge.storage.sqlite.jobs import SqliteJobStore
 
 OpenShared = Callable[[], Awaitable[SharedJobStore]]
 

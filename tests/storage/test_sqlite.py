@@ -13,7 +13,7 @@ import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.storage import SqliteJobStore, inspect_job_schema
-from imagebridge.storage.sqlite import Migration, Schema, SqliteDatabase, inspect_schema
+from imagebridge.storage.sqlite.database import Migration, Schema, SqliteDatabase, inspect_schema
 
 CALLS: list[tuple[int, bool]] = []
 

@@ -17,7 +17,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Timings
-from imagebridge.providers.base import Provider, ProviderContext
+from imagebridge.engine.provider import Provider, ProviderContext
 from tests.support.capabilities import capabilities
 
 

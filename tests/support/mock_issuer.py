@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from imagebridge.providers.codex_login.store import OwnLogin, auth_document, write_auth_atomically
+from imagebridge.providers.codex.login.store import OwnLogin, auth_document, write_auth_atomically
 from tests.support.codex_backend import make_jwt
 
 __all__ = ["ISSUED_ACCOUNT_ID", "ISSUED_EMAIL", "MockIssuer"]

@@ -6,8 +6,8 @@ from typing import Any
 
 from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.orchestrator import ImageRuntime, RuntimeSettings
+from imagebridge.engine.provider import Provider
 from imagebridge.engine.registry import ProviderRegistry
-from imagebridge.providers.base import Provider
 
 
 def make_runtime(

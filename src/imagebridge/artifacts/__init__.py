@@ -1,35 +1,13 @@
-"""Artifacts and images: inspection, chroma key, XMP metadata, the store, inputs, remote.
+"""Artifacts: the store that publishes images as files, and the loading of caller inputs.
 
-Every function here is synchronous and may block (decode, pixel work, file I/O); each
-module offers ``a*`` wrappers that run the same work in a worker thread for async
-callers. All failures are :class:`~imagebridge.contract.errors.BridgeError`.
+The store (:mod:`.store`) writes verified images under the artifact root and implements
+the engine's publishing port; :mod:`.inputs` implements its input port (local files
+confined to the configured roots, inline base64 and data URLs, remote URLs through
+:mod:`.remote` with its SSRF rules). Blocking work has ``a*`` wrappers that run it in a
+worker thread. Every failure is a :class:`~imagebridge.contract.errors.BridgeError`.
 """
 
-from imagebridge.artifacts.chroma import (
-    AlphaSummary,
-    ChromaKey,
-    ChromaOptions,
-    ChromaResult,
-    choose_key_for_prompt,
-    remove_background,
-    remove_chroma_key,
-)
-from imagebridge.artifacts.ids import canonical_uuid, uuid7
 from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.inspect import (
-    ImageInfo,
-    ImageLimits,
-    inspect_image,
-    make_thumbnail,
-    sniff_format,
-)
-from imagebridge.artifacts.loaded import LoadedImage
-from imagebridge.artifacts.metadata import (
-    build_generation_record,
-    embed_metadata,
-    extract_metadata,
-    fit_generation_record,
-)
 from imagebridge.artifacts.naming import sanitize_prefix
 from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher, is_public_address
 from imagebridge.artifacts.store import (
@@ -42,34 +20,15 @@ from imagebridge.artifacts.store import (
 )
 
 __all__ = [
-    "AlphaSummary",
     "ArtifactContent",
     "ArtifactStore",
     "AsyncArtifactStore",
-    "ChromaKey",
-    "ChromaOptions",
-    "ChromaResult",
     "CleanupReport",
-    "ImageInfo",
-    "ImageLimits",
     "InputLoader",
-    "LoadedImage",
     "PublishedArtifact",
     "RemoteFetchPolicy",
     "RemoteImageFetcher",
     "RepairReport",
-    "build_generation_record",
-    "canonical_uuid",
-    "choose_key_for_prompt",
-    "embed_metadata",
-    "extract_metadata",
-    "fit_generation_record",
-    "inspect_image",
     "is_public_address",
-    "make_thumbnail",
-    "remove_background",
-    "remove_chroma_key",
     "sanitize_prefix",
-    "sniff_format",
-    "uuid7",
 ]

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from imagebridge.artifacts import _fs
-from imagebridge.artifacts.inspect import ImageLimits, inspect_image
-from imagebridge.artifacts.loaded import LoadedImage
 from imagebridge.artifacts.remote import RemoteImageFetcher
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine.inputs import LoadedImage
+from imagebridge.imaging.inspect import ImageLimits, inspect_image
 
 __all__ = [
     "INPUT_PAYLOAD_FIELDS",

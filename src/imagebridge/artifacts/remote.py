@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from imagebridge._version import __version__
-from imagebridge.artifacts.inspect import ImageLimits, inspect_image
-from imagebridge.artifacts.loaded import LoadedImage
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine.inputs import LoadedImage
+from imagebridge.imaging.inspect import ImageLimits, inspect_image
 
 if TYPE_CHECKING:
     from imagebridge.config.model import RemoteFetchSettings

@@ -45,15 +45,6 @@ from typing import Any
 
 from imagebridge.artifacts import _fs
 from imagebridge.artifacts._fs import PathState, Unsafe
-from imagebridge.artifacts.ids import canonical_uuid, uuid7
-from imagebridge.artifacts.inspect import (
-    MAX_THUMBNAIL_EDGE,
-    MIN_THUMBNAIL_EDGE,
-    ImageInfo,
-    ImageLimits,
-    inspect_image,
-    make_thumbnail,
-)
 from imagebridge.artifacts.naming import (
     is_safe_filename,
     is_safe_relative,
@@ -63,6 +54,15 @@ from imagebridge.artifacts.naming import (
 )
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.imaging.ids import canonical_uuid, uuid7
+from imagebridge.imaging.inspect import (
+    MAX_THUMBNAIL_EDGE,
+    MIN_THUMBNAIL_EDGE,
+    ImageInfo,
+    ImageLimits,
+    inspect_image,
+    make_thumbnail,
+)
 
 __all__ = [
     "DEFAULT_STALE_TEMP_SECS",

@@ -13,16 +13,16 @@ import time
 import webbrowser
 from typing import Any
 
+from imagebridge.application.logins import issuer_from, own_login
 from imagebridge.cli.context import CliContext, CliUsageError
 from imagebridge.config.model import AccountSettings
+from imagebridge.contract.accounts import DEFAULT_ACCOUNT
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.providers.codex_auth import JWT_AUTH_CLAIM, jwt_claims, read_auth_document
-from imagebridge.providers.codex_login.factory import issuer_from, own_login
-from imagebridge.providers.codex_login.flows import browser_login, device_code_login, store_tokens
-from imagebridge.providers.codex_login.issuer import DeviceCode
-from imagebridge.providers.codex_login.names import DEFAULT_ACCOUNT
-from imagebridge.providers.codex_login.refresh import access_token_expiry
-from imagebridge.providers.codex_login.store import OwnLogin, list_logins, utc_stamp
+from imagebridge.providers.codex.auth import JWT_AUTH_CLAIM, jwt_claims, read_auth_document
+from imagebridge.providers.codex.login.flows import browser_login, device_code_login, store_tokens
+from imagebridge.providers.codex.login.issuer import DeviceCode
+from imagebridge.providers.codex.login.refresh import access_token_expiry
+from imagebridge.providers.codex.login.store import OwnLogin, list_logins, utc_stamp
 
 __all__ = ["accounts_list", "accounts_remove", "accounts_status", "login", "login_summary"]
 

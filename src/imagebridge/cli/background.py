@@ -30,9 +30,9 @@ def remove_background_command(
     force: bool,
 ) -> int:
     from imagebridge.application import image_limits
-    from imagebridge.artifacts.chroma import remove_background
     from imagebridge.cli.atomic import write_atomic
     from imagebridge.cli.files import read_bounded
+    from imagebridge.imaging.chroma import remove_background
 
     target = Path(output)
     if not target.is_absolute():

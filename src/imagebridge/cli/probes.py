@@ -86,7 +86,7 @@ def oauth_error(env: Mapping[str, str], config: BridgeConfig | None = None) -> B
     That is the own login ``accounts.active`` names when it is set (read only: a check
     never spends a refresh token), else the borrowed ``$CODEX_HOME`` one.
     """
-    from imagebridge.providers.codex_auth import load_codex_credentials
+    from imagebridge.providers.codex.auth import load_codex_credentials
 
     accounts = config.accounts if config is not None else None
     active = accounts.active if accounts is not None else None
@@ -94,7 +94,7 @@ def oauth_error(env: Mapping[str, str], config: BridgeConfig | None = None) -> B
         if accounts is None or active is None:
             credentials = load_codex_credentials(env=env)
         else:
-            from imagebridge.providers.codex_login.factory import own_login
+            from imagebridge.application.logins import own_login
 
             login = own_login(accounts, active)
             if not login.exists():

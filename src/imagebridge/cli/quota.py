@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from imagebridge.contract.errors import BridgeError
-from imagebridge.providers.base import diagnostics_owner
+from imagebridge.engine.provider import diagnostics_owner
 
 if TYPE_CHECKING:
-    from imagebridge.providers.base import Provider
+    from imagebridge.engine.provider import Provider
 
 __all__ = [
     "QUOTA_TIMEOUT_S",

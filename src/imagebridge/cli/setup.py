@@ -35,7 +35,7 @@ from imagebridge.cli.probes import (
     run_live_probe,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage.postgres_url import (
+from imagebridge.storage.postgres.url import (
     is_postgres_url,
     postgres_options,
     redact_url,

@@ -33,6 +33,7 @@ from imagebridge.config.model import (
     OpenAICompatibleSettings,
     RemoteFetchSettings,
 )
+from imagebridge.contract.accounts import ACCOUNT_NAME_RULE, is_account_name
 from imagebridge.contract.enums import (
     Background,
     InputFidelity,
@@ -43,7 +44,6 @@ from imagebridge.contract.enums import (
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import parse_size
-from imagebridge.providers.codex_login.names import ACCOUNT_NAME_RULE, is_account_name
 
 __all__ = [
     "LISTENER_ONLY_ISSUES",

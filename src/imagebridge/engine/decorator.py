@@ -10,7 +10,7 @@ from __future__ import annotations
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse, SessionMetadata
-from imagebridge.providers.base import Provider, ProviderContext
+from imagebridge.engine.provider import Provider, ProviderContext
 
 __all__ = ["ProviderDecorator"]
 

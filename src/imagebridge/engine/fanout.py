@@ -44,8 +44,8 @@ from imagebridge.contract.response import (
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.negotiation import NegotiationResult, copy_parameters, negotiate_request
+from imagebridge.engine.provider import Provider, ProviderContext, ProviderEventT
 from imagebridge.engine.validation import RequestLimits, validate_request
-from imagebridge.providers.base import Provider, ProviderContext, ProviderEventT
 
 __all__ = ["FAILED_SIBLING_GRACE", "FanoutProvider", "chunk_plan", "subrequest_id"]
 

@@ -14,16 +14,6 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
-from imagebridge.artifacts.b64 import decode_strict, encode_text
-from imagebridge.artifacts.chroma import inspect_transparent_alpha, remove_background
-from imagebridge.artifacts.decoded import take_decoded
-from imagebridge.artifacts.inspect import ImageInfo, ImageLimits, inspect_image
-from imagebridge.artifacts.metadata import (
-    build_generation_record,
-    embed_metadata,
-    fit_generation_record,
-    has_c2pa_manifest,
-)
 from imagebridge.contract.enums import (
     ArtifactCollisionPolicy,
     Background,
@@ -34,7 +24,17 @@ from imagebridge.contract.enums import (
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest, parse_size
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Normalization
+from imagebridge.engine.decoded import take_decoded
 from imagebridge.engine.transparency import ChromaPlan
+from imagebridge.imaging.b64 import decode_strict, encode_text
+from imagebridge.imaging.chroma import inspect_transparent_alpha, remove_background
+from imagebridge.imaging.inspect import ImageInfo, ImageLimits, inspect_image
+from imagebridge.imaging.metadata import (
+    build_generation_record,
+    embed_metadata,
+    fit_generation_record,
+    has_c2pa_manifest,
+)
 
 __all__ = [
     "ArtifactSink",

@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from imagebridge.artifacts.ids import uuid7
 from imagebridge.contract.capabilities import ProviderCapabilities
 from imagebridge.contract.enums import (
     Background,
@@ -41,6 +40,7 @@ from imagebridge.engine.idempotency import (
 )
 from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.negotiation import copy_parameters, negotiate_request
+from imagebridge.engine.provider import EventSink, Provider, ProviderContext
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.transparency import prepare_transparency
 from imagebridge.engine.validation import (
@@ -48,7 +48,7 @@ from imagebridge.engine.validation import (
     validate_negotiated_request,
     validate_request,
 )
-from imagebridge.providers.base import EventSink, Provider, ProviderContext
+from imagebridge.imaging.ids import uuid7
 
 __all__ = [
     "ExecutionContext",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.providers.base import Provider
+from imagebridge.engine.provider import Provider
 
 __all__ = ["PROVIDER_NAME_RE", "ProviderReadiness", "ProviderRegistry", "is_provider_name"]
 

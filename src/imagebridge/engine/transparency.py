@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from imagebridge.artifacts.chroma import choose_key_for_prompt
 from imagebridge.contract.capabilities import ProviderCapabilities
 from imagebridge.contract.enums import (
     Background,
@@ -22,6 +21,7 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import Normalization
 from imagebridge.engine.validation import parse_key_color
+from imagebridge.imaging.chroma import choose_key_for_prompt
 
 __all__ = [
     "ChromaPlan",

@@ -12,7 +12,6 @@ from imagebridge.jobs.manager import JobManager, progress_stage
 from imagebridge.jobs.presets import PresetService, template_request, validate_template
 from imagebridge.jobs.previews import PartialPreview
 from imagebridge.jobs.query import JobQuery, job_query
-from imagebridge.jobs.services import JobServices
 from imagebridge.jobs.settings import JobManagerSettings
 from imagebridge.jobs.shared import SharedQueueSettings, default_instance_id
 from imagebridge.jobs.trimming import TRIMMED_WARNING
@@ -22,7 +21,6 @@ __all__ = [
     "JobManager",
     "JobManagerSettings",
     "JobQuery",
-    "JobServices",
     "PartialPreview",
     "PresetService",
     "SharedQueueSettings",

@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from imagebridge.artifacts.ids import uuid7
 from imagebridge.contract.enums import ImageJobStatus, ResponseFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import (
@@ -43,7 +42,9 @@ from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.idempotency import request_fingerprint
 from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
+from imagebridge.engine.provider import ProviderEventT
 from imagebridge.engine.validation import RequestLimits, validate_request
+from imagebridge.imaging.ids import uuid7
 from imagebridge.jobs.previews import PartialPreview, PreviewCache
 from imagebridge.jobs.query import job_query
 from imagebridge.jobs.settings import JobManagerSettings
@@ -56,8 +57,7 @@ from imagebridge.jobs.shared import (
 )
 from imagebridge.jobs.trimming import fit_result, result_text
 from imagebridge.jobs.views import job_view, page_view
-from imagebridge.providers.base import ProviderEventT
-from imagebridge.storage.base import (
+from imagebridge.storage.interfaces import (
     JobEventKind,
     JobIdentity,
     JobRecord,

@@ -26,7 +26,7 @@ from imagebridge.contract.presets import (
 )
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.validation import RequestLimits, validate_request
-from imagebridge.storage.base import (
+from imagebridge.storage.interfaces import (
     DEFAULT_PAGE_LIMIT,
     MAX_PAGE_LIMIT,
     PresetRecord,

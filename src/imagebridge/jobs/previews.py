@@ -13,9 +13,9 @@ import binascii
 import logging
 from dataclasses import dataclass
 
-from imagebridge.artifacts.inspect import ImageLimits, inspect_image
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.events import PartialImageEvent
+from imagebridge.imaging.inspect import ImageLimits, inspect_image
 
 __all__ = ["PartialPreview", "PreviewCache", "decode_preview"]
 

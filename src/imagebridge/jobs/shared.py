@@ -37,7 +37,7 @@ from typing import Protocol
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.storage.base import JobEvent, JobEventKind, JobRecord, SharedJobStore
+from imagebridge.storage.interfaces import JobEvent, JobEventKind, JobRecord, SharedJobStore
 
 __all__ = [
     "CANCEL_REASON",

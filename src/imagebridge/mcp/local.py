@@ -24,10 +24,10 @@ from imagebridge.contract.jobs import ImageJob, ImageJobPage
 from imagebridge.contract.presets import ImagePreset
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.orchestrator import ExecutionContext
+from imagebridge.engine.provider import Provider
 from imagebridge.jobs import JobManager, PresetService
 from imagebridge.mcp.backend import EventSink, Generation, JobFilter, SavedImage, provider_not_found
 from imagebridge.mcp.settings import LOCAL_OWNER
-from imagebridge.providers.base import Provider
 from imagebridge.storage import (
     JobStore,
     PresetStore,
@@ -35,7 +35,7 @@ from imagebridge.storage import (
     open_preset_store,
     postgres_options,
 )
-from imagebridge.storage.postgres_url import resolve_store_location
+from imagebridge.storage.postgres.url import resolve_store_location
 
 __all__ = ["LocalBackend"]
 

@@ -17,11 +17,11 @@ from mcp.server.mcpserver import MCPServer
 
 from imagebridge._version import __version__
 from imagebridge.config import BridgeConfig, load_config
+from imagebridge.engine.provider import Provider
 from imagebridge.mcp.backend import Backend
 from imagebridge.mcp.options import McpOptions
 from imagebridge.mcp.settings import McpSettings
 from imagebridge.mcp.tools import register_tools
-from imagebridge.providers.base import Provider
 
 __all__ = [
     "INSTRUCTIONS",

@@ -55,7 +55,7 @@ from imagebridge.contract.response import (
     Timings,
     Usage,
 )
-from imagebridge.providers.base import Provider, ProviderContext
+from imagebridge.engine.provider import Provider, ProviderContext
 from imagebridge.providers.capability_parts import native_batch, native_inputs
 
 __all__ = ["MOCK_PROVIDER", "MockProvider", "MockSettings", "render_image"]

@@ -18,10 +18,11 @@ from fastapi import APIRouter, FastAPI
 
 from imagebridge._version import __version__
 from imagebridge.application import Application, build_application
+from imagebridge.application.job_services import JobServices
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError
-from imagebridge.jobs import JobManagerSettings, JobServices, SharedQueueSettings
+from imagebridge.jobs import JobManagerSettings, SharedQueueSettings
 from imagebridge.server import dashboard
 from imagebridge.server.auth import AccessPolicy, read_bearer_token
 from imagebridge.server.errors import install_error_handlers

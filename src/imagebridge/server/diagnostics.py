@@ -24,8 +24,8 @@ from typing import Any
 from imagebridge._version import __version__
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.response import BridgeErrorBody
+from imagebridge.engine.provider import Provider, diagnostics_owner
 from imagebridge.engine.registry import ProviderReadiness
-from imagebridge.providers.base import Provider, diagnostics_owner
 from imagebridge.server.models import (
     CircuitBreakerDiagnostics,
     ConfigurationDiagnostics,

@@ -24,9 +24,9 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.orchestrator import ExecutionContext
+from imagebridge.engine.provider import EventSink
 from imagebridge.engine.registry import is_provider_name
 from imagebridge.engine.validation import validate_request
-from imagebridge.providers.base import EventSink
 from imagebridge.server.context import OperationOutcome, RequestContext, request_context
 from imagebridge.server.errors import provider_not_found
 from imagebridge.server.state import BridgeState

@@ -12,8 +12,8 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from imagebridge.artifacts.ids import uuid7
 from imagebridge.engine.orchestrator import is_valid_request_id
+from imagebridge.imaging.ids import uuid7
 
 __all__ = ["TraceContext", "mint_request_id", "request_id_from", "trace_context_from"]
 

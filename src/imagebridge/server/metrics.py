@@ -22,7 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from imagebridge.engine.orchestrator import ImageRuntime
-from imagebridge.providers.base import Provider
+from imagebridge.engine.provider import Provider
 
 __all__ = ["BUCKETS_SECONDS", "METRICS_CONTENT_TYPE", "BridgeMetrics"]
 

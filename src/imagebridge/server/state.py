@@ -14,12 +14,12 @@ from typing import TypeVar
 from starlette.requests import Request
 
 from imagebridge.application import Application
+from imagebridge.application.job_services import JobServices
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError
 from imagebridge.engine.orchestrator import ImageRuntime
-from imagebridge.jobs import JobServices
-from imagebridge.providers.base import Provider
+from imagebridge.engine.provider import Provider
 from imagebridge.server.auth import AccessPolicy
 from imagebridge.server.events import DEFAULT_EVENT_CAPACITY, OperatorEvents
 from imagebridge.server.metrics import BridgeMetrics

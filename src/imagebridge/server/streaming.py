@@ -21,7 +21,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode, error_envelope
 from imagebridge.contract.events import CompletedEvent, PartialImageEvent, ProgressEvent
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.providers.base import EventSink, ProviderEventT
+from imagebridge.engine.provider import EventSink, ProviderEventT
 from imagebridge.server.errors import json_bytes
 from imagebridge.server.execution import watch_disconnect
 

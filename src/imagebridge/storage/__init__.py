@@ -1,7 +1,7 @@
 """Durable storage: jobs, presets and session bindings.
 
 The interfaces (``JobStore``, ``PresetStore``, ``SessionStore``, ``SharedJobStore``) and their
-plain records live in :mod:`imagebridge.storage.base`; SQLite and PostgreSQL implement them.
+plain records live in :mod:`imagebridge.storage.interfaces`; SQLite and PostgreSQL implement them.
 Stores take and return JSON-ready data, so they never depend on the contract models.
 
 Open stores with the factories (``open_job_store`` …): the location picks the backend, a path
@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from imagebridge.storage._common import JOB_STORE, PRESET_STORE, SESSION_STORE
-from imagebridge.storage.base import (
+from imagebridge.storage.cursors import (
+    decode_job_cursor,
+    decode_preset_cursor,
+    encode_job_cursor,
+    encode_preset_cursor,
+)
+from imagebridge.storage.interfaces import (
     ACTIVE_ROW_RESERVE_BYTES,
     DEFAULT_BUSY_TIMEOUT_MS,
     LEGACY_SCOPE,
@@ -43,14 +49,7 @@ from imagebridge.storage.base import (
     SessionStore,
     SharedJobStore,
 )
-from imagebridge.storage.cursors import (
-    decode_job_cursor,
-    decode_preset_cursor,
-    encode_job_cursor,
-    encode_preset_cursor,
-)
-from imagebridge.storage.jobs import SqliteJobStore, inspect_job_schema
-from imagebridge.storage.postgres_url import (
+from imagebridge.storage.postgres.url import (
     PostgresOptions,
     PostgresSection,
     is_postgres_url,
@@ -58,17 +57,18 @@ from imagebridge.storage.postgres_url import (
     redact_url,
     resolve_store_location,
 )
-from imagebridge.storage.presets import SqlitePresetStore, inspect_preset_schema
-from imagebridge.storage.queue import UNROUTED, SqliteSharedJobStore
-from imagebridge.storage.sessions import SqliteSessionStore, inspect_session_schema
+from imagebridge.storage.sqlite.jobs import SqliteJobStore, inspect_job_schema
+from imagebridge.storage.sqlite.presets import SqlitePresetStore, inspect_preset_schema
+from imagebridge.storage.sqlite.sessions import SqliteSessionStore, inspect_session_schema
+from imagebridge.storage.sqlite.shared_queue import UNROUTED, SqliteSharedJobStore
 
 if TYPE_CHECKING:
-    from imagebridge.storage.postgres_jobs import PostgresJobStore, inspect_postgres_job_schema
-    from imagebridge.storage.postgres_presets import (
+    from imagebridge.storage.postgres.jobs import PostgresJobStore, inspect_postgres_job_schema
+    from imagebridge.storage.postgres.presets import (
         PostgresPresetStore,
         inspect_postgres_preset_schema,
     )
-    from imagebridge.storage.postgres_sessions import (
+    from imagebridge.storage.postgres.sessions import (
         PostgresSessionStore,
         inspect_postgres_session_schema,
     )
@@ -126,12 +126,12 @@ __all__ = [
 ]
 
 _LAZY = {
-    "PostgresJobStore": "imagebridge.storage.postgres_jobs",
-    "inspect_postgres_job_schema": "imagebridge.storage.postgres_jobs",
-    "PostgresPresetStore": "imagebridge.storage.postgres_presets",
-    "inspect_postgres_preset_schema": "imagebridge.storage.postgres_presets",
-    "PostgresSessionStore": "imagebridge.storage.postgres_sessions",
-    "inspect_postgres_session_schema": "imagebridge.storage.postgres_sessions",
+    "PostgresJobStore": "imagebridge.storage.postgres.jobs",
+    "inspect_postgres_job_schema": "imagebridge.storage.postgres.jobs",
+    "PostgresPresetStore": "imagebridge.storage.postgres.presets",
+    "inspect_postgres_preset_schema": "imagebridge.storage.postgres.presets",
+    "PostgresSessionStore": "imagebridge.storage.postgres.sessions",
+    "inspect_postgres_session_schema": "imagebridge.storage.postgres.sessions",
 }
 
 
@@ -190,7 +190,7 @@ async def open_job_store(
             max_result_bytes=max_result_bytes,
             max_error_bytes=max_error_bytes,
         )
-    from imagebridge.storage.postgres_jobs import PostgresJobStore
+    from imagebridge.storage.postgres.jobs import PostgresJobStore
 
     url, args = _postgres_args(target, postgres, busy_timeout_ms)
     return await PostgresJobStore.open(
@@ -211,7 +211,7 @@ async def open_preset_store(
         return await SqlitePresetStore.open(
             target, busy_timeout_ms=busy_timeout_ms, max_template_bytes=max_template_bytes
         )
-    from imagebridge.storage.postgres_presets import PostgresPresetStore
+    from imagebridge.storage.postgres.presets import PostgresPresetStore
 
     url, args = _postgres_args(target, postgres, busy_timeout_ms)
     return await PostgresPresetStore.open(url, **args, max_template_bytes=max_template_bytes)
@@ -230,7 +230,7 @@ async def open_session_store(
         return await SqliteSessionStore.open(
             target, provider=provider, busy_timeout_ms=busy_timeout_ms
         )
-    from imagebridge.storage.postgres_sessions import PostgresSessionStore
+    from imagebridge.storage.postgres.sessions import PostgresSessionStore
 
     url, args = _postgres_args(target, postgres, busy_timeout_ms)
     return await PostgresSessionStore.open(url, provider=provider, **args)
@@ -254,13 +254,13 @@ async def inspect_store_schema(
         return await inspect(target)
     options = postgres or PostgresOptions()
     if store == "jobs":
-        from imagebridge.storage.postgres_jobs import inspect_postgres_job_schema as pg_inspect
+        from imagebridge.storage.postgres.jobs import inspect_postgres_job_schema as pg_inspect
     elif store == "presets":
-        from imagebridge.storage.postgres_presets import (
+        from imagebridge.storage.postgres.presets import (
             inspect_postgres_preset_schema as pg_inspect,
         )
     else:
-        from imagebridge.storage.postgres_sessions import (
+        from imagebridge.storage.postgres.sessions import (
             inspect_postgres_session_schema as pg_inspect,
         )
     return await pg_inspect(

@@ -20,7 +20,13 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage.base import (
+from imagebridge.storage.cursors import (
+    decode_job_cursor,
+    decode_preset_cursor,
+    encode_job_cursor,
+    encode_preset_cursor,
+)
+from imagebridge.storage.interfaces import (
     ACTIVE_ROW_RESERVE_BYTES,
     ROW_OVERHEAD_BYTES,
     CreateResult,
@@ -33,12 +39,6 @@ from imagebridge.storage.base import (
     JsonInput,
     PresetPage,
     PresetRecord,
-)
-from imagebridge.storage.cursors import (
-    decode_job_cursor,
-    decode_preset_cursor,
-    encode_job_cursor,
-    encode_preset_cursor,
 )
 from imagebridge.storage.rules import (
     check_count,

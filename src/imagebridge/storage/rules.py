@@ -15,7 +15,7 @@ from typing import Any
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage.base import (
+from imagebridge.storage.interfaces import (
     MAX_PAGE_LIMIT,
     JobVisibility,
     JsonInput,

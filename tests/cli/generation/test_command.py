@@ -360,7 +360,7 @@ def test_collision_error_by_default_and_suffix_on_request(cli: Cli) -> None:
 
 
 def test_embedded_metadata_travels_inside_the_image(cli: Cli) -> None:
-    from imagebridge.artifacts.metadata import extract_metadata
+    from imagebridge.imaging.metadata import extract_metadata
 
     result = cli("--json", "generate", "embedded fox", *SMALL, "--metadata", "embedded")
     assert result.code == 0, result.stderr

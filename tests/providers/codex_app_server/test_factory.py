@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 
 from imagebridge.application import build_application
+from imagebridge.application.codex_app_server import (
+    STAGING_DIR_NAME,
+    build_codex_app_server_provider,
+)
 from imagebridge.config import load_config
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.providers.codex_app_server import CodexAppServerProvider
-from imagebridge.providers.codex_app_server.factory import (
-    STAGING_DIR_NAME,
-    build_codex_app_server_provider,
-)
 
 
 def config(tmp_path: Path, *sets: str) -> BridgeConfig:

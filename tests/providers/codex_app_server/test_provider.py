@@ -15,12 +15,12 @@ import time
 
 import pytest
 
+from imagebridge.application.codex_app_server import STAGING_DIR_NAME
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.orchestrator import ExecutionContext
-from imagebridge.providers.base import ProviderContext, ProviderEventT
-from imagebridge.providers.codex_app_server.factory import STAGING_DIR_NAME
+from imagebridge.engine.provider import ProviderContext, ProviderEventT
 from imagebridge.server.metrics import BridgeMetrics
 from tests.support.fake_codex import FINAL_PNG, PARTIAL_PNG, make_png
 

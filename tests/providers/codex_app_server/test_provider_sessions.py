@@ -10,8 +10,8 @@ import pytest
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import ProgressEvent
 from imagebridge.engine.cancellation import CancelToken, Deadline
-from imagebridge.providers.base import ProviderContext, ProviderEventT
-from imagebridge.storage.sessions import SqliteSessionStore
+from imagebridge.engine.provider import ProviderContext, ProviderEventT
+from imagebridge.storage.sqlite.sessions import SqliteSessionStore
 from tests.support.fake_codex import FINAL_PNG
 
 from .bridge import PROVIDER, BridgeHarness, decoded, image_request

@@ -20,7 +20,7 @@ from imagebridge.storage import (
     PostgresSessionStore,
     inspect_postgres_job_schema,
 )
-from imagebridge.storage.postgres import PgSchema, PostgresDatabase, advisory_key
+from imagebridge.storage.postgres.database import PgSchema, PostgresDatabase, advisory_key
 from tests.support.postgres import PostgresServer
 
 from ..conftest import SCOPE, job_id, request

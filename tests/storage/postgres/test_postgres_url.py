@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage.postgres_url import (
+from imagebridge.storage.postgres.url import (
     check_schema_name,
     is_postgres_url,
     redact_url,

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from imagebridge.artifacts.inspect import sniff_format
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.imaging.inspect import sniff_format
 from imagebridge.providers.codex_app_server.diagnostics import TurnDiagnostics
 from imagebridge.providers.codex_app_server.failures import (
     classify_image_failure,

@@ -14,7 +14,7 @@ import binascii
 from collections.abc import Mapping
 
 from imagebridge.contract.events import PartialImageEvent
-from imagebridge.providers.base import ProviderContext
+from imagebridge.engine.provider import ProviderContext
 from imagebridge.providers.codex_app_server.images import sniff_media_type
 from imagebridge.providers.codex_app_server.notifications import Notification
 

@@ -32,14 +32,15 @@ from typing import Any, TypeVar
 
 from imagebridge._version import __version__
 from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.inspect import ImageLimits, inspect_image
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.enums import Operation, SessionMode
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import ProgressEvent, StartedEvent
 from imagebridge.contract.request import ImageInput, ImageRequest
 from imagebridge.contract.response import ImageResponse, SessionMetadata, Timings
-from imagebridge.providers.base import Provider, ProviderContext, inline_image
+from imagebridge.engine.interruption import wait_unless_interrupted
+from imagebridge.engine.provider import Provider, ProviderContext, inline_image
+from imagebridge.imaging.inspect import ImageLimits, inspect_image
 from imagebridge.providers.codex_app_server.capabilities import (
     DEFAULT_IMAGE_MODEL,
     MAX_INPUT_BYTES_EACH,
@@ -62,8 +63,7 @@ from imagebridge.providers.codex_app_server.session_locks import SessionLease, S
 from imagebridge.providers.codex_app_server.staging import StagedBatch, StagingArea
 from imagebridge.providers.codex_app_server.threads import turn_prompt_text, turn_start_params
 from imagebridge.providers.codex_app_server.turn_cleanup import TurnCleanup
-from imagebridge.providers.interruption import wait_unless_interrupted
-from imagebridge.storage.base import SessionStore
+from imagebridge.storage.interfaces import SessionStore
 
 __all__ = [
     "AppServerProviderSettings",

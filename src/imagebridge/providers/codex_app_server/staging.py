@@ -26,8 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from imagebridge.artifacts.inspect import sniff_format
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.imaging.inspect import sniff_format
 
 __all__ = ["StagedBatch", "StagingArea"]
 

@@ -13,8 +13,8 @@ import hashlib
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.artifacts.ids import canonical_uuid
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.imaging.ids import canonical_uuid
 from imagebridge.server.context import request_context
 from imagebridge.server.errors import HttpError
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter

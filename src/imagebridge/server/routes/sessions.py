@@ -7,9 +7,9 @@ from starlette.responses import Response
 
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.response import SessionMetadata
+from imagebridge.engine.provider import Provider
 from imagebridge.engine.registry import is_provider_name
 from imagebridge.engine.validation import has_control_characters
-from imagebridge.providers.base import Provider
 from imagebridge.server.errors import provider_not_found
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter
 from imagebridge.server.query import strict_query

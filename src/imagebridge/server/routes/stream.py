@@ -13,7 +13,7 @@ from starlette.types import Receive, Scope, Send
 
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.providers.base import EventSink
+from imagebridge.engine.provider import EventSink
 from imagebridge.server.context import request_context
 from imagebridge.server.execution import apply_idempotency_header, execute_image, idempotency_header
 from imagebridge.server.openapi import ERROR_RESPONSES, idempotency_parameter, json_request_body

@@ -1,0 +1,818 @@
+"""The ``openai`` provider: the OpenAI Images API (or a compatible server) over httpx.
+
+``/images/generations`` takes JSON; ``/images/edits`` takes multipart (``image[]``
+repeated, ``mask``), and also serves generation from reference images. With
+``partial_images`` the call streams (SSE) and every preview becomes a
+:class:`PartialImageEvent`. One call asks for up to the model's native ``n``; the
+application wraps the provider in the fan-out decorator for larger counts.
+
+Safety of the upstream call: nothing is ever retried here. An httpx ``trace`` hook
+records the moment request headers start to leave; a failure before that (connect
+error, connect timeout, cancellation while connecting) is a retryable ``upstream`` error,
+and any failure after it (timeout, disconnect, a truncated or oversized body, a broken
+stream) is marked ``outcome: unknown``. Credentials are read from the environment at
+call time, sent only as headers, and never logged, stored, or put in errors or reprs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+import contextlib
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from imagebridge._version import __version__
+from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.remote import RemoteImageFetcher
+from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
+from imagebridge.contract.enums import MultiImageFailurePolicy, Operation, OutputFormat
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.events import PartialImageEvent, ProgressEvent, StartedEvent
+from imagebridge.contract.request import ImageInput, ImageRequest
+from imagebridge.contract.response import (
+    BridgeErrorBody,
+    GeneratedImage,
+    ImageFailure,
+    ImageResponse,
+    Timings,
+    Usage,
+)
+from imagebridge.engine.cancellation import CancelToken
+from imagebridge.engine.decoded import DecodedPayload
+from imagebridge.engine.inputs import LoadedImage
+from imagebridge.engine.interruption import wait_unless_interrupted
+from imagebridge.engine.provider import Provider, ProviderContext, inline_image
+from imagebridge.imaging.b64 import decode_strict, encode_text
+from imagebridge.imaging.inspect import ImageInfo, ImageLimits, describe_image, inspect_image
+from imagebridge.providers.openai.models import (
+    DEFAULT_OPENAI_MODEL,
+    KNOWN_OPENAI_MODELS,
+    CapabilityOverrides,
+    ModelProfile,
+    apply_overrides,
+    is_documented_model,
+    profile_for,
+)
+from imagebridge.providers.openai.wire import (
+    MAX_ERROR_BODY_BYTES,
+    StreamState,
+    WireImage,
+    WireResult,
+    classify_http_error,
+    merge_usage,
+    parse_images_payload,
+    request_fields,
+)
+from imagebridge.providers.sse import SseDecoder, SseLimits
+
+__all__ = [
+    "DEFAULT_OPENAI_MODEL",
+    "OPENAI_PROVIDER",
+    "OpenAIImagesProvider",
+    "OpenAIImagesSettings",
+]
+
+logger = logging.getLogger("imagebridge.providers.openai")
+
+OPENAI_PROVIDER = "openai"
+MiB = 1024 * 1024
+_PROVIDER_NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]{1,4096}")
+_HEADERS_SENT = frozenset(
+    {"http11.send_request_headers.started", "http2.send_request_headers.started"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIImagesSettings:
+    """One OpenAI-style upstream. Holds variable *names*, never credentials."""
+
+    name: str = OPENAI_PROVIDER
+    display_name: str = "OpenAI Images API"
+    base_url: str = "https://api.openai.com/v1"
+    api_key_env: str | None = "OPENAI_API_KEY"
+    organization_env: str | None = "OPENAI_ORG_ID"
+    project_env: str | None = "OPENAI_PROJECT_ID"
+    models: tuple[str, ...] = KNOWN_OPENAI_MODELS
+    """Served models; the first is the default."""
+    native_max_outputs: int | None = None
+    """Per-call ``n``; ``None`` uses each model's profile (documented models never exceed it)."""
+    max_outputs: int = 255
+    """Most images per request; also caps the per-call ``n``."""
+    overrides: CapabilityOverrides | None = None
+    timeout_ms: int | None = None
+    """Bound on one upstream call, on top of the request deadline."""
+    connect_timeout_ms: int = 10_000
+    max_response_bytes: int = 256 * MiB
+    """Most bytes read from one successful response (JSON or stream)."""
+    max_base64_chars: int = 128 * MiB
+    max_error_body_bytes: int = MAX_ERROR_BODY_BYTES
+    max_stream_events: int = 10_000
+    """Most SSE events accepted from one streamed call."""
+    image_limits: ImageLimits = field(default_factory=ImageLimits)
+    experimental: bool = False
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not _PROVIDER_NAME.fullmatch(self.name):
+            problems.append("the provider name is not a lowercase identifier")
+        if not self.models or any(not m.strip() for m in self.models):
+            problems.append("at least one non-empty model name is required")
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            problems.append("base_url must be an http(s) URL")
+        if parts.username is not None or parts.password is not None or parts.fragment:
+            problems.append("base_url must not carry credentials or a fragment")
+        if parts.query or "?" in self.base_url:
+            problems.append("base_url must not carry a query (routes are appended to its path)")
+        if self.native_max_outputs is not None and not 1 <= self.native_max_outputs <= 255:
+            problems.append("native_max_outputs must be between 1 and 255")
+        if not 1 <= self.max_outputs <= 255:
+            problems.append("max_outputs must be between 1 and 255")
+        for name in (
+            "connect_timeout_ms",
+            "max_response_bytes",
+            "max_base64_chars",
+            "max_error_body_bytes",
+            "max_stream_events",
+        ):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be positive")
+        if self.timeout_ms is not None and self.timeout_ms <= 0:
+            problems.append("timeout_ms must be positive")
+        if problems:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "OpenAI provider settings are invalid: " + "; ".join(problems),
+                details={"provider": self.name},
+            )
+
+    @property
+    def default_model(self) -> str:
+        return self.models[0]
+
+    @property
+    def loopback(self) -> bool:
+        host = (urlsplit(self.base_url).hostname or "").lower()
+        return host in ("localhost", "::1") or host.startswith("127.")
+
+
+@dataclass(slots=True)
+class _CallState:
+    """What the trace hook learned about one upstream exchange."""
+
+    dispatched: bool = False
+
+    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event in _HEADERS_SENT:
+            self.dispatched = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Credentials:
+    headers: dict[str, str] = field(repr=False)
+    secrets: tuple[str, ...] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One prepared upstream request (bodies are never shown in reprs)."""
+
+    route: str
+    json_body: dict[str, Any] | None = field(default=None, repr=False)
+    form: dict[str, str] | None = field(default=None, repr=False)
+    files: list[tuple[str, tuple[str, bytes, str]]] | None = field(default=None, repr=False)
+
+
+class OpenAIImagesProvider(Provider):
+    """Image generation through an OpenAI-style Images API."""
+
+    def __init__(
+        self,
+        settings: OpenAIImagesSettings | None = None,
+        *,
+        inputs: Callable[[], InputLoader] | None = None,
+        output_fetcher: RemoteImageFetcher | None = None,
+        environ: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.settings = settings or OpenAIImagesSettings()
+        self._input_factory = inputs or (lambda: InputLoader([], self.settings.image_limits))
+        self._inputs: InputLoader | None = None
+        self._output_fetcher = output_fetcher
+        self._environ = environ
+        self._transport = transport
+        self._http: httpx.AsyncClient | None = None
+        self._http_loop: asyncio.AbstractEventLoop | None = None
+        self._profiles = {model: self._profile(model) for model in self.settings.models}
+        self.calls = 0
+        """Upstream calls attempted (for tests and diagnostics)."""
+
+    def __repr__(self) -> str:
+        return f"OpenAIImagesProvider(name={self.name!r}, base_url={self.settings.base_url!r})"
+
+    # -- identity and capabilities -------------------------------------------------------
+
+    @property
+    def descriptor(self) -> ProviderDescriptor:
+        return ProviderDescriptor(
+            name=self.settings.name,
+            display_name=self.settings.display_name,
+            version=__version__,
+            experimental=self.settings.experimental,
+            models=list(self.settings.models),
+        )
+
+    def native_counts(self) -> dict[str, int]:
+        """Per-call output count of each served model (the fan-out decision uses it)."""
+        return {model: profile.native_max for model, profile in self._profiles.items()}
+
+    def _profile(self, model: str) -> ModelProfile:
+        profile = profile_for(model)
+        limit = self.settings.native_max_outputs or profile.native_max
+        if is_documented_model(model):
+            limit = min(limit, profile.native_max)
+        limit = min(limit, self.settings.max_outputs)
+        profile = apply_overrides(profile.with_native_max(limit), self.settings.overrides)
+        try:
+            profile.capabilities(self.settings.name, model).validate_consistency()
+        except (BridgeError, ValueError) as exc:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "the capability overrides describe an inconsistent model",
+                details={"provider": self.settings.name, "model": model},
+            ) from exc
+        return profile
+
+    def _resolve(self, model: str | None) -> tuple[str, ModelProfile]:
+        chosen = model or self.settings.default_model
+        profile = self._profiles.get(chosen)
+        if profile is None:
+            raise self._unserved_model(chosen, self.settings.models)
+        return chosen, profile
+
+    async def capabilities(self, model: str | None) -> ProviderCapabilities:
+        chosen, profile = self._resolve(model)
+        return profile.capabilities(self.name, chosen)
+
+    async def check_ready(self) -> None:
+        self._credentials()
+
+    # -- credentials ---------------------------------------------------------------------
+
+    def _env(self, name: str) -> str | None:
+        environ = self._environ if self._environ is not None else os.environ
+        value = environ.get(name)
+        return value if value else None
+
+    def _credentials(self) -> _Credentials:
+        """Headers from the configured variables, read now (never cached)."""
+        settings = self.settings
+        headers = {
+            "User-Agent": f"imagegen-bridge/{__version__}",
+            "Accept": "application/json, text/event-stream",
+            # Uncompressed answers keep every byte bound exact (no decompression bombs).
+            "Accept-Encoding": "identity",
+        }
+        secrets: list[str] = []
+        named = (
+            (settings.api_key_env, "Authorization", "api_key_env", True),
+            (settings.organization_env, "OpenAI-Organization", "organization_env", False),
+            (settings.project_env, "OpenAI-Project", "project_env", False),
+        )
+        for variable, header, field_name, required in named:
+            if variable is None:
+                continue
+            value = self._env(variable)
+            if value is None:
+                if required:
+                    raise BridgeError(
+                        ErrorCode.AUTHENTICATION,
+                        f"the API key variable {variable} is not set",
+                        provider=self.name,
+                        details={"field": field_name, "variable": variable},
+                        suggestions=(
+                            f"Export {variable} in the bridge's environment, or change "
+                            f"providers.{field_name} in the configuration.",
+                        ),
+                    )
+                continue
+            if not _HEADER_VALUE.fullmatch(value):
+                raise BridgeError(
+                    ErrorCode.CONFIGURATION,
+                    f"the variable {variable} holds a value that cannot be sent as a header",
+                    provider=self.name,
+                    details={"field": field_name, "variable": variable},
+                )
+            secrets.append(value)
+            headers[header] = f"Bearer {value}" if header == "Authorization" else value
+        return _Credentials(headers=headers, secrets=tuple(secrets))
+
+    # -- HTTP client ---------------------------------------------------------------------
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http_loop is not loop:
+            self._http = httpx.AsyncClient(
+                transport=self._transport,
+                follow_redirects=False,
+                trust_env=not self.settings.loopback,
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
+            )
+            self._http_loop = loop
+        return self._http
+
+    async def shutdown(self) -> None:
+        client, self._http = self._http, None
+        if client is not None and self._http_loop is asyncio.get_running_loop():
+            with contextlib.suppress(Exception):
+                await client.aclose()
+
+    # -- execution -------------------------------------------------------------------------
+
+    async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
+        started = time.monotonic()
+        model, profile = self._resolve(request.routing.model)
+        params = request.parameters
+        if params.n > profile.native_max:
+            raise BridgeError(
+                ErrorCode.PROTOCOL,
+                "OpenAI provider received more outputs than one call may ask for",
+                provider=self.name,
+            )
+        if profile.max_prompt_chars is not None and len(request.prompt) > profile.max_prompt_chars:
+            raise BridgeError(
+                ErrorCode.UNSUPPORTED_CAPABILITY,
+                "prompt is longer than the model accepts",
+                provider=self.name,
+                details={"field": "prompt", "model": model, "limit": profile.max_prompt_chars},
+            )
+        credentials = self._credentials()
+        await context.emit(StartedEvent())
+        call = await self._prepare(request, profile, model, context)
+        await context.emit(ProgressEvent(stage="generating"))
+        result = await self._guarded(call, credentials, request, context)
+        return await self._response(request, model, result, context, started)
+
+    # -- request preparation -----------------------------------------------------------------
+
+    def _loader(self) -> InputLoader:
+        if self._inputs is None:
+            self._inputs = self._input_factory()
+        return self._inputs
+
+    async def _load(self, item: ImageInput, field_name: str, max_bytes: int) -> LoadedImage:
+        try:
+            loaded = await self._loader().aload_input(item)
+        except BridgeError as error:
+            error.details.setdefault("field", field_name)
+            raise error.with_provider(self.name) from None
+        if len(loaded.data) > max_bytes:
+            raise BridgeError(
+                ErrorCode.INPUT,
+                "input image is larger than the model accepts",
+                provider=self.name,
+                details={"field": field_name, "maximum_bytes": max_bytes},
+            )
+        return loaded
+
+    async def _prepare(
+        self, request: ImageRequest, profile: ModelProfile, model: str, context: ProviderContext
+    ) -> _Call:
+        sources: list[tuple[str, ImageInput]] = []
+        if request.operation is Operation.EDIT:
+            sources.extend((f"images[{i}]", item) for i, item in enumerate(request.edit_images))
+        sources.extend(
+            (f"reference_images[{i}]", item) for i, item in enumerate(request.reference_images)
+        )
+        if not sources:
+            fields = request_fields(request, profile, model, with_inputs=False)
+            return _Call(route="generations", json_body=dict(fields))
+        limit = max(profile.max_edit_images, profile.max_reference_images)
+        if len(sources) > limit:
+            raise BridgeError(
+                ErrorCode.UNSUPPORTED_CAPABILITY,
+                "the model accepts fewer input images in one call",
+                provider=self.name,
+                details={"field": "reference_images", "requested": len(sources), "limit": limit},
+            )
+        await context.emit(ProgressEvent(stage="loading_inputs"))
+        loaded = [await self._load(item, name, profile.max_image_bytes) for name, item in sources]
+        if profile.square_png_sources:
+            for (name, _), image in zip(sources, loaded, strict=True):
+                if (
+                    image.info.format is not OutputFormat.PNG
+                    or image.info.width != image.info.height
+                ):
+                    raise BridgeError(
+                        ErrorCode.INPUT,
+                        "this model edits square PNG images only",
+                        provider=self.name,
+                        details={"field": name},
+                    )
+        files: list[tuple[str, tuple[str, bytes, str]]] = []
+        part = "image" if limit == 1 else "image[]"
+        for index, image in enumerate(loaded):
+            info = image.info
+            files.append(
+                (part, (f"image-{index}.{info.format.extension}", image.data, info.media_type))
+            )
+        if request.mask is not None:
+            mask = await self._load(request.mask, "mask", profile.max_mask_bytes)
+            self._check_mask(mask.info, loaded[0].info, profile)
+            files.append(("mask", ("mask.png", mask.data, mask.info.media_type)))
+        fields = request_fields(request, profile, model, with_inputs=True)
+        form = {key: _form_value(value) for key, value in fields.items()}
+        return _Call(route="edits", form=form, files=files)
+
+    def _check_mask(self, mask: ImageInfo, source: ImageInfo, profile: ModelProfile) -> None:
+        problem = None
+        if mask.format is not OutputFormat.PNG:
+            problem = "the mask must be a PNG image"
+        elif (mask.width, mask.height) != (source.width, source.height):
+            problem = "the mask must have the same dimensions as the first image"
+        elif profile.mask_needs_alpha and not mask.has_alpha:
+            problem = "the mask needs an alpha channel marking the area to edit"
+        if problem is not None:
+            raise BridgeError(
+                ErrorCode.INPUT, problem, provider=self.name, details={"field": "mask"}
+            )
+
+    # -- the upstream exchange ---------------------------------------------------------------
+
+    def _budget(self, context: ProviderContext) -> float:
+        budget = context.deadline.remaining()
+        if self.settings.timeout_ms is not None:
+            budget = min(budget, self.settings.timeout_ms / 1000)
+        return budget
+
+    async def _guarded(
+        self,
+        call: _Call,
+        credentials: _Credentials,
+        request: ImageRequest,
+        context: ProviderContext,
+    ) -> WireResult:
+        """Run the exchange under the call budget and the cancellation token."""
+        state = _CallState()
+        if context.cancellation.cancelled:
+            raise BridgeError(
+                ErrorCode.CANCELLED,
+                "generation was cancelled before it was sent",
+                provider=self.name,
+            )
+        budget = self._budget(context)
+        self.calls += 1
+        exchange = asyncio.ensure_future(self._exchange(call, credentials, request, context, state))
+        if await wait_unless_interrupted(exchange, context.cancellation, budget):
+            return exchange.result()
+        exchange.cancel()
+        with contextlib.suppress(BaseException):
+            await exchange
+        if _is_cancelled(context.cancellation):
+            error = BridgeError(ErrorCode.CANCELLED, "generation was cancelled", provider=self.name)
+            if state.dispatched:
+                error.mark_unknown_outcome()
+            raise error
+        if state.dispatched:
+            raise BridgeError(
+                ErrorCode.TIMEOUT,
+                "the upstream did not finish within the time limit; the image may have been "
+                "generated",
+                provider=self.name,
+                details={"stage": "response"},
+            ).mark_unknown_outcome()
+        raise BridgeError(
+            ErrorCode.UPSTREAM,
+            "could not reach the upstream within the time limit",
+            retryable=True,
+            provider=self.name,
+            details={"stage": "connect"},
+        )
+
+    async def _exchange(
+        self,
+        call: _Call,
+        credentials: _Credentials,
+        request: ImageRequest,
+        context: ProviderContext,
+        state: _CallState,
+    ) -> WireResult:
+        settings = self.settings
+        budget = max(self._budget(context), 0.001)
+        timeout = httpx.Timeout(budget, connect=min(budget, settings.connect_timeout_ms / 1000))
+        url = f"{settings.base_url.rstrip('/')}/images/{call.route}"
+        client = self._client()
+        try:
+            upstream = client.build_request(
+                "POST",
+                url,
+                headers=credentials.headers,
+                json=call.json_body,
+                data=call.form,
+                files=call.files,
+                timeout=timeout,
+                extensions={"trace": state.trace},
+            )
+            response = await client.send(upstream, stream=True)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, state) from None
+        try:
+            return await self._read(response, credentials, request, context, state)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, state) from None
+        finally:
+            await response.aclose()
+
+    def _transport_error(self, exc: httpx.HTTPError, state: _CallState) -> BridgeError:
+        kind = type(exc).__name__[:64]
+        if not state.dispatched:
+            if isinstance(exc, httpx.LocalProtocolError | httpx.UnsupportedProtocol):
+                return BridgeError(
+                    ErrorCode.CONFIGURATION,
+                    "the upstream request could not be built",
+                    provider=self.name,
+                    details={"transport_error": kind},
+                )
+            return BridgeError(
+                ErrorCode.UPSTREAM,
+                "could not connect to the upstream",
+                retryable=True,
+                provider=self.name,
+                details={"transport_error": kind, "stage": "connect"},
+            )
+        if isinstance(exc, httpx.TimeoutException):
+            error = BridgeError(
+                ErrorCode.TIMEOUT,
+                "the upstream timed out mid-request; the image may have been generated",
+                provider=self.name,
+                details={"transport_error": kind, "stage": "response"},
+            )
+        else:
+            error = BridgeError(
+                ErrorCode.UPSTREAM,
+                "the connection to the upstream failed mid-request; the image may have been "
+                "generated",
+                provider=self.name,
+                details={"transport_error": kind, "stage": "response"},
+            )
+        return error.mark_unknown_outcome()
+
+    async def _read(
+        self,
+        response: httpx.Response,
+        credentials: _Credentials,
+        request: ImageRequest,
+        context: ProviderContext,
+        state: _CallState,
+    ) -> WireResult:
+        state.dispatched = True  # an answer proves the request reached the upstream
+        status = response.status_code
+        logger.debug("upstream answered", extra={"provider": self.name, "status": status})
+        if not 200 <= status <= 299:
+            try:
+                body = await _read_prefix(response, self.settings.max_error_body_bytes)
+            except httpx.HTTPError:
+                body = b""  # the status alone still says what happened
+            raise classify_http_error(
+                status, response.headers, body, secrets=credentials.secrets
+            ).with_provider(self.name)
+        n = request.parameters.n
+        limit = self.settings.max_response_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise self._too_large()
+        content_type = response.headers.get("content-type", "").lower()
+        if content_type.startswith("text/event-stream"):
+            return await self._read_stream(response, n, context)
+        received = bytearray()
+        async for chunk in response.aiter_bytes():
+            received += chunk
+            if len(received) > limit:
+                raise self._too_large()
+        try:
+            payload = await asyncio.to_thread(json.loads, received)  # no 4 MB copy to bytes
+        except (ValueError, RecursionError):
+            raise self._unusable("the upstream answer is not valid JSON") from None
+        try:
+            return parse_images_payload(payload, max_base64_chars=self.settings.max_base64_chars)
+        except BridgeError as error:
+            raise self._unusable(error.message) from None
+
+    async def _read_stream(
+        self, response: httpx.Response, n: int, context: ProviderContext
+    ) -> WireResult:
+        settings = self.settings
+        limits = SseLimits(
+            max_line_bytes=settings.max_base64_chars + 64 * 1024,
+            max_event_bytes=settings.max_base64_chars + 64 * 1024,
+            max_stream_bytes=settings.max_response_bytes,
+            max_events=settings.max_stream_events,
+        )
+        decoder = SseDecoder(limits)
+        stream = StreamState(n, max_base64_chars=settings.max_base64_chars)
+
+        async def apply(events: Any) -> None:
+            for event in events:
+                partial = stream.handle(event.event, event.data)
+                if partial is not None:
+                    await context.emit(
+                        PartialImageEvent(
+                            index=partial.index,
+                            partial_index=partial.partial_index,
+                            b64_json=partial.b64_json,
+                        )
+                    )
+
+        try:
+            async for chunk in response.aiter_bytes():
+                await apply(decoder.feed(chunk))
+                if decoder.bytes_seen >= settings.max_response_bytes:
+                    raise self._too_large()
+            await apply(decoder.close())
+        except BridgeError as error:
+            if error.code is ErrorCode.PROTOCOL:
+                raise self._unusable(error.message) from None
+            raise error.with_provider(self.name) from None
+        if not stream.images:
+            raise BridgeError(
+                ErrorCode.UPSTREAM,
+                "the upstream stream ended before an image was completed",
+                provider=self.name,
+                details={"stage": "stream"},
+            ).mark_unknown_outcome()
+        return WireResult(images=stream.images, usage=stream.usage)
+
+    def _too_large(self) -> BridgeError:
+        return BridgeError(
+            ErrorCode.PROTOCOL,
+            "the upstream answer exceeds the configured response size",
+            provider=self.name,
+            details={"maximum_bytes": self.settings.max_response_bytes},
+        ).mark_unknown_outcome()
+
+    def _unusable(self, message: str) -> BridgeError:
+        return BridgeError(
+            ErrorCode.PROTOCOL, message, provider=self.name, details={"stage": "response"}
+        ).mark_unknown_outcome()
+
+    # -- response --------------------------------------------------------------------------
+
+    async def _image_bytes(self, image: WireImage) -> bytes:
+        if image.b64_json is not None:
+            return await asyncio.to_thread(_b64decode, image.b64_json)
+        assert image.url is not None
+        if image.url.startswith("data:"):
+            _, comma, payload = image.url.partition(",")
+            if not comma or ";base64" not in image.url[: image.url.find(",")]:
+                raise self._unusable("the upstream returned a malformed data URL")
+            return await asyncio.to_thread(_b64decode, payload)
+        if self._output_fetcher is None or not self._output_fetcher.enabled:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "the upstream returned an image URL but artifacts.remote_output is disabled",
+                provider=self.name,
+            ).mark_unknown_outcome()
+        try:
+            fetched = await self._output_fetcher.fetch(image.url)
+        except BridgeError as error:
+            raise BridgeError(
+                ErrorCode.UPSTREAM,
+                "the upstream image URL could not be fetched",
+                provider=self.name,
+                details={"reason": error.message},
+            ).mark_unknown_outcome() from None
+        return fetched.data
+
+    async def _verified(self, index: int, image: WireImage) -> GeneratedImage:
+        try:
+            data = await self._image_bytes(image)
+        except ValueError:
+            raise self._unusable("the upstream returned malformed base64 image data") from None
+        limits = self.settings.image_limits
+        try:
+            info, verified = await asyncio.to_thread(_examine, data, limits)
+        except BridgeError as error:
+            raise BridgeError(
+                ErrorCode.PROTOCOL,
+                "the upstream returned an image that failed verification",
+                provider=self.name,
+                details={"reason": error.message, "output_index": index},
+            ).mark_unknown_outcome() from None
+        encoded = image.b64_json if image.b64_json is not None else None
+        if encoded is None:
+            encoded = await asyncio.to_thread(encode_text, data)
+        decoded = DecodedPayload(data, info, verified_under=limits if verified else None)
+        return inline_image(index, encoded, info, decoded=decoded)
+
+    async def _response(
+        self,
+        request: ImageRequest,
+        model: str,
+        result: WireResult,
+        context: ProviderContext,
+        started: float,
+    ) -> ImageResponse:
+        params = request.parameters
+        n = params.n
+        if len(result.images) > n:
+            raise self._unusable("the upstream returned more images than requested")
+        images = list(
+            await asyncio.gather(
+                *(self._verified(index, image) for index, image in enumerate(result.images))
+            )
+        )
+        failures: list[ImageFailure] = []
+        elapsed = int((time.monotonic() - started) * 1000)
+        if len(images) < n:
+            missing = BridgeError(
+                ErrorCode.UPSTREAM,
+                "the upstream returned fewer images than requested",
+                provider=self.name,
+                details={"expected": n, "actual": len(images)},
+            )
+            if params.failure_policy is not MultiImageFailurePolicy.BEST_EFFORT or not images:
+                raise missing.mark_unknown_outcome()
+            for index in range(len(images), n):
+                failures.append(
+                    ImageFailure(
+                        index=index,
+                        error=BridgeErrorBody.from_error(
+                            missing.copy().with_detail("output_index", index)
+                        ),
+                        generation_ms=elapsed,
+                    )
+                )
+        revised = next((i.revised_prompt for i in result.images if i.revised_prompt), None)
+        usage = merge_usage(result.usage, Usage(provider={"images": len(images)}))
+        return ImageResponse(
+            id=context.request_id,
+            created=int(time.time()),
+            provider=self.name,
+            model=model,
+            requested=params.model_copy(deep=True),
+            effective=params.model_copy(deep=True),
+            data=images,
+            failures=failures,
+            revised_prompt=revised,
+            usage=usage,
+            timings=Timings(provider_ms=elapsed, total_ms=elapsed),
+        )
+
+
+def _is_cancelled(token: CancelToken) -> bool:
+    return token.cancelled
+
+
+def _form_value(value: str | int | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+EARLY_VERIFY_MAX_PIXELS = 2048 * 2048
+"""Outputs up to this many pixels are fully decoded by the provider, larger ones later.
+
+The full pixel decode (the largest cost of an image) runs here, in a worker thread as
+soon as this call's answer arrived, and the materializer reuses it: in a fan-out the
+decodes overlap the calls still receiving (Pillow releases the GIL) instead of all
+starting after the slowest call. But here the upstream's base64 text is still alive; for
+a large image that text beside the bytes and the pixels would exceed the memory bound
+(bench/memory.py: 4x the encoded size per in-flight 4096² image), so those are decoded
+by the materializer after it released the text.
+"""
+
+
+def _examine(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, bool]:
+    """The facts of ``data``, and whether its pixels were fully decoded to get them."""
+    info = describe_image(data, limits)
+    if info.width * info.height > EARLY_VERIFY_MAX_PIXELS:
+        return info, False
+    return inspect_image(data, limits, sha256=info.sha256), True
+
+
+def _b64decode(payload: str) -> bytes:
+    try:
+        return decode_strict(payload.strip())
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("malformed base64") from exc
+
+
+async def _read_prefix(response: httpx.Response, limit: int) -> bytes:
+    """At most ``limit`` bytes of the body; the rest is never read."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk[: limit - len(body)]
+        if len(body) >= limit:
+            break
+    return bytes(body)

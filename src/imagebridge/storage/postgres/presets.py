@@ -1,0 +1,226 @@
+"""Named request templates in PostgreSQL.
+
+Same rules, errors and paging as :class:`~imagebridge.storage.sqlite.presets.SqlitePresetStore`:
+presets are global, names order bytewise (``COLLATE "C"``) whatever the database collation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Self
+
+from imagebridge.storage._common import (
+    PRESET_COLUMNS,
+    PRESET_STORE,
+    StoreLifecycle,
+    check_preset_page,
+    check_preset_write,
+    preset_exists,
+    preset_page,
+    preset_record,
+    replaced_preset,
+)
+from imagebridge.storage.interfaces import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    DEFAULT_PAGE_LIMIT,
+    MAX_PRESET_TEMPLATE_BYTES,
+    JsonInput,
+    PresetPage,
+    PresetRecord,
+    SchemaStatus,
+)
+from imagebridge.storage.postgres.database import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_POOL_MAX_SIZE,
+    DEFAULT_POOL_MIN_SIZE,
+    DEFAULT_SCHEMA,
+    Connection,
+    PgMigration,
+    PgSchema,
+    PostgresDatabase,
+    inspect_postgres_schema,
+    missing_objects,
+    quote_schema,
+)
+from imagebridge.storage.rules import (
+    check_count,
+    check_preset_name,
+    prepare_template,
+    preset_not_found,
+)
+
+__all__ = ["PRESET_PG_SCHEMA", "PostgresPresetStore", "inspect_postgres_preset_schema"]
+
+
+async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
+    missing = await missing_objects(conn, schema, ("image_presets", "image_presets_updated_idx"))
+    quoted = quote_schema(schema)
+    if "image_presets" in missing:
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {quoted}.image_presets ("
+            'name text COLLATE "C" PRIMARY KEY, '
+            "description text, "
+            "template_json text NOT NULL, "
+            "created_at bigint NOT NULL, "
+            "updated_at bigint NOT NULL)"
+        )
+    if "image_presets_updated_idx" in missing:
+        await conn.execute(
+            "CREATE INDEX IF NOT EXISTS image_presets_updated_idx "
+            f"ON {quoted}.image_presets (updated_at DESC, name)"
+        )
+
+
+PRESET_PG_SCHEMA = PgSchema(component="presets", migrations=(PgMigration(1, _migrate_v1),))
+
+
+class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
+    """:class:`~imagebridge.storage.interfaces.PresetStore` over one PostgreSQL schema."""
+
+    def __init__(self, database: PostgresDatabase, *, max_template_bytes: int) -> None:
+        self._db = database
+        self._max_template_bytes = max_template_bytes
+        self._t = database.table("image_presets")
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
+        pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
+        max_template_bytes: int = MAX_PRESET_TEMPLATE_BYTES,
+    ) -> Self:
+        check_count(max_template_bytes, "max_template_bytes")
+        database = await PostgresDatabase.open(
+            url,
+            schema=schema,
+            pg_schema=PRESET_PG_SCHEMA,
+            code=PRESET_STORE.code,
+            label=PRESET_STORE.label,
+            busy_timeout_ms=busy_timeout_ms,
+            connect_timeout_s=connect_timeout_s,
+            pool_min_size=pool_min_size,
+            pool_max_size=pool_max_size,
+        )
+        return cls(database, max_template_bytes=max_template_bytes)
+
+    @property
+    def schema(self) -> str:
+        return self._db.schema
+
+    async def _fetch(self, conn: Connection, name: str, *, lock: bool) -> PresetRecord | None:
+        cursor = await conn.execute(
+            f"SELECT {PRESET_COLUMNS} FROM {self._t} WHERE name = %s"  # noqa: S608
+            + (" FOR UPDATE" if lock else ""),
+            (name,),
+        )
+        row = await cursor.fetchone()
+        return None if row is None else preset_record(row)
+
+    async def create(
+        self, name: str, *, description: str | None, template_json: JsonInput, now: int
+    ) -> PresetRecord:
+        """Store a new preset (``created == updated``); an existing name is a conflict."""
+        check_preset_write(name, description, now)
+        template = await asyncio.to_thread(
+            prepare_template, template_json, self._max_template_bytes
+        )
+
+        async def operation(conn: Connection) -> PresetRecord:
+            cursor = await conn.execute(
+                f"INSERT INTO {self._t} ({PRESET_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
+                "ON CONFLICT (name) DO NOTHING",
+                (name, description, template, now, now),
+            )
+            if cursor.rowcount != 1:
+                raise preset_exists()
+            return PresetRecord(name, description, template, now, now)
+
+        return await self._db.run(operation)
+
+    async def get(self, name: str) -> PresetRecord:
+        check_preset_name(name)
+
+        async def operation(conn: Connection) -> PresetRecord:
+            record = await self._fetch(conn, name, lock=False)
+            if record is None:
+                raise preset_not_found()
+            return record
+
+        return await self._db.run(operation)
+
+    async def replace(
+        self, name: str, *, description: str | None, template_json: JsonInput, now: int
+    ) -> PresetRecord:
+        """Full replace: keeps ``created``, sets ``updated``; ``None`` clears the description."""
+        check_preset_write(name, description, now)
+        template = await asyncio.to_thread(
+            prepare_template, template_json, self._max_template_bytes
+        )
+
+        async def operation(conn: Connection) -> PresetRecord:
+            existing = await self._fetch(conn, name, lock=True)
+            if existing is None:
+                raise preset_not_found()
+            record = replaced_preset(existing, description, template, now)
+            await conn.execute(
+                f"UPDATE {self._t} SET description = %s, template_json = %s, "  # noqa: S608
+                "updated_at = %s WHERE name = %s",
+                (description, template, record.updated_at, name),
+            )
+            return record
+
+        return await self._db.run(operation)
+
+    async def delete(self, name: str) -> None:
+        check_preset_name(name)
+
+        async def operation(conn: Connection) -> None:
+            cursor = await conn.execute(
+                f"DELETE FROM {self._t} WHERE name = %s",  # noqa: S608
+                (name,),
+            )
+            if cursor.rowcount == 0:
+                raise preset_not_found()
+
+        await self._db.run(operation)
+
+    async def list(
+        self, *, cursor: str | None = None, limit: int = DEFAULT_PAGE_LIMIT
+    ) -> PresetPage:
+        """Presets by name after the exclusive ``cursor``; ``next_cursor`` only if more follow."""
+        after = check_preset_page(cursor, limit)
+
+        async def operation(conn: Connection) -> PresetPage:
+            if after is None:
+                result = await conn.execute(
+                    f"SELECT {PRESET_COLUMNS} FROM {self._t} ORDER BY name LIMIT %s",  # noqa: S608
+                    (limit + 1,),
+                )
+            else:
+                result = await conn.execute(
+                    f"SELECT {PRESET_COLUMNS} FROM {self._t} WHERE name > %s "  # noqa: S608
+                    "ORDER BY name LIMIT %s",
+                    (after, limit + 1),
+                )
+            return preset_page(await result.fetchall(), limit)
+
+        return await self._db.run(operation)
+
+
+async def inspect_postgres_preset_schema(
+    url: str, *, schema: str = DEFAULT_SCHEMA, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+) -> SchemaStatus:
+    """Read-only: the preset schema version in ``schema`` (nothing is created)."""
+    return await inspect_postgres_schema(
+        url,
+        PRESET_PG_SCHEMA,
+        schema=schema,
+        code=PRESET_STORE.code,
+        label=PRESET_STORE.label,
+        connect_timeout_s=connect_timeout_s,
+    )

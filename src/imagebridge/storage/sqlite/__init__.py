@@ -1,0 +1,1 @@
+"""SQLite stores: the embedded default, one file per bridge instance (WAL, worker threads)."""

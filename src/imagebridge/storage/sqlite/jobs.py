@@ -1,0 +1,719 @@
+"""Durable image jobs in SQLite.
+
+Ownership: every caller-facing operation is filtered by auth scope; a job in another scope is
+indistinguishable from a missing one. Accounting: each row has a *logical* size (its text
+columns, a 256 KiB reserve while queued or running, else its result and error, plus 128
+bytes); new work is refused when the queue or that logical budget is full, and ``prune``
+keeps terminal history within its own budget. The per-row figure is cached in the
+``logical_bytes`` column (kept by every write, back-filled by the migrations) so admission
+sums a small index instead of reading every request body.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Self
+
+from imagebridge.contract.enums import ImageJobStatus
+from imagebridge.contract.errors import BridgeError
+from imagebridge.storage._common import (
+    JOB_RECORD_COLUMNS,
+    JOB_STORE,
+    MAX_QUEUED_IDENTITIES,
+    TERMINAL_SQL,
+    CancelStep,
+    StoreLifecycle,
+    cancel_step,
+    check_body_limits,
+    check_capacity,
+    check_failure,
+    check_finishable,
+    check_history_update,
+    check_job_lookup,
+    check_progress,
+    check_queued_page,
+    check_submission,
+    check_transition,
+    history_change,
+    history_query,
+    job_id_taken,
+    job_identity,
+    job_page,
+    job_record,
+    job_statistics,
+    logical_bytes_sql,
+    prepare_error,
+    prepare_interruption,
+    prepare_result,
+    prepare_submission,
+    prune_cutoff,
+    replayed,
+)
+from imagebridge.storage.interfaces import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    DEFAULT_PAGE_LIMIT,
+    LEGACY_SCOPE,
+    MAX_ERROR_JSON_BYTES,
+    MAX_RESULT_JSON_BYTES,
+    CreateResult,
+    JobIdentity,
+    JobPage,
+    JobRecord,
+    JobStatistics,
+    JobVisibility,
+    JsonInput,
+    SchemaStatus,
+)
+from imagebridge.storage.rules import job_not_found, prompt_search_text, utf8_size
+from imagebridge.storage.sqlite.database import (
+    Migration,
+    Schema,
+    SqliteDatabase,
+    ensure_column,
+    immediate,
+    inspect_schema,
+    run_for_ids,
+    table_columns,
+)
+
+__all__ = [
+    "JOB_SCHEMA",
+    "MAX_QUEUED_IDENTITIES",
+    "SqliteJobStore",
+    "inspect_job_schema",
+]
+
+
+# -- accounting ------------------------------------------------------------------------------
+
+
+def _octets(column: str) -> str:
+    return f"COALESCE(length(CAST({column} AS BLOB)), 0)"
+
+
+_LOGICAL_BYTES_SQL = logical_bytes_sql(_octets)
+
+# -- schema ----------------------------------------------------------------------------------
+
+# A fresh database gets the current shape at once, with the small columns first: SQLite reads
+# a row's columns in order, so large JSON bodies last keep scans off their overflow pages.
+_CREATE_TABLE = """
+CREATE TABLE image_jobs (
+    id TEXT PRIMARY KEY NOT NULL,
+    auth_scope TEXT NOT NULL DEFAULT 'legacy-unowned',
+    status TEXT NOT NULL CHECK (status IN
+        ('queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted')),
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    started_at INTEGER,
+    completed_at INTEGER,
+    progress_stage TEXT,
+    partial_images INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
+    favorite INTEGER NOT NULL DEFAULT 0 CHECK (favorite IN (0, 1)),
+    deleted_at INTEGER,
+    submission_key_hash TEXT,
+    request_fingerprint TEXT,
+    logical_bytes INTEGER,
+    prompt_search TEXT NOT NULL DEFAULT '',
+    request_json TEXT NOT NULL,
+    response_json TEXT,
+    error_json TEXT
+)
+"""
+
+_V1_REQUIRED = frozenset({"id", "status", "created_at", "updated_at", "request_json"})
+_V1_OPTIONAL = (
+    ("started_at", "INTEGER"),
+    ("completed_at", "INTEGER"),
+    ("progress_stage", "TEXT"),
+    ("partial_images", "INTEGER NOT NULL DEFAULT 0"),
+    ("response_json", "TEXT"),
+    ("error_json", "TEXT"),
+    ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
+    ("favorite", "INTEGER NOT NULL DEFAULT 0"),
+    ("deleted_at", "INTEGER"),
+)
+
+
+def _table_exists(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'image_jobs'"
+    ).fetchone()
+    return row is not None
+
+
+def _migrate_v1(conn: sqlite3.Connection, recorded: bool) -> None:
+    """The jobs table itself (created in its current shape when absent)."""
+    if not _table_exists(conn):
+        conn.execute(_CREATE_TABLE)
+        return
+    missing = _V1_REQUIRED - table_columns(conn, "image_jobs")
+    if missing:
+        raise BridgeError(
+            JOB_STORE.code,
+            f"{JOB_STORE.label} has an unrecognised image_jobs table",
+            details={"missing_columns": sorted(missing)},
+        )
+    for column, declaration in _V1_OPTIONAL:
+        ensure_column(conn, "image_jobs", column, declaration)
+
+
+def _migrate_v2(conn: sqlite3.Connection, recorded: bool) -> None:
+    """Searchable lower-cased prompts and the history index."""
+    ensure_column(conn, "image_jobs", "prompt_search", "TEXT NOT NULL DEFAULT ''")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS image_jobs_history_idx ON image_jobs (created_at DESC, id DESC)"
+    )
+    if not recorded:
+        _backfill_prompt_search(conn)
+
+
+def _backfill_prompt_search(conn: sqlite3.Connection) -> None:
+    ids = [
+        str(row[0])
+        for row in conn.execute(
+            "SELECT id FROM image_jobs WHERE prompt_search IS NULL OR prompt_search = ''"
+        )
+    ]
+    for job_id in ids:  # one request body in memory at a time
+        row = conn.execute("SELECT request_json FROM image_jobs WHERE id = ?", (job_id,)).fetchone()
+        try:
+            request = json.loads(row[0])
+        except (TypeError, ValueError):
+            continue
+        prompt = request.get("prompt") if isinstance(request, dict) else None
+        if isinstance(prompt, str) and utf8_size(prompt) is not None:
+            conn.execute(
+                "UPDATE image_jobs SET prompt_search = ? WHERE id = ?",
+                (prompt_search_text(prompt), job_id),
+            )
+
+
+def _migrate_v3(conn: sqlite3.Connection, recorded: bool) -> None:
+    """Ownership scopes, durable submission idempotency and cached logical sizes."""
+    ensure_column(conn, "image_jobs", "auth_scope", f"TEXT NOT NULL DEFAULT '{LEGACY_SCOPE}'")
+    ensure_column(conn, "image_jobs", "submission_key_hash", "TEXT")
+    ensure_column(conn, "image_jobs", "request_fingerprint", "TEXT")
+    ensure_column(conn, "image_jobs", "logical_bytes", "INTEGER")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS image_jobs_scope_history_idx "
+        "ON image_jobs (auth_scope, created_at DESC, id DESC)"
+    )
+    conn.execute(
+        "CREATE UNIQUE INDEX IF NOT EXISTS image_jobs_submission_idx "
+        "ON image_jobs (auth_scope, submission_key_hash) WHERE submission_key_hash IS NOT NULL"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS image_jobs_status_idx ON image_jobs (status, created_at, id)"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS image_jobs_logical_bytes_idx ON image_jobs (logical_bytes)"
+    )
+    conn.execute(
+        f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
+        "WHERE logical_bytes IS NULL"
+    )
+
+
+JOB_SCHEMA = Schema(
+    migrations_table="job_schema_migrations",
+    migrations=(
+        Migration(1, _migrate_v1),
+        Migration(2, _migrate_v2),
+        Migration(3, _migrate_v3),
+    ),
+)
+
+# -- rows ------------------------------------------------------------------------------------
+
+_RECORD_COLUMNS = ", ".join(JOB_RECORD_COLUMNS)
+
+
+def _fetch(conn: sqlite3.Connection, scope: str, job_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        f"SELECT {_RECORD_COLUMNS} FROM image_jobs WHERE auth_scope = ? AND id = ?",  # noqa: S608
+        (scope, job_id),
+    ).fetchone()
+    return row
+
+
+def _fetch_existing(conn: sqlite3.Connection, scope: str, job_id: str) -> sqlite3.Row:
+    row = _fetch(conn, scope, job_id)
+    if row is None:
+        raise job_not_found()
+    return row
+
+
+# -- the store -------------------------------------------------------------------------------
+
+
+class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
+    """:class:`~imagebridge.storage.interfaces.JobStore` over one SQLite file.
+
+    Calls run on the database's dedicated worker thread (see :mod:`.sqlite`), one at a time.
+    """
+
+    def __init__(
+        self, database: SqliteDatabase, *, max_result_bytes: int, max_error_bytes: int
+    ) -> None:
+        self._db = database
+        self._max_result_bytes = max_result_bytes
+        self._max_error_bytes = max_error_bytes
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        max_result_bytes: int = MAX_RESULT_JSON_BYTES,
+        max_error_bytes: int = MAX_ERROR_JSON_BYTES,
+    ) -> Self:
+        """Open or create the database at ``path`` and bring its schema to version 3."""
+        check_body_limits(max_result_bytes, max_error_bytes)
+        database = await SqliteDatabase.open(
+            path,
+            schema=JOB_SCHEMA,
+            code=JOB_STORE.code,
+            label=JOB_STORE.label,
+            busy_timeout_ms=busy_timeout_ms,
+        )
+        store = cls(
+            database,
+            max_result_bytes=max_result_bytes,
+            max_error_bytes=max_error_bytes,
+        )
+        await database.run(store._prepare_connection)
+        return store
+
+    @staticmethod
+    def _prepare_connection(conn: sqlite3.Connection) -> None:
+        conn.row_factory = sqlite3.Row
+
+    @staticmethod
+    def _refresh_bytes(conn: sqlite3.Connection, ids: builtins.list[str]) -> None:
+        run_for_ids(
+            conn,
+            f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
+            "WHERE id IN ({ids})",
+            ids,
+        )
+
+    @property
+    def path(self) -> Path:
+        return self._db.path
+
+    @property
+    def max_result_bytes(self) -> int:
+        return self._max_result_bytes
+
+    # -- submission ----------------------------------------------------------------------
+
+    async def create(
+        self,
+        scope: str,
+        job_id: str,
+        request_json: JsonInput,
+        prompt: str,
+        *,
+        submission_key: str | None = None,
+        fingerprint: str | None = None,
+        now: int,
+        max_pending: int,
+        max_database_bytes: int,
+    ) -> CreateResult:
+        """Insert a queued job, or replay the job an earlier identical submission made.
+
+        Idempotency is decided before capacity, so a replay succeeds even when the queue is
+        full; a refused submission stores nothing.
+        """
+        key_hash = check_submission(
+            scope,
+            job_id,
+            prompt,
+            submission_key=submission_key,
+            fingerprint=fingerprint,
+            now=now,
+            max_pending=max_pending,
+            max_database_bytes=max_database_bytes,
+        )
+
+        def operation(conn: sqlite3.Connection) -> CreateResult:
+            # Serializing a large request happens here, on the worker thread.
+            request_text, search, new_bytes = prepare_submission(
+                request_json,
+                prompt,
+                job_id=job_id,
+                scope=scope,
+                key_hash=key_hash,
+                fingerprint=fingerprint,
+            )
+            with immediate(conn):
+                if key_hash is not None:
+                    existing = conn.execute(
+                        f"SELECT {_RECORD_COLUMNS} FROM image_jobs "  # noqa: S608
+                        "WHERE auth_scope = ? AND submission_key_hash = ?",
+                        (scope, key_hash),
+                    ).fetchone()
+                    if existing is not None:
+                        return replayed(job_record(existing), fingerprint)
+                queued = conn.execute(
+                    "SELECT COUNT(*) FROM image_jobs WHERE status = 'queued'"
+                ).fetchone()[0]
+                used = conn.execute(
+                    "SELECT COALESCE(SUM(logical_bytes), 0) FROM image_jobs"
+                ).fetchone()[0]
+                check_capacity(
+                    queued,
+                    used,
+                    new_bytes,
+                    max_pending=max_pending,
+                    max_database_bytes=max_database_bytes,
+                )
+                if conn.execute("SELECT 1 FROM image_jobs WHERE id = ?", (job_id,)).fetchone():
+                    raise job_id_taken()
+                conn.execute(
+                    "INSERT INTO image_jobs (id, auth_scope, status, created_at, updated_at, "
+                    "partial_images, cancel_requested, favorite, submission_key_hash, "
+                    "request_fingerprint, logical_bytes, prompt_search, request_json) "
+                    "VALUES (?, ?, 'queued', ?, ?, 0, 0, 0, ?, ?, ?, ?, ?)",
+                    (
+                        job_id,
+                        scope,
+                        now,
+                        now,
+                        key_hash,
+                        fingerprint,
+                        new_bytes,
+                        search,
+                        request_text,
+                    ),
+                )
+                row = _fetch_existing(conn, scope, job_id)
+            return CreateResult(job=job_record(row), created=True)
+
+        return await self._db.run(operation)
+
+    # -- worker transitions --------------------------------------------------------------
+
+    async def claim(self, scope: str, job_id: str, *, now: int) -> bool:
+        """queued (and not cancel-requested) → running at stage ``starting``."""
+        check_transition(scope, now)
+
+        def operation(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE image_jobs SET status = 'running', progress_stage = 'starting', "
+                "started_at = MAX(?, updated_at), updated_at = MAX(?, updated_at) "
+                "WHERE auth_scope = ? AND id = ? AND status = 'queued' AND cancel_requested = 0",
+                (now, now, scope, job_id),
+            )
+            return cursor.rowcount == 1
+
+        return await self._db.run(operation)
+
+    async def progress(
+        self, scope: str, job_id: str, *, stage: str, partial_images: int, now: int
+    ) -> bool:
+        """Record the latest stage of a running job; other states are left alone."""
+        check_progress(scope, stage, partial_images, now)
+
+        def operation(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE image_jobs SET progress_stage = ?, partial_images = ?, "
+                "updated_at = MAX(?, updated_at) "
+                "WHERE auth_scope = ? AND id = ? AND status = 'running'",
+                (stage, partial_images, now, scope, job_id),
+            )
+            return cursor.rowcount == 1
+
+        return await self._db.run(operation)
+
+    async def succeed(
+        self, scope: str, job_id: str, response_json: JsonInput, *, now: int
+    ) -> JobRecord:
+        """running → succeeded with its result.
+
+        A result above :attr:`max_result_bytes` is refused with an ``artifact`` error and
+        the job is left running, so the caller can store a trimmed result instead.
+        """
+        check_transition(scope, now)
+        limit = self._max_result_bytes
+
+        def operation(conn: sqlite3.Connection) -> JobRecord:
+            text = prepare_result(response_json, limit)
+            return self._finish(conn, scope, job_id, ImageJobStatus.SUCCEEDED, text, None, now)
+
+        return await self._db.run(operation)
+
+    async def fail(
+        self,
+        scope: str,
+        job_id: str,
+        status: ImageJobStatus | str,
+        error_json: JsonInput,
+        *,
+        now: int,
+    ) -> JobRecord:
+        """running → failed | cancelled | interrupted with its error (oversized → replaced)."""
+        final = check_failure(scope, status, now)
+        limit = self._max_error_bytes
+
+        def operation(conn: sqlite3.Connection) -> JobRecord:
+            text = prepare_error(error_json, limit)
+            return self._finish(conn, scope, job_id, final, None, text, now)
+
+        return await self._db.run(operation)
+
+    def _finish(
+        self,
+        conn: sqlite3.Connection,
+        scope: str,
+        job_id: str,
+        status: ImageJobStatus,
+        response_text: str | None,
+        error_text: str | None,
+        now: int,
+    ) -> JobRecord:
+        with immediate(conn):
+            stamp = check_finishable(job_record(_fetch_existing(conn, scope, job_id)), now)
+            conn.execute(
+                "UPDATE image_jobs SET status = ?, response_json = ?, error_json = ?, "
+                "completed_at = ?, updated_at = ?, progress_stage = 'completed' WHERE id = ?",
+                (status.value, response_text, error_text, stamp, stamp, job_id),
+            )
+            self._refresh_bytes(conn, [job_id])
+            return job_record(_fetch_existing(conn, scope, job_id))
+
+    async def request_cancel(self, scope: str, job_id: str, *, now: int) -> JobRecord:
+        """Queued → cancelled at once; running → flagged for its worker; terminal → as is."""
+        check_transition(scope, now)
+
+        def operation(conn: sqlite3.Connection) -> JobRecord:
+            with immediate(conn):
+                current = job_record(_fetch_existing(conn, scope, job_id))
+                step = cancel_step(current)
+                stamp = max(now, current.updated_at)
+                if step is CancelStep.CANCEL:
+                    conn.execute(
+                        "UPDATE image_jobs SET status = 'cancelled', cancel_requested = 1, "
+                        "completed_at = ?, updated_at = ?, progress_stage = 'completed' "
+                        "WHERE id = ?",
+                        (stamp, stamp, job_id),
+                    )
+                    self._refresh_bytes(conn, [job_id])
+                elif step is CancelStep.FLAG:
+                    conn.execute(
+                        "UPDATE image_jobs SET cancel_requested = 1, updated_at = ? WHERE id = ?",
+                        (stamp, job_id),
+                    )
+                else:
+                    return current
+                return job_record(_fetch_existing(conn, scope, job_id))
+
+        return await self._db.run(operation)
+
+    async def recover_interrupted(self, *, now: int) -> int:
+        """Every running row (left by a stopped bridge) → interrupted; never re-run.
+
+        The progress stage is left as it was, so history shows how far the job got.
+        """
+        error_text = prepare_interruption(now)
+
+        def operation(conn: sqlite3.Connection) -> int:
+            with immediate(conn):
+                ids = [
+                    str(row[0])
+                    for row in conn.execute("SELECT id FROM image_jobs WHERE status = 'running'")
+                ]
+                conn.execute(
+                    "UPDATE image_jobs SET status = 'interrupted', error_json = ?, "
+                    "completed_at = MAX(?, updated_at), updated_at = MAX(?, updated_at) "
+                    "WHERE status = 'running'",
+                    (error_text, now, now),
+                )
+                self._refresh_bytes(conn, ids)
+            return len(ids)
+
+        return await self._db.run(operation)
+
+    async def queued_identities(
+        self, limit: int, *, after: JobIdentity | None = None
+    ) -> builtins.list[JobIdentity]:
+        """Queued jobs across scopes, oldest first; pass the last one as ``after`` to page on.
+
+        Paging lets a manager schedule every queued job, however many there are.
+        """
+        check_queued_page(limit, after)
+
+        def operation(conn: sqlite3.Connection) -> builtins.list[JobIdentity]:
+            if after is None:
+                rows = conn.execute(
+                    "SELECT auth_scope, id, created_at FROM image_jobs WHERE status = 'queued' "
+                    "ORDER BY created_at, id LIMIT ?",
+                    (limit,),
+                )
+            else:
+                rows = conn.execute(
+                    "SELECT auth_scope, id, created_at FROM image_jobs WHERE status = 'queued' "
+                    "AND (created_at > ? OR (created_at = ? AND id > ?)) "
+                    "ORDER BY created_at, id LIMIT ?",
+                    (after.created_at, after.created_at, after.id, limit),
+                )
+            return [job_identity(row) for row in rows]
+
+        return await self._db.run(operation)
+
+    # -- history ---------------------------------------------------------------------------
+
+    async def get(self, scope: str, job_id: str) -> JobRecord:
+        check_job_lookup(scope, job_id)
+
+        def operation(conn: sqlite3.Connection) -> JobRecord:
+            return job_record(_fetch_existing(conn, scope, job_id))
+
+        return await self._db.run(operation)
+
+    async def update_history(
+        self,
+        scope: str,
+        job_id: str,
+        *,
+        favorite: bool | None = None,
+        deleted: bool | None = None,
+        now: int,
+    ) -> JobRecord:
+        """Set the favourite marker and/or soft-delete (or restore) a terminal job."""
+        check_history_update(scope, favorite=favorite, deleted=deleted, now=now)
+
+        def operation(conn: sqlite3.Connection) -> JobRecord:
+            with immediate(conn):
+                current = job_record(_fetch_existing(conn, scope, job_id))
+                new_favorite, new_deleted, stamp = history_change(
+                    current, favorite=favorite, deleted=deleted, now=now
+                )
+                conn.execute(
+                    "UPDATE image_jobs SET favorite = ?, deleted_at = ?, updated_at = ? "
+                    "WHERE id = ?",
+                    (new_favorite, new_deleted, stamp, job_id),
+                )
+                return job_record(_fetch_existing(conn, scope, job_id))
+
+        return await self._db.run(operation)
+
+    async def prune(
+        self, *, now: int, retention_secs: int, max_retained: int, max_retained_bytes: int
+    ) -> int:
+        """Delete old or excess terminal history in one transaction; return rows removed.
+
+        First rows completed at or before ``now - retention_secs``; then, newest first by
+        creation, every row past ``max_retained`` or past ``max_retained_bytes`` of
+        cumulative logical size. Favourites are never pruned; soft-deleted rows are.
+        """
+        cutoff = prune_cutoff(
+            now=now,
+            retention_secs=retention_secs,
+            max_retained=max_retained,
+            max_retained_bytes=max_retained_bytes,
+        )
+
+        def operation(conn: sqlite3.Connection) -> int:
+            with immediate(conn):
+                removed = conn.execute(
+                    f"DELETE FROM image_jobs WHERE status IN {TERMINAL_SQL} "  # noqa: S608
+                    "AND favorite = 0 AND COALESCE(completed_at, updated_at) <= ?",
+                    (cutoff,),
+                ).rowcount
+                victims: builtins.list[str] = []
+                cumulative = 0
+                rows = conn.execute(
+                    f"SELECT id, logical_bytes FROM image_jobs "  # noqa: S608
+                    f"WHERE status IN {TERMINAL_SQL} AND favorite = 0 "
+                    "ORDER BY created_at DESC, id DESC"
+                )
+                for rank, (job_id, size) in enumerate(rows, start=1):
+                    cumulative += int(size or 0)
+                    if rank > max_retained or cumulative > max_retained_bytes:
+                        victims.append(str(job_id))
+                removed += run_for_ids(conn, "DELETE FROM image_jobs WHERE id IN ({ids})", victims)
+            return int(removed)
+
+        return await self._db.run(operation)
+
+    async def statistics(self) -> JobStatistics:
+        """Counts across every scope, the file size and the logical (budgeted) size."""
+
+        def operation(conn: sqlite3.Connection) -> JobStatistics:
+            counts = conn.execute("SELECT status, COUNT(*) FROM image_jobs GROUP BY status")
+            hidden = conn.execute(
+                "SELECT COUNT(*) FROM image_jobs WHERE deleted_at IS NOT NULL"
+            ).fetchone()[0]
+            logical = conn.execute(
+                "SELECT COALESCE(SUM(logical_bytes), 0) FROM image_jobs"
+            ).fetchone()[0]
+            page_count = conn.execute("PRAGMA page_count").fetchone()[0]
+            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+            return job_statistics(
+                counts,
+                hidden=hidden,
+                database_bytes=int(page_count) * int(page_size),
+                logical_bytes=logical,
+            )
+
+        return await self._db.run(operation)
+
+    async def healthy(self) -> bool:
+        """Whether the store still answers queries (for readiness)."""
+
+        def operation(conn: sqlite3.Connection) -> bool:
+            conn.execute("SELECT 1 FROM image_jobs LIMIT 1").fetchall()
+            return True
+
+        try:
+            return await self._db.run(operation)
+        except BridgeError:
+            return False
+
+    async def list(
+        self,
+        scope: str,
+        *,
+        visibility: JobVisibility | str = JobVisibility.ACTIVE,
+        status: ImageJobStatus | str | None = None,
+        favorite: bool | None = None,
+        search: str | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_LIMIT,
+    ) -> JobPage:
+        """One page of the scope's history, newest first; filters apply before paging.
+
+        ``search`` matches a literal, case-insensitive substring of the prompt (``%``,
+        ``_`` and ``\\`` are ordinary characters). ``next_cursor`` is set only when more
+        rows follow.
+        """
+        query = history_query(
+            scope,
+            visibility=visibility,
+            status=status,
+            favorite=favorite,
+            search=search,
+            cursor=cursor,
+            limit=limit,
+            placeholder=":{}",
+            before_position="(created_at < :created OR (created_at = :created AND id < :after_id))",
+        )
+        sql = query.select("image_jobs")
+
+        def operation(conn: sqlite3.Connection) -> JobPage:
+            return job_page(conn.execute(sql, query.params).fetchall(), query.limit)
+
+        return await self._db.run(operation)
+
+
+async def inspect_job_schema(path: str | os.PathLike[str]) -> SchemaStatus:
+    """Read-only: the job schema version of ``path`` (a missing file is not created)."""
+    return await inspect_schema(path, JOB_SCHEMA, code=JOB_STORE.code, label=JOB_STORE.label)

@@ -1,0 +1,234 @@
+from __future__ import annotations
+
+import hashlib
+import io
+import warnings
+import zlib
+
+import pytest
+from PIL import Image, PngImagePlugin
+
+from imagebridge.config.model import ImageLimitSettings
+from imagebridge.contract.enums import OutputFormat
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.imaging.inspect import (
+    ImageLimits,
+    ainspect_image,
+    amake_thumbnail,
+    describe_image,
+    inspect_image,
+    make_thumbnail,
+    sniff_format,
+)
+from tests.artifacts.images import encode, jpeg, png, png_bomb, png_chunk, webp
+
+
+def input_error(data: bytes, limits: ImageLimits | None = None) -> BridgeError:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no Pillow warning may escape
+        with pytest.raises(BridgeError) as caught:
+            inspect_image(data, limits)
+    assert caught.value.code is ErrorCode.INPUT
+    return caught.value
+
+
+def test_validates_complete_png_and_checksum() -> None:
+    data = png(3, 2)
+    info = inspect_image(data)
+    assert info.format is OutputFormat.PNG
+    assert (info.width, info.height) == (3, 2)
+    assert info.bytes == len(data)
+    assert info.sha256 == hashlib.sha256(data).hexdigest()
+    assert info.has_alpha is True
+    assert info.to_dict() == {
+        "format": "png",
+        "width": 3,
+        "height": 2,
+        "bytes": len(data),
+        "sha256": info.sha256,
+    }
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt", "alpha"),
+    [
+        (jpeg(5, 4), OutputFormat.JPEG, False),
+        (webp(5, 4), OutputFormat.WEBP, True),
+        (webp(5, 4, lossless=False, alpha=False), OutputFormat.WEBP, False),
+    ],
+)
+def test_inspects_jpeg_and_webp(data: bytes, fmt: OutputFormat, alpha: bool) -> None:
+    info = inspect_image(data)
+    assert (info.format, info.width, info.height, info.has_alpha) == (fmt, 5, 4, alpha)
+    assert info.media_type == fmt.media_type
+
+
+def test_sniffs_only_magic_bytes() -> None:
+    assert sniff_format(png(1, 1)) is OutputFormat.PNG
+    assert sniff_format(jpeg(1, 1)) is OutputFormat.JPEG
+    assert sniff_format(webp(1, 1)) is OutputFormat.WEBP
+    assert sniff_format(b"GIF89a....") is None
+    assert sniff_format(b"") is None
+
+
+@pytest.mark.parametrize("cut", [1, 8, 12, 20, 30])
+def test_rejects_truncated_png_after_header_probe(cut: int) -> None:
+    # Pillow alone decodes a PNG whose IEND chunk is missing; we must not.
+    error = input_error(png(3, 2)[:-cut])
+    assert error.message == "image payload is malformed or incomplete"
+
+
+def test_rejects_truncated_jpeg() -> None:
+    data = encode(Image.effect_noise((64, 64), 50).convert("RGB"), "JPEG")
+    error = input_error(data[: len(data) // 2])
+    assert error.message == "image payload is malformed or incomplete"
+
+
+def test_rejects_corrupted_png_chunk() -> None:
+    data = bytearray(png(3, 2))
+    data[-20] ^= 0xFF  # inside IDAT: CRC no longer matches
+    assert input_error(bytes(data)).message == "image payload is malformed or incomplete"
+
+
+def test_enforces_dimension_limits_before_publish() -> None:
+    error = input_error(png(3, 2), ImageLimits(max_edge=2))
+    assert error.message == "image dimensions exceed configured limits"
+    assert input_error(png(3, 3), ImageLimits(max_pixels=8)).details["max_pixels"] == 8
+    # RGBA needs 4 bytes per pixel: 3×3 → 36 bytes.
+    error = input_error(png(3, 3), ImageLimits(max_decode_alloc=35))
+    assert error.message == "image dimensions exceed configured limits"
+    assert inspect_image(png(3, 3), ImageLimits(max_decode_alloc=36)).width == 3
+
+
+def test_decompression_bomb_is_refused_before_any_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    bomb = png_bomb(10_000, 10_000)
+    assert len(bomb) < 64 * 1024  # tiny encoded, 100 Mpx decoded
+    # Pillow's own guard is switched off: our limits alone must refuse it, before load().
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)
+
+    def forbidden_load(self: object) -> None:
+        raise AssertionError("the bomb reached the decoder")
+
+    monkeypatch.setattr(PngImagePlugin.PngImageFile, "load", forbidden_load)
+    error = input_error(bomb)
+    assert error.message == "image dimensions exceed configured limits"
+    assert (error.details["width"], error.details["height"]) == (10_000, 10_000)
+
+
+def test_pillow_global_pixel_limit_is_not_our_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert inspect_image(png(100, 100)).width == 100
+        assert inspect_image(jpeg(100, 100)).width == 100
+
+
+def test_other_formats_are_not_enabled() -> None:
+    gif = encode(Image.new("RGB", (2, 2)), "GIF")
+    bmp = encode(Image.new("RGB", (2, 2)), "BMP")
+    for data, name in ((gif, "gif"), (bmp, "bmp")):
+        error = input_error(data)
+        assert error.message == "input image format is not enabled"
+        assert error.details["detected_format"] == name
+
+
+@pytest.mark.parametrize("data", [b"", b"hello world, not an image", b"\x89PNG"])
+def test_unknown_or_empty_input_is_refused(data: bytes) -> None:
+    assert input_error(data).code is ErrorCode.INPUT
+
+
+def test_oversized_encoded_input_is_refused() -> None:
+    data = png(3, 2)
+    error = input_error(data, ImageLimits(max_encoded_bytes=len(data) - 1))
+    assert error.message == "encoded image exceeds the configured size limit"
+
+
+def test_jpeg_header_dimensions_are_checked_before_decoding() -> None:
+    data = bytearray(jpeg(8, 8))
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = (60_000).to_bytes(2, "big") + (60_000).to_bytes(2, "big")
+    error = input_error(bytes(data))
+    assert error.message == "image dimensions exceed configured limits"
+    assert error.details["width"] == 60_000
+
+
+def test_webp_header_dimensions_are_checked_before_decoding() -> None:
+    error = input_error(webp(300, 20), ImageLimits(max_edge=256))
+    assert error.message == "image dimensions exceed configured limits"
+    assert (error.details["width"], error.details["height"]) == (300, 20)
+
+
+def test_creates_bounded_png_thumbnails_without_upscaling() -> None:
+    thumbnail = make_thumbnail(png(800, 400), 128)
+    info = inspect_image(thumbnail)
+    assert (info.format, info.width, info.height) == (OutputFormat.PNG, 128, 64)
+    small = inspect_image(make_thumbnail(png(80, 40), 128))
+    assert (small.width, small.height) == (80, 40)
+    from_jpeg = inspect_image(make_thumbnail(jpeg(300, 600), 64))
+    assert (from_jpeg.format, from_jpeg.width, from_jpeg.height) == (OutputFormat.PNG, 32, 64)
+
+
+@pytest.mark.parametrize("edge", [31, 2049, 0])
+def test_thumbnail_edge_is_bounded(edge: int) -> None:
+    with pytest.raises(BridgeError) as caught:
+        make_thumbnail(png(10, 10), edge)
+    assert caught.value.message == "thumbnail edge must be between 32 and 2048 pixels"
+
+
+def test_thumbnail_handles_palette_and_sixteen_bit_sources() -> None:
+    palette = encode(Image.new("P", (50, 50)), "PNG")
+    sixteen = encode(Image.new("I;16", (50, 50)), "PNG")
+    for source in (palette, sixteen):
+        assert inspect_image(make_thumbnail(source, 32)).width == 32
+
+
+async def test_async_wrappers_match_sync() -> None:
+    data = png(40, 20)
+    assert await ainspect_image(data) == inspect_image(data)
+    assert await amake_thumbnail(data, 32) == make_thumbnail(data, 32)
+
+
+def test_decoded_pixels_are_not_needed_to_read_header_of_bytes_io() -> None:
+    # The header parser reads JPEG SOF after APP segments.
+    image = Image.new("RGB", (7, 3))
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", exif=b"Exif\x00\x00" + b"\x00" * 64)
+    assert inspect_image(buffer.getvalue()).width == 7
+
+
+def test_limits_from_settings_are_the_configured_bounds() -> None:
+    settings = ImageLimitSettings(
+        max_encoded_bytes=1_000, max_edge=64, max_pixels=4_096, max_decode_alloc=16_384
+    )
+    limits = ImageLimits.from_settings(settings)
+    assert limits == ImageLimits(
+        max_encoded_bytes=1_000, max_edge=64, max_pixels=4_096, max_decode_alloc=16_384
+    )
+    assert ImageLimits.from_settings(ImageLimitSettings()) == ImageLimits()
+    with pytest.raises(BridgeError) as refused:
+        inspect_image(png(65, 1), limits)
+    assert refused.value.code is ErrorCode.INPUT
+
+
+@pytest.mark.parametrize("data", [png(40, 30), jpeg(40, 30), webp(40, 30)])
+def test_describe_image_reports_what_a_full_inspection_proves(data: bytes) -> None:
+    assert describe_image(data) == inspect_image(data)
+
+
+def test_describe_image_refuses_what_the_container_alone_shows() -> None:
+    whole = png(40, 30)
+    for bad in (b"hello", whole[:-20], png_bomb()):
+        with pytest.raises(BridgeError) as caught:
+            describe_image(bad, ImageLimits(max_pixels=1_000_000))
+        assert caught.value.code is ErrorCode.INPUT
+
+
+def test_describe_image_leaves_the_pixel_decode_to_inspect_image() -> None:
+    # Framing and CRCs intact, pixel stream garbage: only a full decode can tell.
+    whole = png(40, 30)
+    ihdr_end = 8 + 12 + 13
+    garbage = png_chunk(b"IDAT", zlib.compress(b"\x07" * 10))
+    broken = whole[:ihdr_end] + garbage + png_chunk(b"IEND", b"")
+    assert describe_image(broken).width == 40
+    with pytest.raises(BridgeError, match="malformed or incomplete"):
+        inspect_image(broken)

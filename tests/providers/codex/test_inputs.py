@@ -1,0 +1,117 @@
+"""Input images for the Codex providers: order, counts and byte bounds, checked before sending."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.request import ImageRequest
+from imagebridge.providers.codex.inputs import CodexInputBounds, load_codex_inputs
+
+
+def png(colour: tuple[int, int, int], size: int = 8) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (size, size), colour).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def b64_input(data: bytes) -> dict[str, Any]:
+    return {"type": "base64", "data": base64.b64encode(data).decode()}
+
+
+def edit(
+    images: list[dict[str, Any]], references: list[dict[str, Any]] | None = None, **extra: Any
+) -> ImageRequest:
+    body: dict[str, Any] = {"operation": "edit", "prompt": "p", "images": images, **extra}
+    if references:
+        body["reference_images"] = references
+    return ImageRequest.model_validate(body)
+
+
+async def load(
+    request: ImageRequest, tmp_path: Path, bounds: CodexInputBounds | None = None
+) -> Any:
+    loader = InputLoader([tmp_path])
+    return await load_codex_inputs(
+        request, lambda: loader, bounds or CodexInputBounds(), provider="codex-responses"
+    )
+
+
+async def test_sources_come_before_references_and_files_load_under_a_root(tmp_path: Path) -> None:
+    red, blue = png((255, 0, 0)), png((0, 0, 255))
+    (tmp_path / "ref.png").write_bytes(blue)
+
+    inputs = await load(edit([b64_input(red)], [{"type": "file", "path": "ref.png"}]), tmp_path)
+
+    assert inputs.sources == (("image/png", red),)
+    assert inputs.references == (("image/png", blue),)
+    assert inputs.present and "bytes" not in repr(inputs) and str(len(red)) not in repr(inputs)
+
+
+async def test_a_generate_request_without_inputs_loads_nothing(tmp_path: Path) -> None:
+    request = ImageRequest.model_validate({"operation": "generate", "prompt": "p"})
+
+    inputs = await load(request, tmp_path)
+
+    assert not inputs.present and inputs.all == ()
+
+
+async def test_counts_are_checked_before_anything_is_loaded(tmp_path: Path) -> None:
+    missing = {"type": "file", "path": "does-not-exist.png"}
+
+    with pytest.raises(BridgeError) as too_many:
+        await load(edit([missing] * 6), tmp_path)
+    with pytest.raises(BridgeError) as too_many_total:
+        await load(
+            edit([missing] * 3, [missing] * 3), tmp_path, CodexInputBounds(max_total_count=5)
+        )
+
+    assert too_many.value.code is ErrorCode.UNSUPPORTED_CAPABILITY
+    assert too_many.value.details["field"] == "images"
+    assert too_many_total.value.details == {
+        "field": "reference_images",
+        "requested": 6,
+        "supported": 5,
+    }
+
+
+async def test_a_mask_is_refused_with_the_codex_code(tmp_path: Path) -> None:
+    image = b64_input(png((1, 2, 3)))
+
+    with pytest.raises(BridgeError) as caught:
+        await load(edit([image], mask=image), tmp_path)
+
+    assert caught.value.code is ErrorCode.UNSUPPORTED_CAPABILITY
+    assert caught.value.details["codex_code"] == "CODEX_RASTER_MASK_UNSUPPORTED"
+
+
+async def test_byte_bounds_per_image_and_in_total(tmp_path: Path) -> None:
+    small, large = png((1, 1, 1), 8), png((2, 2, 2), 64)
+    each = CodexInputBounds(max_bytes_each=len(large) - 1, max_bytes_total=10 * len(large))
+    total = CodexInputBounds(max_bytes_each=len(large), max_bytes_total=len(large) + len(small) - 1)
+
+    with pytest.raises(BridgeError) as too_large:
+        await load(edit([b64_input(small), b64_input(large)]), tmp_path, each)
+    with pytest.raises(BridgeError) as too_much:
+        await load(edit([b64_input(large)], [b64_input(small)]), tmp_path, total)
+
+    assert too_large.value.code is ErrorCode.INPUT
+    assert too_large.value.details["field"] == "images[1]"
+    assert too_much.value.details["field"] == "reference_images[0]"
+    assert too_much.value.provider == "codex-responses"
+
+
+async def test_loader_errors_name_the_input(tmp_path: Path) -> None:
+    with pytest.raises(BridgeError) as caught:
+        await load(edit([{"type": "file", "path": "../escape.png"}]), tmp_path)
+
+    assert caught.value.code is ErrorCode.INPUT
+    assert caught.value.details["field"] == "images[0]"
+    assert caught.value.provider == "codex-responses"

@@ -20,7 +20,7 @@ from imagebridge.artifacts.store import (
     OWNERSHIP_DIRECTORY,
     ArtifactStore,
     AsyncArtifactStore,
-    PublishedArtifact,
+    StoredArtifact,
 )
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -43,7 +43,7 @@ def store(root: Path) -> ArtifactStore:
     return ArtifactStore(root)
 
 
-def publish(store: ArtifactStore, data: bytes | None = None, **options: Any) -> PublishedArtifact:
+def publish(store: ArtifactStore, data: bytes | None = None, **options: Any) -> StoredArtifact:
     options.setdefault("expected_format", OutputFormat.PNG)
     options.setdefault("owner", OWNER)
     return store.publish(png(2, 2) if data is None else data, **options)
@@ -188,7 +188,7 @@ def test_cleanup_deletes_only_verified_bridge_owned_artifacts(
     assert markers(root) == []
 
 
-def owned_time(store: ArtifactStore, published: PublishedArtifact) -> int:
+def owned_time(store: ArtifactStore, published: StoredArtifact) -> int:
     marker = store.root / OWNERSHIP_DIRECTORY / f"{published.id}.json"
     created: int = json.loads(marker.read_text())["created_at"]
     return created

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from imagebridge.config import BridgeConfig, check, show, to_toml
-from imagebridge.config._stores import is_postgres_location
+from imagebridge.config.store_checks import is_postgres_location
 from tests.config.conftest import World
 
 URL = "postgresql://bridge@db.internal:5432/images?sslmode=require"

@@ -21,7 +21,7 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.provider import Provider
 from imagebridge.jobs import JobManager, JobManagerSettings, SharedQueueSettings
-from imagebridge.jobs.shared import SharedQueue
+from imagebridge.jobs.shared_mode import SharedQueue
 from imagebridge.providers.mock import MockProvider, MockSettings
 from imagebridge.storage import (
     PostgresJobStore,

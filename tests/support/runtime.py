@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from imagebridge.engine.materialize import Materializer
-from imagebridge.engine.orchestrator import ImageRuntime, RuntimeSettings
+from imagebridge.engine.orchestrator import ImageRuntime, ImageRuntimeSettings
 from imagebridge.engine.provider import Provider
 from imagebridge.engine.registry import ProviderRegistry
 
@@ -17,4 +17,4 @@ def make_runtime(
     **settings: Any,
 ) -> ImageRuntime:
     registry = ProviderRegistry(providers, default=default or providers[0].name)
-    return ImageRuntime(registry, materializer or Materializer(), RuntimeSettings(**settings))
+    return ImageRuntime(registry, materializer or Materializer(), ImageRuntimeSettings(**settings))

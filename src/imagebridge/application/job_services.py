@@ -20,7 +20,7 @@ from imagebridge.engine.orchestrator import ImageRuntime
 from imagebridge.jobs.manager import JobManager
 from imagebridge.jobs.presets import PresetService
 from imagebridge.jobs.settings import JobManagerSettings
-from imagebridge.jobs.shared import SharedQueueSettings
+from imagebridge.jobs.shared_mode import SharedQueueSettings
 from imagebridge.storage import (
     PostgresOptions,
     PresetStore,

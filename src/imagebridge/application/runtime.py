@@ -31,7 +31,7 @@ from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.idempotency import IdempotencyConfig
 from imagebridge.engine.materialize import MaterializeLimits, Materializer, PublishedArtifact
-from imagebridge.engine.orchestrator import GateLimits, ImageRuntime, RuntimeSettings
+from imagebridge.engine.orchestrator import GateLimits, ImageRuntime, ImageRuntimeSettings
 from imagebridge.engine.provider import Provider, ProviderContext
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.validation import RequestLimits
@@ -214,10 +214,10 @@ def _breaker(settings: CircuitBreakerSettings) -> BreakerConfig:
     )
 
 
-def runtime_settings(config: BridgeConfig, registered: Sequence[str]) -> RuntimeSettings:
+def runtime_settings(config: BridgeConfig, registered: Sequence[str]) -> ImageRuntimeSettings:
     runtime = config.runtime
     idempotency = runtime.idempotency
-    return RuntimeSettings(
+    return ImageRuntimeSettings(
         default_timeout_ms=runtime.default_timeout_ms,
         cancellation_grace_ms=runtime.cancellation_grace_ms,
         shutdown_grace_ms=runtime.shutdown_grace_ms,

@@ -15,8 +15,8 @@ from imagebridge.artifacts.store import (
     ArtifactStore,
     AsyncArtifactStore,
     CleanupReport,
-    PublishedArtifact,
     RepairReport,
+    StoredArtifact,
 )
 
 __all__ = [
@@ -25,10 +25,10 @@ __all__ = [
     "AsyncArtifactStore",
     "CleanupReport",
     "InputLoader",
-    "PublishedArtifact",
     "RemoteFetchPolicy",
     "RemoteImageFetcher",
     "RepairReport",
+    "StoredArtifact",
     "is_public_address",
     "sanitize_prefix",
 ]

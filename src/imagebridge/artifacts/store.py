@@ -76,8 +76,8 @@ __all__ = [
     "ArtifactStore",
     "AsyncArtifactStore",
     "CleanupReport",
-    "PublishedArtifact",
     "RepairReport",
+    "StoredArtifact",
 ]
 
 OWNERSHIP_DIRECTORY = ".imagegen-bridge-ownership"
@@ -121,8 +121,8 @@ def _valid_owner(value: object) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class PublishedArtifact:
-    """A newly published artifact. ``path`` is internal: never show it to remote clients."""
+class StoredArtifact:
+    """A newly stored artifact. ``path`` is internal: never show it to remote clients."""
 
     id: str
     name: str
@@ -365,7 +365,7 @@ class ArtifactStore:
         directory: str | None = None,
         filename: str | None = None,
         collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
-    ) -> PublishedArtifact:
+    ) -> StoredArtifact:
         """Verify ``data`` and publish it without ever overwriting a file.
 
         The name is ``directory/filename`` when ``filename`` is given (extension appended
@@ -435,7 +435,7 @@ class ArtifactStore:
                     raise
             finally:
                 os.close(dir_fd)
-        return PublishedArtifact(artifact_id, name, self._root / name, info)
+        return StoredArtifact(artifact_id, name, self._root / name, info)
 
     @staticmethod
     def _unpublish(dir_fd: int, basename: str) -> None:
@@ -963,7 +963,7 @@ class ArtifactStore:
         directory: str | None = None,
         filename: str | None = None,
         collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
-    ) -> PublishedArtifact:
+    ) -> StoredArtifact:
         """:meth:`publish` in a worker thread."""
         return await asyncio.to_thread(
             lambda: self.publish(
@@ -1054,7 +1054,7 @@ class AsyncArtifactStore:
         directory: str | None = None,
         filename: str | None = None,
         collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
-    ) -> PublishedArtifact:
+    ) -> StoredArtifact:
         return await self.sync.apublish(
             data,
             expected_format=expected_format,

@@ -21,7 +21,6 @@ from imagebridge.config._net import (
     valid_public_base_url,
     valid_upstream_url,
 )
-from imagebridge.config._stores import check_shared_jobs, check_store_location
 from imagebridge.config._types import parallelism_value
 from imagebridge.config.model import (
     CONFIG_VERSION,
@@ -33,6 +32,7 @@ from imagebridge.config.model import (
     OpenAICompatibleSettings,
     RemoteFetchSettings,
 )
+from imagebridge.config.store_checks import check_shared_jobs, check_store_location
 from imagebridge.contract.accounts import ACCOUNT_NAME_RULE, is_account_name
 from imagebridge.contract.enums import (
     Background,

@@ -54,7 +54,7 @@ __all__ = [
     "ExecutionContext",
     "GateLimits",
     "ImageRuntime",
-    "RuntimeSettings",
+    "ImageRuntimeSettings",
     "is_valid_request_id",
     "should_fallback",
 ]
@@ -117,7 +117,7 @@ class GateLimits:
 
 
 @dataclass(frozen=True, slots=True)
-class RuntimeSettings:
+class ImageRuntimeSettings:
     default_timeout_ms: int = 300_000
     cancellation_grace_ms: int = 1_000
     shutdown_grace_ms: int = 10_000
@@ -168,11 +168,11 @@ class ImageRuntime:
         self,
         registry: ProviderRegistry,
         materializer: Materializer,
-        settings: RuntimeSettings | None = None,
+        settings: ImageRuntimeSettings | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        settings = settings or RuntimeSettings()
+        settings = settings or ImageRuntimeSettings()
         limits = settings.request_limits
         if not 0 < settings.default_timeout_ms <= limits.max_timeout_ms:
             raise BridgeError(ErrorCode.CONFIGURATION, "default timeout is out of range")

@@ -5,7 +5,7 @@ concurrency and keeps their history; :class:`PresetService` stores named request
 Both sit on the storage protocols (:mod:`imagebridge.storage`) and speak contract models.
 Session bindings need no glue here: providers open them with
 :func:`imagebridge.storage.open_session_store`. Several bridge instances may share one
-PostgreSQL database (shared mode, :mod:`imagebridge.jobs.shared`).
+PostgreSQL database (shared mode, :mod:`imagebridge.jobs.shared_mode`).
 """
 
 from imagebridge.jobs.manager import JobManager, progress_stage
@@ -13,7 +13,7 @@ from imagebridge.jobs.presets import PresetService, template_request, validate_t
 from imagebridge.jobs.previews import PartialPreview
 from imagebridge.jobs.query import JobQuery, job_query
 from imagebridge.jobs.settings import JobManagerSettings
-from imagebridge.jobs.shared import SharedQueueSettings, default_instance_id
+from imagebridge.jobs.shared_mode import SharedQueueSettings, default_instance_id
 from imagebridge.jobs.trimming import TRIMMED_WARNING
 
 __all__ = [

@@ -11,7 +11,7 @@ Shared mode (``shared=``, several instances on one PostgreSQL database): the que
 the store instead of this process. Workers claim the oldest job routed to one of this
 instance's providers under a lease, heartbeats keep the leases, expired leases end
 ``interrupted``, and notifications carry new work and cancellations between instances
-(:mod:`imagebridge.jobs.shared`). Nothing is recovered at start: another instance's
+(:mod:`imagebridge.jobs.shared_mode`). Nothing is recovered at start: another instance's
 ``running`` jobs are alive until their lease says otherwise.
 
 Every blocking step (SQLite, JSON of large requests, preview decoding) runs off the event
@@ -48,7 +48,7 @@ from imagebridge.imaging.ids import uuid7
 from imagebridge.jobs.previews import PartialPreview, PreviewCache
 from imagebridge.jobs.query import job_query
 from imagebridge.jobs.settings import JobManagerSettings
-from imagebridge.jobs.shared import (
+from imagebridge.jobs.shared_mode import (
     CANCEL_REASON,
     LEASE_LOST_REASON,
     SharedQueue,

@@ -63,7 +63,7 @@ def method_label(method: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class OperatorEvent:
+class RecordedRequest:
     sequence: int
     timestamp_ms: int
     method: str
@@ -89,7 +89,7 @@ class OperatorEvents:
         if capacity < 1:
             raise ValueError("event capacity must be positive")
         self.capacity = capacity
-        self._items: deque[OperatorEvent] = deque(maxlen=capacity)
+        self._items: deque[RecordedRequest] = deque(maxlen=capacity)
         self._sequence = 0
         self.dropped = 0
 
@@ -101,7 +101,7 @@ class OperatorEvents:
             self.dropped += 1
         self._sequence += 1
         self._items.append(
-            OperatorEvent(
+            RecordedRequest(
                 sequence=self._sequence,
                 timestamp_ms=time.time_ns() // 1_000_000,
                 method=method_label(method),

@@ -20,7 +20,7 @@ from imagebridge.providers.codex.auth import CODEX_LOGIN_SUGGESTION, CodexCreden
 from imagebridge.providers.codex.wire import (
     MAX_ERROR_BODY_BYTES,
     SUPPORTED_IMAGE_MODELS,
-    PartialImage,
+    CodexPartialImage,
     ResponsesResult,
     ResponsesStreamState,
     TokenUsage,
@@ -387,7 +387,7 @@ def test_recorded_fixture_folds_into_its_result() -> None:
     assert result.image_b64 == "final"
     assert result.revised_prompt == "revised"
     assert result.usage == TokenUsage(2, 3, 5)
-    assert result.partial_images == (PartialImage(index=0, partial_index=0, b64="partial"),)
+    assert result.partial_images == (CodexPartialImage(index=0, partial_index=0, b64="partial"),)
     assert result.output_item_types == frozenset({"image_generation_call"})
 
 
@@ -422,9 +422,9 @@ def test_partial_images_are_returned_as_progress_with_the_output_index() -> None
         )
     )
     assert [first, second, third] == [
-        PartialImage(3, 0, "AA"),
-        PartialImage(3, 1, "BB"),
-        PartialImage(3, 7, "CC"),
+        CodexPartialImage(3, 0, "AA"),
+        CodexPartialImage(3, 1, "BB"),
+        CodexPartialImage(3, 7, "CC"),
     ]
     assert state.partial_images == (first, second, third)
     assert state.handle(SseEvent(None, json.dumps(image_done()))) is None
@@ -1121,7 +1121,7 @@ class Outcome:
     def __init__(self) -> None:
         self.result: ResponsesResult | None = None
         self.error: BridgeError | None = None
-        self.partials: list[PartialImage] = []
+        self.partials: list[CodexPartialImage] = []
 
 
 async def run_responses_call(

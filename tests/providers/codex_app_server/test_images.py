@@ -13,7 +13,7 @@ import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers.codex_app_server.images import (
-    ImageLimits,
+    CaptureLimits,
     TurnImageCollector,
     collect_turn_images,
     read_generated_image,
@@ -181,7 +181,7 @@ async def test_two_images_for_two_wanted() -> None:
     ],
 )
 async def test_bad_image_items_are_protocol_errors(fields: dict[str, Any], message: str) -> None:
-    c = collector(limits=ImageLimits(max_encoded_bytes=1024, max_revised_prompt_bytes=100))
+    c = collector(limits=CaptureLimits(max_encoded_bytes=1024, max_revised_prompt_bytes=100))
     with pytest.raises(BridgeError) as caught:
         await c.feed(completed(image(**fields)))
     assert caught.value.code is ErrorCode.PROTOCOL

@@ -19,7 +19,7 @@ from imagebridge.providers.codex_app_server.client import (
 )
 from imagebridge.providers.codex_app_server.images import (
     CapturedImage,
-    ImageLimits,
+    CaptureLimits,
     TurnImageCollector,
     TurnImages,
     collect_turn_images,
@@ -42,11 +42,11 @@ __all__ = [
     "AppServerOptions",
     "AppServerProcess",
     "AppServerProviderSettings",
+    "CaptureLimits",
     "CapturedImage",
     "ChildProcess",
     "ClientInfo",
     "CodexAppServerProvider",
-    "ImageLimits",
     "ModelProviderCapabilities",
     "Notification",
     "NotificationChannel",

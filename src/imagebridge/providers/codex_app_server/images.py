@@ -38,8 +38,8 @@ from imagebridge.providers.codex_app_server.rpc import Notification
 
 __all__ = [
     "GENERATED_IMAGES_DIR",
+    "CaptureLimits",
     "CapturedImage",
-    "ImageLimits",
     "ImageSource",
     "TurnImageCollector",
     "TurnImages",
@@ -54,7 +54,7 @@ ImageSource = Literal["result", "saved_path", "file_id"]
 
 
 @dataclass(frozen=True, slots=True)
-class ImageLimits:
+class CaptureLimits:
     """Bounds on what a turn may hand over (defaults: ``artifacts.image`` and the original)."""
 
     max_encoded_bytes: int = 32 * 1024 * 1024
@@ -154,7 +154,7 @@ def read_generated_image(codex_home: Path, saved_path: str | Path, max_bytes: in
     return data
 
 
-def _decode_base64(value: str, limits: ImageLimits) -> bytes:
+def _decode_base64(value: str, limits: CaptureLimits) -> bytes:
     text = value.strip()
     if len(text) > limits.max_base64_chars:
         raise BridgeError(
@@ -195,7 +195,7 @@ class TurnImageCollector:
         turn_id: str,
         expected_images: int = 1,
         codex_home: Path | None = None,
-        limits: ImageLimits | None = None,
+        limits: CaptureLimits | None = None,
     ) -> None:
         if expected_images < 1:
             raise ValueError("expected_images must be at least 1")
@@ -203,7 +203,7 @@ class TurnImageCollector:
         self.turn_id = turn_id
         self.expected_images = expected_images
         self.codex_home = codex_home
-        self.limits = limits or ImageLimits()
+        self.limits = limits or CaptureLimits()
         self.diagnostics = TurnDiagnostics()
         self.image_arrived = asyncio.Event()
         self.images: list[CapturedImage] = []

@@ -50,9 +50,7 @@ from imagebridge.providers.codex_app_server.capabilities import (
 )
 from imagebridge.providers.codex_app_server.client import ActiveTurn, AppServerClient
 from imagebridge.providers.codex_app_server.images import (
-    ImageLimits as CaptureLimits,
-)
-from imagebridge.providers.codex_app_server.images import (
+    CaptureLimits,
     TurnImageCollector,
     TurnImages,
 )

@@ -218,7 +218,7 @@ def merge_usage(left: Usage | None, right: Usage | None) -> Usage | None:
 
 
 @dataclass(frozen=True, slots=True)
-class PartialImage:
+class OpenAIPartialImage:
     """A streamed preview, attributed to the output that was in progress."""
 
     index: int
@@ -245,7 +245,7 @@ class StreamState:
     def complete(self) -> bool:
         return len(self.images) >= self.expected
 
-    def handle(self, event_name: str | None, data: str) -> PartialImage | None:
+    def handle(self, event_name: str | None, data: str) -> OpenAIPartialImage | None:
         """Apply one SSE event; returns a partial image to forward, if it was one."""
         try:
             payload = json.loads(data)
@@ -266,7 +266,7 @@ class StreamState:
             raise classify_upstream_error(payload, status=None)
         return None  # unknown event types are ignored, as the API may add some
 
-    def _partial(self, payload: Mapping[str, Any]) -> PartialImage | None:
+    def _partial(self, payload: Mapping[str, Any]) -> OpenAIPartialImage | None:
         b64 = payload.get("b64_json")
         if not isinstance(b64, str) or not b64 or len(b64) > self.max_base64_chars:
             return None
@@ -277,7 +277,7 @@ class StreamState:
         self._partials_seen[index] = seen + 1
         if not 0 <= partial_index <= 255:
             return None
-        return PartialImage(index=index, partial_index=partial_index, b64_json=b64)
+        return OpenAIPartialImage(index=index, partial_index=partial_index, b64_json=b64)
 
 
 # -- errors --------------------------------------------------------------------------------

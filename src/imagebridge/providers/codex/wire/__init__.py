@@ -70,7 +70,7 @@ from imagebridge.providers.codex.wire._request import (
     wrap_prompt,
 )
 from imagebridge.providers.codex.wire._stream import (
-    PartialImage,
+    CodexPartialImage,
     ResponsesResult,
     ResponsesStreamState,
     parse_responses_events,
@@ -99,11 +99,11 @@ __all__ = [
     "ORIGINATOR",
     "SUPPORTED_IMAGE_MODELS",
     "CodexBackendUrls",
+    "CodexPartialImage",
     "ImageResult",
     "ImagesRequest",
     "ImagesResponse",
     "InputImage",
-    "PartialImage",
     "QuotaSnapshot",
     "QuotaWindow",
     "ResponsesResult",

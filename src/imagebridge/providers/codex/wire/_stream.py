@@ -40,7 +40,7 @@ _FAILURE_EVENTS: Final = frozenset({"response.failed", "response.incomplete", "e
 
 
 @dataclass(frozen=True, slots=True)
-class PartialImage:
+class CodexPartialImage:
     """A progress preview: output ``index``, its ``partial_index`` and the base64 data."""
 
     index: int
@@ -55,7 +55,7 @@ class ResponsesResult:
     image_b64: str = field(repr=False)
     revised_prompt: str | None = field(repr=False)
     usage: TokenUsage | None
-    partial_images: tuple[PartialImage, ...] = field(repr=False)
+    partial_images: tuple[CodexPartialImage, ...] = field(repr=False)
     output_item_types: frozenset[str]
     image_call_statuses: frozenset[str]
     message_content_types: frozenset[str]
@@ -64,7 +64,7 @@ class ResponsesResult:
 class ResponsesStreamState:
     """Folds Responses SSE events into one result.
 
-    Feed events with :meth:`handle` (it returns a :class:`PartialImage` to forward as
+    Feed events with :meth:`handle` (it returns a :class:`CodexPartialImage` to forward as
     progress, or ``None``); at the end of the stream :meth:`finish` returns the result
     or raises the classified :class:`BridgeError`. ``clock`` gives epoch seconds, used to
     turn ``resets_at`` into ``retry_after_ms``; ``secrets`` (the credentials' values) are
@@ -101,7 +101,7 @@ class ResponsesStreamState:
         self._max_base64_chars = max_base64_chars
         self._max_revised_prompt_bytes = max_revised_prompt_bytes
         self._clock = clock
-        self._partials: list[PartialImage] = []
+        self._partials: list[CodexPartialImage] = []
         self._partial_counter = 0
         self._final_b64: str | None = None
         self._revised_prompt: str | None = None
@@ -126,7 +126,7 @@ class ResponsesStreamState:
         return self._final_b64 is not None
 
     @property
-    def partial_images(self) -> tuple[PartialImage, ...]:
+    def partial_images(self) -> tuple[CodexPartialImage, ...]:
         return tuple(self._partials)
 
     @property
@@ -135,7 +135,7 @@ class ResponsesStreamState:
         final = len(self._final_b64) if self._final_b64 is not None else 0
         return final + sum(len(partial.b64) for partial in self._partials)
 
-    def handle(self, event: SseEvent) -> PartialImage | None:
+    def handle(self, event: SseEvent) -> CodexPartialImage | None:
         """Fold one SSE event; its JSON ``type`` decides (the ``event:`` name is ignored)."""
         try:
             payload = json.loads(event.data)
@@ -155,7 +155,7 @@ class ResponsesStreamState:
 
     async def ahandle(
         self, event: SseEvent, *, offload_over: int = OFFLOAD_EVENT_CHARS
-    ) -> PartialImage | None:
+    ) -> CodexPartialImage | None:
         """:meth:`handle`, parsing events larger than ``offload_over`` in a worker thread.
 
         Final and partial images arrive as multi-megabyte JSON events; parsing one on the
@@ -165,7 +165,7 @@ class ResponsesStreamState:
             return await asyncio.to_thread(self.handle, event)
         return self.handle(event)
 
-    def handle_payload(self, payload: Mapping[str, Any]) -> PartialImage | None:
+    def handle_payload(self, payload: Mapping[str, Any]) -> CodexPartialImage | None:
         kind = payload.get("type")
         if kind == "response.image_generation_call.partial_image":
             return self._on_partial(payload)
@@ -201,7 +201,7 @@ class ResponsesStreamState:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _on_partial(self, payload: Mapping[str, Any]) -> PartialImage | None:
+    def _on_partial(self, payload: Mapping[str, Any]) -> CodexPartialImage | None:
         b64 = payload.get("partial_image_b64")
         if not isinstance(b64, str) or not b64:
             b64 = payload.get("partial_image")
@@ -228,7 +228,7 @@ class ResponsesStreamState:
             self.duplicate_images += 1
             return None
         self._partial_digests.add(digest)
-        partial = PartialImage(index=self._output_index, partial_index=index, b64=b64)
+        partial = CodexPartialImage(index=self._output_index, partial_index=index, b64=b64)
         if self._keep_partials:
             self._partials.append(partial)
         return partial

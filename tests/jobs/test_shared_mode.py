@@ -19,7 +19,7 @@ from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.request import ImageRequest
 from imagebridge.jobs import JobManager, JobManagerSettings, SharedQueueSettings
-from imagebridge.jobs.shared import default_instance_id
+from imagebridge.jobs.shared_mode import default_instance_id
 from imagebridge.storage import (
     JobRecord,
     PostgresJobStore,

@@ -56,7 +56,7 @@ from imagebridge.contract.response import (
     Usage,
 )
 from imagebridge.engine.provider import Provider, ProviderContext
-from imagebridge.providers.capability_parts import native_batch, native_inputs
+from imagebridge.providers.shared import native_batch, native_inputs
 
 __all__ = ["MOCK_PROVIDER", "MockProvider", "MockSettings", "render_image"]
 

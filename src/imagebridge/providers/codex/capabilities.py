@@ -29,8 +29,8 @@ from imagebridge.contract.enums import (
     Quality,
     SupportLevel,
 )
-from imagebridge.providers.capability_parts import native_batch, native_inputs
 from imagebridge.providers.codex.inputs import CodexInputBounds
+from imagebridge.providers.shared import native_batch, native_inputs
 
 __all__ = [
     "IMAGES_ROUTE_SIZES",

@@ -25,7 +25,7 @@ from imagebridge.contract.enums import (
     Quality,
     SupportLevel,
 )
-from imagebridge.providers.capability_parts import native_batch, native_inputs
+from imagebridge.providers.shared import native_batch, native_inputs
 
 __all__ = [
     "DEFAULT_IMAGE_MODEL",

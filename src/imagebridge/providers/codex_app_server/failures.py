@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.providers.upstream_text import upstream_message
+from imagebridge.providers.shared import upstream_message
 
 __all__ = [
     "CodexErrorInfo",

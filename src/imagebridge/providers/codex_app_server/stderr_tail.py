@@ -7,7 +7,7 @@ all, never hand it to clients, and never log secrets from it.
 
 from __future__ import annotations
 
-from imagebridge.providers.upstream_text import redact
+from imagebridge.providers.shared import redact
 
 __all__ = ["StderrRing", "redact"]
 

@@ -32,7 +32,7 @@ from imagebridge.contract.enums import (
     SupportLevel,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.providers.capability_parts import native_batch, native_inputs
+from imagebridge.providers.shared import native_batch, native_inputs
 
 __all__ = [
     "DEFAULT_OPENAI_MODEL",

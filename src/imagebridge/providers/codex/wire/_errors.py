@@ -25,7 +25,7 @@ from imagebridge.providers.codex.wire._constants import (
     MAX_ERROR_BODY_BYTES,
 )
 from imagebridge.providers.codex.wire._payload import _number
-from imagebridge.providers.upstream_text import upstream_message
+from imagebridge.providers.shared import upstream_message
 
 _PLAN_MODEL_REFUSAL: Final = re.compile(
     r"model is not supported when using codex with a chatgpt account", re.IGNORECASE

@@ -1,10 +1,17 @@
-"""Text an upstream wrote, made safe to hand to the person who asked.
+"""What every provider family shares: two small jobs, written once.
 
-A plan refusal ("The 'gpt-5.5' model is not supported when using Codex with a ChatGPT
-account.") or a failed turn's message is often the only thing that says *why*; dropping
-it leaves "HTTP 400" and nothing to act on. Such text may still echo a credential or a
-payload, so it is kept only after :func:`upstream_message`: credentials and long opaque
-runs replaced, terminal controls removed, and a hard length bound.
+* **Capability pieces.** Each provider states its own capability document field by field (that
+  parallel structure is deliberate: it reads as the provider's promise). What repeats is how
+  two recurring facts are spelled in the contract: "up to N images per call, natively"
+  (:func:`native_batch`) and "N native input images within these byte limits"
+  (:func:`native_inputs`).
+* **Upstream text.** A plan refusal ("The 'gpt-5.5' model is not supported when using Codex
+  with a ChatGPT account.") or a failed turn's message is often the only thing that says
+  *why*; dropping it leaves "HTTP 400" and nothing to act on. Such text may still echo a
+  credential or a payload, so it is kept only after :func:`upstream_message`: credentials and
+  long opaque runs replaced, terminal controls removed, and a hard length bound.
+
+The SSE decoder both HTTP families read is :mod:`imagebridge.providers.sse`.
 """
 
 from __future__ import annotations
@@ -13,7 +20,41 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["MAX_UPSTREAM_MESSAGE_CHARS", "REDACTED", "redact", "upstream_message"]
+from imagebridge.contract.capabilities import BatchCapabilities, InputCapabilities, U8Range
+from imagebridge.contract.enums import BatchMode, SupportLevel
+
+__all__ = [
+    "MAX_UPSTREAM_MESSAGE_CHARS",
+    "REDACTED",
+    "native_batch",
+    "native_inputs",
+    "redact",
+    "upstream_message",
+]
+
+
+# -- capability pieces -------------------------------------------------------------------------
+
+
+def native_batch(max_count: int) -> tuple[U8Range, BatchCapabilities]:
+    """``count`` and ``batching`` of a provider that makes 1..``max_count`` images per call."""
+    count = U8Range(min=1, max=max_count)
+    return count, BatchCapabilities(
+        mode=BatchMode.NATIVE, native_count=count.model_copy(), max_parallel_outputs=max_count
+    )
+
+
+def native_inputs(max_count: int, max_bytes_each: int, max_bytes_total: int) -> InputCapabilities:
+    """Input images the provider takes as they are, within the given bounds."""
+    return InputCapabilities(
+        support=SupportLevel.NATIVE,
+        max_count=max_count,
+        max_bytes_each=max_bytes_each,
+        max_bytes_total=max_bytes_total,
+    )
+
+
+# -- upstream text -----------------------------------------------------------------------------
 
 MAX_UPSTREAM_MESSAGE_CHARS: Final = 512
 """Longest upstream message kept (characters); longer ones are cut and end with ``…``."""

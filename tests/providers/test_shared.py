@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from imagebridge.providers.upstream_text import upstream_message
+from imagebridge.providers.shared import upstream_message
 
 
 def test_plain_text_is_kept_as_is() -> None:

@@ -6,7 +6,7 @@ declined, bounded notification channels), :mod:`.client` (handshake, health, typ
 methods, turns), :mod:`.images` (image capture and failure mapping) and
 :mod:`.staging` (input images as files). :mod:`.provider` (with :mod:`.session_locks`,
 :mod:`.turn_cleanup`, :mod:`.partials`, :mod:`.capabilities`) is the provider class built
-on :class:`AppServerClient`; :mod:`.factory` builds it from the configuration.
+on :class:`AppServerClient`; :mod:`imagebridge.application.codex_app_server` builds it.
 """
 
 from imagebridge.providers.codex_app_server.client import (

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from imagebridge.artifacts._fs import TEMP_PREFIX
+from imagebridge.artifacts.async_store import AsyncArtifactStore
 from imagebridge.artifacts.store import (
     DEFAULT_STALE_TEMP_SECS,
     OWNERSHIP_DIRECTORY,
     ArtifactStore,
-    AsyncArtifactStore,
     StoredArtifact,
 )
 from imagebridge.contract.enums import OutputFormat

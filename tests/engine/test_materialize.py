@@ -168,11 +168,14 @@ async def test_mixed_dimensions_are_reported_per_image() -> None:
 
 def _store_runtime(tmp_path: Any, provider: Any) -> Any:
     from imagebridge.application import StoreSink
+    from imagebridge.artifacts.async_store import AsyncArtifactStore
     from imagebridge.artifacts.store import ArtifactStore
     from tests.support.runtime import make_runtime
 
     store = ArtifactStore(tmp_path / "artifacts")
-    runtime = make_runtime(provider, materializer=Materializer(artifacts=StoreSink(store)))
+    runtime = make_runtime(
+        provider, materializer=Materializer(artifacts=StoreSink(AsyncArtifactStore(store)))
+    )
     return runtime, store
 
 

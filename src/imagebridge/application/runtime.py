@@ -20,6 +20,7 @@ from imagebridge.application.codex import (
 )
 from imagebridge.application.codex_app_server import build_codex_app_server_provider
 from imagebridge.application.openai import build_openai_provider, is_openai_provider
+from imagebridge.artifacts.async_store import AsyncArtifactStore
 from imagebridge.artifacts.store import ArtifactStore
 from imagebridge.config.model import BridgeConfig, CircuitBreakerSettings, ConcurrencySettings
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
@@ -243,12 +244,12 @@ def runtime_settings(config: BridgeConfig, registered: Sequence[str]) -> ImageRu
 class StoreSink:
     """The artifact store as the materializer's publication target.
 
-    An adapter, not a copy: the store's own ``apublish``/``aattach_metadata`` run the blocking
-    work in a thread, and only the artifact's public id and name reach the engine (the
-    store's result also carries its internal path).
+    An adapter, not a copy: :class:`AsyncArtifactStore` runs the blocking work in a thread,
+    and only the artifact's public id and name reach the engine (the store's result also
+    carries its internal path).
     """
 
-    store: ArtifactStore
+    store: AsyncArtifactStore
 
     async def publish(
         self,
@@ -261,7 +262,7 @@ class StoreSink:
         filename: str | None,
         collision: ArtifactCollisionPolicy,
     ) -> PublishedArtifact:
-        published = await self.store.apublish(
+        published = await self.store.publish(
             data,
             expected_format=expected_format,
             owner=owner,
@@ -273,7 +274,7 @@ class StoreSink:
         return PublishedArtifact(id=published.id, name=published.name)
 
     async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:
-        return await self.store.aattach_metadata(artifact_id, name, record)
+        return await self.store.attach_metadata(artifact_id, name, record)
 
 
 @dataclass(slots=True)
@@ -302,7 +303,7 @@ def build_application(
             max_response_bytes=config.artifacts.max_response_bytes,
             image=image_limits(config),
         ),
-        artifacts=StoreSink(store),
+        artifacts=StoreSink(AsyncArtifactStore(store)),
         public_base_url=config.artifacts.public_base_url,
     )
     runtime = ImageRuntime(registry, materializer, runtime_settings(config, registry.names))

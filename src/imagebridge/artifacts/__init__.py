@@ -7,13 +7,13 @@ confined to the configured roots, inline base64 and data URLs, remote URLs throu
 worker thread. Every failure is a :class:`~imagebridge.contract.errors.BridgeError`.
 """
 
+from imagebridge.artifacts.async_store import AsyncArtifactStore
 from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.artifacts.naming import sanitize_prefix
 from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher, is_public_address
 from imagebridge.artifacts.store import (
     ArtifactContent,
     ArtifactStore,
-    AsyncArtifactStore,
     CleanupReport,
     RepairReport,
     StoredArtifact,

@@ -24,20 +24,18 @@ old), looking only in the root, the ownership directory and directories a public
 could have created.
 
 Threading: the store is synchronous and thread-safe (every operation is a sequence of
-atomic filesystem calls). Async code uses the ``a*`` methods, which run the same work
-in a worker thread.
+atomic filesystem calls). Async code holds an
+:class:`~imagebridge.artifacts.async_store.AsyncArtifactStore`. Markers live in
+:mod:`.markers`, the crash-leftover sweep in :mod:`.temp_sweep`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
 import os
-import stat
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,12 +43,25 @@ from typing import Any
 
 from imagebridge.artifacts import _fs
 from imagebridge.artifacts._fs import PathState, Unsafe
+from imagebridge.artifacts.markers import (
+    LEGACY_OWNER,
+    MAX_MARKER_BYTES,
+    Marker,
+    parse_marker,
+    valid_owner,
+)
 from imagebridge.artifacts.naming import (
     is_safe_filename,
     is_safe_relative,
     sanitize_prefix,
     suffixed_filename,
     with_extension,
+)
+from imagebridge.artifacts.temp_sweep import (
+    DEFAULT_STALE_TEMP_SECS,
+    MIN_STALE_TEMP_SECS,
+    check_grace,
+    sweep_stale_temps,
 )
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -74,28 +85,17 @@ __all__ = [
     "OWNERSHIP_DIRECTORY",
     "ArtifactContent",
     "ArtifactStore",
-    "AsyncArtifactStore",
     "CleanupReport",
     "RepairReport",
     "StoredArtifact",
 ]
 
 OWNERSHIP_DIRECTORY = ".imagegen-bridge-ownership"
-MAX_MARKER_BYTES = 4 * 1024
 MAX_SIDECAR_BYTES = 1024 * 1024
 MAX_COLLISION_ATTEMPTS = 10_000
-MAX_OWNER_BYTES = 256
-LEGACY_OWNER = "anonymous-local"
-DEFAULT_STALE_TEMP_SECS = 60 * 60
-MIN_STALE_TEMP_SECS = 60
-"""A temp file younger than this may belong to a live writer: it is never removed."""
 _NOT_FOUND = "artifact was not found or is invalid"
 _ARTIFACT_MODE = 0o666  # narrowed by the process umask, like any file a tool writes
 _MARKER_MODE = 0o600
-_MARKER_KEYS = frozenset(
-    {"version", "id", "name", "created_at", "sha256", "owner", "sidecar_name", "sidecar_sha256"}
-)
-_REQUIRED_MARKER_KEYS = frozenset({"version", "id", "name", "created_at", "sha256"})
 
 
 def _artifact_error(message: str, **details: Any) -> BridgeError:
@@ -104,20 +104,6 @@ def _artifact_error(message: str, **details: Any) -> BridgeError:
 
 def _not_found() -> BridgeError:
     return _artifact_error(_NOT_FOUND)
-
-
-def _is_sha256(value: object) -> bool:
-    return (
-        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
-    )
-
-
-def _valid_owner(value: object) -> bool:
-    return (
-        isinstance(value, str)
-        and 0 < len(value) <= MAX_OWNER_BYTES
-        and all("!" <= c <= "~" for c in value)
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,112 +159,6 @@ class RepairReport:
     stale_temp_files: int = 0
     stale_temp_files_removed: int = 0
     temp_scan_limit_reached: bool = False
-
-
-@dataclass(slots=True)
-class _TempSweep:
-    examined: int = 0
-    stale: int = 0
-    removed: int = 0
-    limit_reached: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Marker:
-    id: str
-    name: str
-    created_at: int
-    sha256: str
-    owner: str | None
-    sidecar_name: str | None
-    sidecar_sha256: str | None
-
-    def encode(self) -> bytes:
-        body: dict[str, Any] = {
-            "version": 1,
-            "id": self.id,
-            "name": self.name,
-            "created_at": self.created_at,
-            "sha256": self.sha256,
-        }
-        if self.owner is not None:
-            body["owner"] = self.owner
-        if self.sidecar_name is not None:
-            body["sidecar_name"] = self.sidecar_name
-            body["sidecar_sha256"] = self.sidecar_sha256
-        return json.dumps(body, separators=(",", ":")).encode()
-
-    @property
-    def effective_owner(self) -> str:
-        return self.owner if self.owner is not None else LEGACY_OWNER
-
-    def with_sidecar(self, name: str | None, sha256: str | None) -> _Marker:
-        return _Marker(self.id, self.name, self.created_at, self.sha256, self.owner, name, sha256)
-
-
-def _parse_marker(encoded: bytes, filename: str) -> _Marker | None:
-    """A strictly valid marker whose file name matches its id, else ``None``."""
-    try:
-        body = json.loads(encoded.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    if not isinstance(body, dict):
-        return None
-    keys = set(body)
-    if not _REQUIRED_MARKER_KEYS <= keys <= _MARKER_KEYS:
-        return None
-    marker_id = body["id"]
-    created_at = body["created_at"]
-    sidecar_name = body.get("sidecar_name")
-    sidecar_sha = body.get("sidecar_sha256")
-    owner = body.get("owner")
-    valid = (
-        body["version"] == 1
-        and not isinstance(body["version"], bool)
-        and isinstance(marker_id, str)
-        and canonical_uuid(marker_id) == marker_id
-        and filename == f"{marker_id}.json"
-        and isinstance(body["name"], str)
-        and is_safe_relative(body["name"])
-        and isinstance(created_at, int)
-        and not isinstance(created_at, bool)
-        and created_at >= 0
-        and _is_sha256(body["sha256"])
-        and ("owner" not in body or _valid_owner(owner))
-        and (sidecar_name is None) == (sidecar_sha is None)
-        and ("sidecar_name" in body) == ("sidecar_sha256" in body)
-        and (
-            sidecar_name is None
-            or (
-                isinstance(sidecar_name, str)
-                and is_safe_relative(sidecar_name)
-                and _is_sha256(sidecar_sha)
-            )
-        )
-    )
-    if not valid:
-        return None
-    return _Marker(
-        id=marker_id,
-        name=body["name"],
-        created_at=created_at,
-        sha256=body["sha256"],
-        owner=owner,
-        sidecar_name=sidecar_name,
-        sidecar_sha256=sidecar_sha,
-    )
-
-
-def _check_grace(stale_temp_secs: int) -> None:
-    if (
-        isinstance(stale_temp_secs, bool)
-        or not isinstance(stale_temp_secs, int)
-        or stale_temp_secs < MIN_STALE_TEMP_SECS
-    ):
-        raise _artifact_error(
-            "stale temp file grace must be at least 60 seconds",
-            minimum_seconds=MIN_STALE_TEMP_SECS,
-        )
 
 
 def _json_object(encoded: bytes) -> bool:
@@ -389,7 +269,7 @@ class ArtifactStore:
                 expected_format=expected.value,
                 actual_format=info.format.value,
             )
-        if not _valid_owner(owner):
+        if not valid_owner(owner):
             raise _artifact_error("artifact owner scope is invalid")
         if directory is not None and not is_safe_relative(directory):
             raise _artifact_error("output directory is not a safe relative path")
@@ -414,7 +294,7 @@ class ArtifactStore:
             try:
                 basename = self._link_new_file(dir_fd, data, requested, attempts)
                 name = f"{directory}/{basename}" if directory else basename
-                marker = _Marker(
+                marker = Marker(
                     id=artifact_id,
                     name=name,
                     created_at=int(self._clock()),
@@ -481,7 +361,7 @@ class ArtifactStore:
             raise _artifact_error("artifact file already exists", name=requested)
         raise _artifact_error("artifact collision suffix limit was reached", name=requested)
 
-    def _write_marker(self, own_fd: int, marker: _Marker, *, replace: bool = False) -> None:
+    def _write_marker(self, own_fd: int, marker: Marker, *, replace: bool = False) -> None:
         encoded = marker.encode()
         if len(encoded) > MAX_MARKER_BYTES:
             raise _artifact_error("artifact ownership record is too large")
@@ -508,14 +388,14 @@ class ArtifactStore:
 
     # -- reading and verification ----------------------------------------------------------
 
-    def _load_marker(self, own_fd: int, filename: str) -> _Marker | None:
+    def _load_marker(self, own_fd: int, filename: str) -> Marker | None:
         try:
             encoded = _fs.read_regular(own_fd, filename, MAX_MARKER_BYTES)
         except (Unsafe, OSError):
             return None
-        return _parse_marker(encoded, filename)
+        return parse_marker(encoded, filename)
 
-    def _read_artifact(self, root_fd: int, marker: _Marker) -> tuple[bytes, ImageInfo] | None:
+    def _read_artifact(self, root_fd: int, marker: Marker) -> tuple[bytes, ImageInfo] | None:
         """The artifact's bytes if they are exactly what was published, else ``None``."""
         try:
             with _fs.open_parent(root_fd, marker.name) as (parent, basename):
@@ -530,7 +410,7 @@ class ArtifactStore:
             return None
         return data, info
 
-    def _sidecar_state(self, root_fd: int, marker: _Marker) -> PathState | None:
+    def _sidecar_state(self, root_fd: int, marker: Marker) -> PathState | None:
         """``None`` when no sidecar is recorded; ``REGULAR`` means present and unchanged."""
         if marker.sidecar_name is None:
             return None
@@ -548,7 +428,7 @@ class ArtifactStore:
             return PathState.INVALID
         return PathState.REGULAR
 
-    def _verified(self, root_fd: int, marker: _Marker) -> tuple[bytes, ImageInfo] | None:
+    def _verified(self, root_fd: int, marker: Marker) -> tuple[bytes, ImageInfo] | None:
         loaded = self._read_artifact(root_fd, marker)
         if loaded is None:
             return None
@@ -656,7 +536,7 @@ class ArtifactStore:
         self,
         parent: int,
         own_fd: int,
-        marker: _Marker,
+        marker: Marker,
         basename: str,
         sidecar_name: str,
         encoded: bytes,
@@ -733,12 +613,12 @@ class ArtifactStore:
             raise _artifact_error("retention max_artifacts must be greater than zero")
         if max_age_secs < 0:
             raise _artifact_error("retention max_age_secs must not be negative")
-        _check_grace(stale_temp_secs)
+        check_grace(stale_temp_secs)
         current = self._clock() if now is None else now
         cutoff = int(current) - max_age_secs
         report = CleanupReport()
         with self._root_fds() as (root_fd, own_fd):
-            sweep = self._sweep_stale_temps(
+            sweep = sweep_stale_temps(
                 root_fd, own_fd, current - stale_temp_secs, max_scan_entries, apply=True
             )
             report.stale_temp_files = sweep.stale
@@ -746,7 +626,7 @@ class ArtifactStore:
             report.temp_scan_limit_reached = sweep.limit_reached
             names, report.scan_limit_reached = self._scan(own_fd, max_scan_entries)
             report.scanned = len(names)
-            valid: list[_Marker] = []
+            valid: list[Marker] = []
             for filename in names:
                 marker = self._load_marker(own_fd, filename)
                 if marker is None or self._verified(root_fd, marker) is None:
@@ -765,7 +645,7 @@ class ArtifactStore:
                     report.skipped += 1
         return report
 
-    def _remove_verified(self, root_fd: int, own_fd: int, marker: _Marker) -> bool:
+    def _remove_verified(self, root_fd: int, own_fd: int, marker: Marker) -> bool:
         current = self._load_marker(own_fd, f"{marker.id}.json")
         if current != marker or self._verified(root_fd, marker) is None:
             return False
@@ -799,11 +679,11 @@ class ArtifactStore:
         """
         if max_scan <= 0:
             raise _artifact_error("artifact repair scan limit must be greater than zero")
-        _check_grace(stale_temp_secs)
+        check_grace(stale_temp_secs)
         current = self._clock() if now is None else now
         report = RepairReport()
         with self._root_fds() as (root_fd, own_fd):
-            sweep = self._sweep_stale_temps(
+            sweep = sweep_stale_temps(
                 root_fd, own_fd, current - stale_temp_secs, max_scan, apply=apply
             )
             report.stale_temp_files = sweep.stale
@@ -840,84 +720,7 @@ class ArtifactStore:
                     report.skipped += 1
         return report
 
-    # -- crash leftovers ---------------------------------------------------------------------
-
-    def _sweep_stale_temps(
-        self, root_fd: int, own_fd: int, cutoff: float, limit: int, *, apply: bool
-    ) -> _TempSweep:
-        """Find (and with ``apply`` remove) temp files last changed before ``cutoff``.
-
-        Publication directories are walked breadth first from the root (only names a
-        publication could have created: safe relative paths, so never a hidden or
-        symlinked directory), then the ownership directory; at most ``limit`` directory
-        entries are examined in all.
-        """
-        sweep = _TempSweep()
-        pending: deque[str] = deque([""])
-        while pending and not sweep.limit_reached:
-            relative = pending.popleft()
-            try:
-                dir_fd = _fs.open_relative_dir(root_fd, relative)
-            except (Unsafe, OSError):
-                continue  # replaced by a symlink or removed meanwhile: not ours to walk
-            try:
-                self._sweep_directory(dir_fd, relative, cutoff, limit, sweep, pending, apply)
-            finally:
-                os.close(dir_fd)
-        if not sweep.limit_reached:
-            self._sweep_directory(own_fd, None, cutoff, limit, sweep, None, apply)
-        return sweep
-
-    @staticmethod
-    def _sweep_directory(
-        dir_fd: int,
-        relative: str | None,
-        cutoff: float,
-        limit: int,
-        sweep: _TempSweep,
-        pending: deque[str] | None,
-        apply: bool,
-    ) -> None:
-        temps: list[str] = []
-        try:
-            with os.scandir(dir_fd) as entries:
-                for entry in entries:
-                    if sweep.examined >= limit:
-                        sweep.limit_reached = True
-                        break
-                    sweep.examined += 1
-                    if _fs.is_temp_name(entry.name):
-                        temps.append(entry.name)
-                    elif pending is not None and entry.is_dir(follow_symlinks=False):
-                        child = f"{relative}/{entry.name}" if relative else entry.name
-                        if is_safe_relative(child):
-                            pending.append(child)
-        except OSError:
-            pass  # an unreadable directory is skipped; what was listed is still handled
-        removed = False
-        for name in temps:
-            try:
-                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            except OSError:
-                continue  # gone already: its writer finished
-            # A writer's every write moves mtime and it links right after its fsync, so an
-            # old mtime means no live writer; a future mtime (clock skew) is never stale.
-            if not stat.S_ISREG(info.st_mode) or info.st_mtime >= cutoff:
-                continue
-            sweep.stale += 1
-            if not apply:
-                continue
-            try:
-                os.unlink(name, dir_fd=dir_fd)
-            except OSError:
-                continue
-            sweep.removed += 1
-            removed = True
-        if removed:
-            with contextlib.suppress(OSError):
-                _fs.fsync_dir(dir_fd)
-
-    def _clear_sidecar(self, root_fd: int, own_fd: int, marker: _Marker) -> bool:
+    def _clear_sidecar(self, root_fd: int, own_fd: int, marker: Marker) -> bool:
         current = self._load_marker(own_fd, f"{marker.id}.json")
         if (
             current != marker
@@ -931,7 +734,7 @@ class ArtifactStore:
             return False
         return True
 
-    def _remove_orphan(self, root_fd: int, own_fd: int, marker: _Marker) -> bool:
+    def _remove_orphan(self, root_fd: int, own_fd: int, marker: Marker) -> bool:
         current = self._load_marker(own_fd, f"{marker.id}.json")
         if current != marker or _fs.entry_state(root_fd, marker.name).state is not (
             PathState.MISSING
@@ -950,160 +753,3 @@ class ArtifactStore:
         except (Unsafe, OSError):
             return False
         return True
-
-    # -- async wrappers ----------------------------------------------------------------------
-
-    async def apublish(
-        self,
-        data: bytes,
-        *,
-        expected_format: OutputFormat | str | None,
-        owner: str,
-        filename_prefix: str | None = None,
-        directory: str | None = None,
-        filename: str | None = None,
-        collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
-    ) -> StoredArtifact:
-        """:meth:`publish` in a worker thread."""
-        return await asyncio.to_thread(
-            lambda: self.publish(
-                data,
-                expected_format=expected_format,
-                owner=owner,
-                filename_prefix=filename_prefix,
-                directory=directory,
-                filename=filename,
-                collision=collision,
-            )
-        )
-
-    async def aattach_metadata(
-        self, artifact_id: str, name: str, record: Mapping[str, Any] | bytes
-    ) -> str:
-        """:meth:`attach_metadata` in a worker thread."""
-        return await asyncio.to_thread(self.attach_metadata, artifact_id, name, record)
-
-    async def aread(self, artifact_id: str, owner: str | None) -> ArtifactContent:
-        """:meth:`read` in a worker thread."""
-        return await asyncio.to_thread(self.read, artifact_id, owner)
-
-    async def aread_sidecar(self, artifact_id: str, owner: str | None) -> dict[str, Any] | None:
-        """:meth:`read_sidecar` in a worker thread."""
-        return await asyncio.to_thread(self.read_sidecar, artifact_id, owner)
-
-    async def athumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes:
-        """:meth:`thumbnail` in a worker thread."""
-        return await asyncio.to_thread(self.thumbnail, artifact_id, owner, edge)
-
-    async def acleanup(
-        self,
-        now: float | None = None,
-        *,
-        max_age_secs: int = 7 * 24 * 60 * 60,
-        max_artifacts: int | None = None,
-        max_scan_entries: int = 100_000,
-        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
-    ) -> CleanupReport:
-        """:meth:`cleanup` in a worker thread."""
-        return await asyncio.to_thread(
-            lambda: self.cleanup(
-                now,
-                max_age_secs=max_age_secs,
-                max_artifacts=max_artifacts,
-                max_scan_entries=max_scan_entries,
-                stale_temp_secs=stale_temp_secs,
-            )
-        )
-
-    async def arepair_orphans(
-        self,
-        max_scan: int,
-        *,
-        apply: bool,
-        now: float | None = None,
-        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
-    ) -> RepairReport:
-        """:meth:`repair_orphans` in a worker thread."""
-        return await asyncio.to_thread(
-            lambda: self.repair_orphans(
-                max_scan, apply=apply, now=now, stale_temp_secs=stale_temp_secs
-            )
-        )
-
-
-class AsyncArtifactStore:
-    """The same store with awaitable methods of the same names (work runs in a thread).
-
-    This is what async layers hold: ``await store.publish(...)``, ``await store.read(...)``.
-    """
-
-    def __init__(self, store: ArtifactStore) -> None:
-        self.sync = store
-
-    @property
-    def root(self) -> Path:
-        return self.sync.root
-
-    async def publish(
-        self,
-        data: bytes,
-        *,
-        expected_format: OutputFormat | str | None,
-        owner: str,
-        filename_prefix: str | None = None,
-        directory: str | None = None,
-        filename: str | None = None,
-        collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
-    ) -> StoredArtifact:
-        return await self.sync.apublish(
-            data,
-            expected_format=expected_format,
-            owner=owner,
-            filename_prefix=filename_prefix,
-            directory=directory,
-            filename=filename,
-            collision=collision,
-        )
-
-    async def attach_metadata(
-        self, artifact_id: str, name: str, record: Mapping[str, Any] | bytes
-    ) -> str:
-        return await self.sync.aattach_metadata(artifact_id, name, record)
-
-    async def read(self, artifact_id: str, owner: str | None) -> ArtifactContent:
-        return await self.sync.aread(artifact_id, owner)
-
-    async def read_sidecar(self, artifact_id: str, owner: str | None) -> dict[str, Any] | None:
-        return await self.sync.aread_sidecar(artifact_id, owner)
-
-    async def thumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes:
-        return await self.sync.athumbnail(artifact_id, owner, edge)
-
-    async def cleanup(
-        self,
-        now: float | None = None,
-        *,
-        max_age_secs: int = 7 * 24 * 60 * 60,
-        max_artifacts: int | None = None,
-        max_scan_entries: int = 100_000,
-        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
-    ) -> CleanupReport:
-        return await self.sync.acleanup(
-            now,
-            max_age_secs=max_age_secs,
-            max_artifacts=max_artifacts,
-            max_scan_entries=max_scan_entries,
-            stale_temp_secs=stale_temp_secs,
-        )
-
-    async def repair_orphans(
-        self,
-        max_scan: int,
-        *,
-        apply: bool,
-        now: float | None = None,
-        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
-    ) -> RepairReport:
-        return await self.sync.arepair_orphans(
-            max_scan, apply=apply, now=now, stale_temp_secs=stale_temp_secs
-        )

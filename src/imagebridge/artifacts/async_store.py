@@ -1,0 +1,106 @@
+"""The artifact store for async code: the same operations, awaitable, run in a worker thread.
+
+:class:`~imagebridge.artifacts.store.ArtifactStore` is synchronous (every operation is a
+sequence of blocking filesystem calls); async layers hold an :class:`AsyncArtifactStore` and
+``await store.publish(...)`` so the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from imagebridge.artifacts.store import (
+    ArtifactContent,
+    ArtifactStore,
+    CleanupReport,
+    RepairReport,
+    StoredArtifact,
+)
+from imagebridge.artifacts.temp_sweep import DEFAULT_STALE_TEMP_SECS
+from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
+
+__all__ = ["AsyncArtifactStore"]
+
+
+class AsyncArtifactStore:
+    """The same store with awaitable methods of the same names (work runs in a thread)."""
+
+    def __init__(self, store: ArtifactStore) -> None:
+        self.sync = store
+
+    @property
+    def root(self) -> Path:
+        return self.sync.root
+
+    async def publish(
+        self,
+        data: bytes,
+        *,
+        expected_format: OutputFormat | str | None,
+        owner: str,
+        filename_prefix: str | None = None,
+        directory: str | None = None,
+        filename: str | None = None,
+        collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
+    ) -> StoredArtifact:
+        return await asyncio.to_thread(
+            lambda: self.sync.publish(
+                data,
+                expected_format=expected_format,
+                owner=owner,
+                filename_prefix=filename_prefix,
+                directory=directory,
+                filename=filename,
+                collision=collision,
+            )
+        )
+
+    async def attach_metadata(
+        self, artifact_id: str, name: str, record: Mapping[str, Any] | bytes
+    ) -> str:
+        return await asyncio.to_thread(self.sync.attach_metadata, artifact_id, name, record)
+
+    async def read(self, artifact_id: str, owner: str | None) -> ArtifactContent:
+        return await asyncio.to_thread(self.sync.read, artifact_id, owner)
+
+    async def read_sidecar(self, artifact_id: str, owner: str | None) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.sync.read_sidecar, artifact_id, owner)
+
+    async def thumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes:
+        return await asyncio.to_thread(self.sync.thumbnail, artifact_id, owner, edge)
+
+    async def cleanup(
+        self,
+        now: float | None = None,
+        *,
+        max_age_secs: int = 7 * 24 * 60 * 60,
+        max_artifacts: int | None = None,
+        max_scan_entries: int = 100_000,
+        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
+    ) -> CleanupReport:
+        return await asyncio.to_thread(
+            lambda: self.sync.cleanup(
+                now,
+                max_age_secs=max_age_secs,
+                max_artifacts=max_artifacts,
+                max_scan_entries=max_scan_entries,
+                stale_temp_secs=stale_temp_secs,
+            )
+        )
+
+    async def repair_orphans(
+        self,
+        max_scan: int,
+        *,
+        apply: bool,
+        now: float | None = None,
+        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
+    ) -> RepairReport:
+        return await asyncio.to_thread(
+            lambda: self.sync.repair_orphans(
+                max_scan, apply=apply, now=now, stale_temp_secs=stale_temp_secs
+            )
+        )

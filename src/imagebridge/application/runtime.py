@@ -39,17 +39,6 @@ from imagebridge.engine.validation import RequestLimits
 from imagebridge.imaging.inspect import ImageLimits
 from imagebridge.providers.mock import MockProvider, MockSettings
 
-__all__ = [
-    "PROVIDER_FACTORIES",
-    "Application",
-    "CallLogProvider",
-    "StoreSink",
-    "build_application",
-    "build_providers",
-    "image_limits",
-    "request_limits",
-]
-
 ProviderFactory = Callable[[BridgeConfig], Provider]
 
 

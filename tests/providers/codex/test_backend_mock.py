@@ -1,7 +1,7 @@
 """The loopback Codex backend mock behaves like the real one, fault by fault.
 
 Only a plain httpx client talks to it here, so these tests pin the mock itself; the
-bridge's own parsing of its answers is tested in ``test_codex_wire.py``.
+bridge's own parsing of its answers is tested in ``tests/providers/codex/test_wire.py``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 For a synthetic 1024×1024 and 2048×2048 generated-style image (noisy #00ff00 backdrop,
 a textured subject with antialiased edges), encoded as PNG, it prints:
 
-* chroma_key_<n>:      ``apply_chroma_key`` on the decoded RGBA pixels (the §6.2 matte,
+* chroma_key_<n>:      ``apply_chroma_key`` on the decoded RGBA pixels (the matte,
                        despill and zeroing, including the per-channel split and merge)
                        / decoding the same PNG with Pillow             (target <= 1.0)
 * remove_chroma_key_<n>: the whole public call — verify+decode, key, validate,

@@ -60,7 +60,8 @@ def png_bomb(width: int = 10_000, height: int = 10_000) -> bytes:
 
 
 def keyed_fixture() -> bytes:
-    """20×20 #00ff00 with a 10×10 (220, 30, 20) square in the middle (spec §6.2)."""
+    """20×20 #00ff00 with a 10×10 (220, 30, 20) square in the middle (the original's chroma
+    test image)."""
     pixels = np.zeros((20, 20, 4), dtype=np.uint8)
     pixels[...] = (0, 255, 0, 255)
     pixels[5:15, 5:15] = (220, 30, 20, 255)

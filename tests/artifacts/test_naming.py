@@ -16,7 +16,7 @@ from imagebridge.contract.enums import OutputFormat
     ("raw", "expected"),
     [
         ("My portrait", "my-portrait"),
-        ("source.png", "sourcepng"),  # ERRATA §5
+        ("source.png", "sourcepng"),  # as the original names a staged reference image
         ("  --Héllo\tWörld--  ", "hllo-wrld"),
         ("***", "image"),
         ("", "image"),

@@ -219,7 +219,7 @@ def test_sessions_is_a_hidden_alias_of_session(cli: Cli) -> None:
     assert "  sessions " not in cli("--help").stdout
 
 
-# Every flag of every command of the original (spec/cli-config.md §1.1 and §1.3), each
+# Every flag of every command of the original (global flags and per-command ones), each
 # with a value the original accepts. ``update`` and ``gateway`` are covered by
 # tests/cli/commands/test_unavailable.py.
 _GENERATION_FLAGS = (

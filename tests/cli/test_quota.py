@@ -403,7 +403,7 @@ def test_only_non_identifying_quota_fields_are_kept() -> None:
     ],
 )
 def test_diagnostics_details_from_a_bridge(detail: Any, expected: QuotaReading) -> None:
-    """The shapes ``providers_detail`` entries take (api.md §11: the server's hook wrapper)."""
+    """The shapes ``providers_detail`` entries take (the server's hook wrapper)."""
     assert reading_from_detail("p", detail) == expected
 
 

@@ -1,7 +1,7 @@
 """``--remote`` / ``IMAGEGEN_BRIDGE_URL``: the CLI against a running bridge over HTTP.
 
 Generation, providers and sessions run against the real bridge app; jobs and presets run
-against a small stub speaking the documented wire shapes (api.md §8, §9).
+against a small stub speaking the wire shapes of the jobs and presets routes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The upstream's own words reach the person in the CLI's human output (issue 20 §4)."""
+"""The upstream's own words reach the person in the CLI's human output (``upstream:``)."""
 
 from __future__ import annotations
 

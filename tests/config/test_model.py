@@ -14,7 +14,7 @@ from .conftest import World
 
 MiB = 1024 * 1024
 
-# Every leaf of the key tree with its default (spec cli-config.md §2.2 plus our added keys).
+# Every leaf of the key tree with its default (the original's keys plus our added keys).
 # Paths marked DATA are relative to the data directory.
 DATA = object()
 DEFAULTS: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""Semantic checks (spec cli-config.md §2.2): one case per rule, plus the list's shape."""
+"""Semantic checks of the key tree's values: one case per rule, plus the list's shape."""
 
 from __future__ import annotations
 

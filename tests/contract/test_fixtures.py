@@ -32,8 +32,8 @@ MODELS: dict[str, type[BaseModel]] = {
 def absent_equivalent(value: Any) -> Any:
     """Drop what the contract treats as absent: ``null`` values and empty optional lists.
 
-    The fixtures spell absent optionals as ``null``/``[]``; the contract omits them on output
-    (api.md §2.2, §3). Equality is checked modulo that rule, in both directions.
+    The fixtures spell absent optionals as ``null``/``[]``; the contract omits them on output.
+    Equality is checked modulo that rule, in both directions.
     """
     if isinstance(value, dict):
         return {
@@ -78,7 +78,8 @@ def test_error_fixture_differs_only_in_the_documented_openai_code() -> None:
     envelope = ErrorEnvelope.model_validate(raw)
     rebuilt: BridgeError = envelope.to_error()
     regenerated = error_envelope(rebuilt, envelope.request_id)
-    # api.md §13.4: the fixture says rate_limit_exceeded; the bridge emits rate_limited.
+    # docs/api-decisions.md, quirk 4: the fixture says rate_limit_exceeded; the bridge emits
+    # rate_limited.
     assert raw["error"]["code"] == "rate_limit_exceeded"
     assert regenerated["error"]["code"] == "rate_limited"
     regenerated["error"]["code"] = raw["error"]["code"]

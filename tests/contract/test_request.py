@@ -1,4 +1,4 @@
-"""Decoding rules of the native ImageRequest (api.md §2, ERRATA §6–§7)."""
+"""Decoding rules of the native ImageRequest, as the original decodes it."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_minimal_request_takes_every_default() -> None:
         {"prompt": "x"},  # missing operation
         base(surprise=True),
         base(images=[]),
-        {"operation": "edit", "prompt": "x"},  # ERRATA §6: edit needs the images key
+        {"operation": "edit", "prompt": "x"},  # edit needs the images key, even empty
         base(version=1),
         base(operation="paint"),
         base(parameters={"size": "1024X1024"}),

@@ -1,4 +1,4 @@
-"""Admission gates (runtime.md §1.5 and the admission.rs statements)."""
+"""Admission gates, and the behaviours the original's admission.rs tests check."""
 
 from __future__ import annotations
 

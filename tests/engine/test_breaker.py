@@ -1,4 +1,4 @@
-"""Circuit breaker (runtime.md §1.6 and the circuit_breaker.rs statements)."""
+"""Circuit breaker, and the behaviours the original's circuit_breaker.rs tests check."""
 
 from __future__ import annotations
 

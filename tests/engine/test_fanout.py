@@ -1,4 +1,4 @@
-"""Fan-out decorator: the six seed tests and the issue's n = 40 scenarios (runtime.md §2)."""
+"""Fan-out decorator: the original's six fan-out tests and the issue's n = 40 scenarios."""
 
 from __future__ import annotations
 

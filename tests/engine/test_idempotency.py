@@ -1,4 +1,4 @@
-"""In-memory idempotency (runtime.md §3.1 and the idempotency.rs statements)."""
+"""In-memory idempotency, and the behaviours the original's idempotency.rs tests check."""
 
 from __future__ import annotations
 

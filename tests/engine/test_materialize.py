@@ -1,4 +1,4 @@
-"""Materialization (runtime.md §1.9 and the materialize.rs statements)."""
+"""Materialization, and the behaviours the original's materialize.rs tests check."""
 
 from __future__ import annotations
 
@@ -348,7 +348,7 @@ async def test_only_small_outputs_skip_the_worker_thread(
     assert ("inspect_image" in offloaded) is threaded, offloaded
 
 
-# -- §1.9 steps 1 and 3: the output set and each image are checked, nothing trusted ---------------
+# -- the output set and each image are checked, nothing trusted ---------------------------------
 
 
 async def refused(resp: ImageResponse, eff: ImageRequest, **limits: Any) -> BridgeError:
@@ -431,7 +431,7 @@ async def test_provider_declared_metadata_must_match_the_decoded_image(
     assert error.details["output_index"] == 0
 
 
-# -- §1.9 step 4: transparency -------------------------------------------------------------------
+# -- transparency: chroma key or native alpha ----------------------------------------------------
 
 
 async def test_the_chroma_key_is_sampled_from_the_actual_border() -> None:
@@ -521,7 +521,7 @@ async def test_pixel_work_runs_in_a_worker_thread(monkeypatch: pytest.MonkeyPatc
     assert "embed" in offloaded  # the XMP container is rebuilt and re-verified off the loop
 
 
-# -- §1.9 steps 5 and 7: dimensions and projection -----------------------------------------------
+# -- dimensions and projection (response_format) ------------------------------------------------
 
 
 async def test_uniformly_different_dimensions_change_the_effective_size() -> None:
@@ -564,7 +564,7 @@ async def test_metadata_projection_has_no_payload_but_every_measured_field() -> 
     assert item.sha256 == hashlib.sha256(data).hexdigest()
 
 
-# -- §1.9 step 8: sidecars -----------------------------------------------------------------------
+# -- sidecars ------------------------------------------------------------------------------------
 
 
 async def test_sidecars_need_a_store_and_named_artifact_outputs() -> None:

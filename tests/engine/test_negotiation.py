@@ -1,4 +1,4 @@
-"""Capability negotiation (runtime.md §1.8 and the §8 statements for core/negotiation.rs)."""
+"""Capability negotiation, and the behaviours the original's core/negotiation.rs tests check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The runtime pipeline (runtime.md §1 and the orchestrator.rs statements)."""
+"""The runtime pipeline, and the behaviours the original's orchestrator.rs tests check."""
 
 from __future__ import annotations
 
@@ -282,7 +282,7 @@ async def test_shutdown_cancels_and_drains_active_work_before_provider_release()
     assert later.value.code is ErrorCode.CANCELLED
 
 
-# -- the fallback table (api.md §2.3) ----------------------------------------------------------
+# -- the fallback table: which error codes move on to a fallback route, under which policy ----
 
 UNAVAILABLE = [
     "configuration",

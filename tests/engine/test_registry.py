@@ -1,4 +1,4 @@
-"""Provider registry (runtime.md §1.0 and the registry.rs statements)."""
+"""Provider registry, and the behaviours the original's registry.rs tests check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Transparent-background planning (runtime.md §6.1 and its §8 statements)."""
+"""Transparent-background planning, and the behaviours the original's transparency.rs tests
+check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Intrinsic validation (runtime.md §1.2 and the §8 statements for core/validation.rs)."""
+"""Intrinsic validation, and the behaviours the original's core/validation.rs tests check."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_validation_bounds_issue_and_input_amplification() -> None:
     issues = pairs(request(operation="edit", images=bad))
     assert len(issues) == 64
     assert ("operation", "too_many_inputs") in issues
-    # ERRATA §3: the overflow marker sorts first.
+    # As in the original: the overflow marker sorts first ("$" before every letter).
     assert issues[0] == ("$", "too_many_issues")
 
 
@@ -276,7 +276,7 @@ def test_mask_issue_uses_the_mask_field() -> None:
 
 
 def test_default_limits_are_the_original_configs_runtime_request_values() -> None:
-    """Not the core's smaller hard-coded defaults (runtime.md §9 quirk 1)."""
+    """Not the original core's smaller hard-coded defaults (n ≤ 16 where the config says 255)."""
     configured = tomllib.loads(ORIGINAL_CONFIG.read_text())["runtime"]["request"]
     defaults = dataclasses.asdict(RequestLimits())
     assert defaults == configured

@@ -1,7 +1,8 @@
-"""A deliberately plain per-pixel implementation of the chroma-key rules (spec §6.2).
+"""A deliberately plain per-pixel implementation of the original's chroma-key rules.
 
 It exists only to prove the vectorised kernel in :mod:`imagebridge.imaging.chroma`
-computes exactly the same pixels. It follows the spec text line by line, using Python
+computes exactly the same pixels. It applies the rules (distance to the key, soft and
+dominance alpha, despill, zeroing) one pixel and one step at a time, using Python
 integers, and shares no code with the kernel.
 """
 

@@ -287,7 +287,8 @@ async def test_restart_schedules_every_queued_job_oldest_first(
         job, _ = await first.manager.submit(SCOPE, image_request(f"fox {index}"))
         ids.append(job.id)
         first.clock.advance(1)
-    # The limit was lowered since, and they span three pages: all must run (runtime.md §9.15).
+    # The limit was lowered since, and they span three pages: all must run (the original
+    # scheduled only max_pending of them on restart, the rest never).
     second = await make_bridge(
         settings=JobManagerSettings(max_pending=1, max_running=1),
         store_class=RecordingStore,
@@ -372,7 +373,7 @@ async def test_header_and_body_keys_must_agree(make_bridge: BridgeFactory) -> No
     assert caught.value.code is ErrorCode.INVALID_REQUEST
     assert caught.value.http_status == 422
     assert caught.value.field == "idempotency_key"
-    # api.md §1.1: the same words as the HTTP routes use.
+    # The same words as the HTTP routes use.
     assert caught.value.message == "Idempotency-Key conflicts with the request body"
     assert (await bridge.manager.statistics())["total"] == 0
 
@@ -779,7 +780,7 @@ async def test_history_filters_apply_before_the_cursor(make_bridge: BridgeFactor
         ids[2],
         ids[0],
     ]
-    # ERRATA §12: only include_deleted=true conflicts with an explicit visibility.
+    # As in the original: only include_deleted=true conflicts with an explicit visibility.
     assert _ids(await manager.list(SCOPE, include_deleted=False, visibility="hidden")) == [ids[1]]
 
 

@@ -1,4 +1,4 @@
-"""History query rules as pure values (api.md §8.3, ERRATA §12)."""
+"""History query rules of ``GET /v1/jobs`` as pure values."""
 
 from __future__ import annotations
 

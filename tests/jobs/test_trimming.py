@@ -1,4 +1,5 @@
-"""Fitting job results into the storage reserve (fix of runtime.md §9.14)."""
+"""Fitting job results into the storage reserve (the original failed a job whose result
+was too large, though its artifacts were written)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Upstream text kept for the person (issue 20 §4): bounded, one line, no credential."""
+"""Upstream text kept for the person (docs/providers.md, "Codex backend, as measured"):
+bounded, one line, no credential."""
 
 from __future__ import annotations
 

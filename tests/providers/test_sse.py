@@ -161,7 +161,7 @@ def test_never_ending_line_fails_once_it_passes_the_limit() -> None:
 
 
 def test_a_chunk_larger_than_the_line_limit_of_short_lines_is_fine() -> None:
-    """ERRATA §15: the original limited buffer + whole chunk; we limit lines."""
+    """The original limited buffer + whole chunk; we limit lines."""
     raw = b"".join(b"data: %d\n\n" % i for i in range(100))
     assert len(raw) > 500
     events = events_of(raw, SseLimits(max_line_bytes=16))

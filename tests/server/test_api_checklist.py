@@ -1,4 +1,6 @@
-"""api.md §14, item by item, against a real server (jobs/presets items excepted).
+"""A black-box checklist of the original's observable behaviours, one test per item (the number
+in a test's name is its item), against a real server (the jobs/presets items 34–42 are in
+``test_jobs_checklist.py``).
 
 Unless a test says otherwise the server registers the deterministic provider ``ready``
 (count 1–2, auto size, png only, 1×1 PNG) as its default, plus ``mock`` and a
@@ -738,7 +740,7 @@ def test_48_session_lookup(standard: LiveServer) -> None:
 
 
 def test_48_session_bindings_can_be_deleted(standard: LiveServer) -> None:
-    """api.md §5.3: DELETE answers 204 and the binding is gone; an unknown key is 404."""
+    """DELETE answers 204 and the binding is gone; an unknown key is 404."""
     key = f"delete-me-{uuid.uuid4().hex[:8]}"
     created = post(
         standard,
@@ -768,7 +770,7 @@ def test_48_session_bindings_can_be_deleted(standard: LiveServer) -> None:
 def test_30_stream_idempotency_header_problems_answer_422_before_the_stream(
     standard: LiveServer,
 ) -> None:
-    """Decided deviation (docs/api-decisions.md, ERRATA §10): known before any work, so a
+    """Decided deviation (docs/api-decisions.md, "Other deviations"): known before any work, so a
     plain 422 JSON envelope instead of an in-stream error."""
     cases = [
         ({**GENERATE, "idempotency_key": "b"}, "a"),

@@ -95,7 +95,8 @@ def test_the_base_document_holds_exactly_the_original_keys(serve: ServeFactory) 
         body = client.get("/v1/diagnostics").json()
         extended = client.get("/v1/diagnostics/extended").json()
     # `events` is emitted by the original and decoded by its SDK, but missing from its
-    # OperatorDiagnostics schema (api.md §13.7): checked against its own component.
+    # OperatorDiagnostics schema (docs/api-decisions.md, quirk 7): checked against its own
+    # component.
     original_contract.validate(body.pop("events"), "OperatorEventHistory")
     original_contract.validate(body, "OperatorDiagnostics")
     assert "providers_detail" not in body

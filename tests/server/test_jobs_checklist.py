@@ -1,4 +1,5 @@
-"""api.md §14 items 34–42: durable jobs, artifacts and presets over HTTP."""
+"""Durable jobs, artifacts and presets over HTTP: items 34–42 of the black-box checklist of the
+original's observable behaviours (the others are in ``test_api_checklist.py``)."""
 
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ def test_35_job_submissions_are_idempotent(jobs_server: LiveServer) -> None:
     with jobs_server.client() as client:
         before = len(client.get("/v1/jobs?limit=100&visibility=all").json()["items"])
         first = client.post("/v1/jobs", json=job_body("idempotent job"), headers=key)
-        # ERRATA §4: the fingerprint is taken over the parsed request with defaults filled
-        # in (and delivery forced to artifact), so key order, spelt-out defaults and the
+        # As in the original: the fingerprint is taken over the parsed request with defaults
+        # filled in (and delivery forced to artifact), so key order, spelt-out defaults and the
         # requested response_format do not turn a retry into a conflict.
         spelled = {
             "parameters": {"n": 1, "size": "16x16", "quality": "auto"},

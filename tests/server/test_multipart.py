@@ -1,6 +1,6 @@
 """``POST /v1/images/edits`` over real HTTP: every part reaches the native request it maps to.
 
-api.md §7.2: file parts are identified by name (``image`` / ``image[]`` repeatable,
+File parts are identified by name (``image`` / ``image[]`` repeatable,
 ``reference_image`` repeatable, ``mask`` once) and keep their Content-Type and filename;
 text parts map onto parameters, routing, policies and the top-level fields. A recording
 provider double shows what the engine handed it.

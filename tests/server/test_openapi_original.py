@@ -101,7 +101,7 @@ def _outline(schema: dict[str, Any], schemas: dict[str, Any]) -> frozenset[str]:
 # Property differences that are decisions, not drift (docs/api-decisions.md).
 _KNOWN_SHAPES: set[tuple[str, frozenset[str], frozenset[str]]] = {
     # `events`: the original emits it and its SDK decodes it; its document omits it
-    # (api.md §13.7). We document what we send.
+    # (docs/api-decisions.md, quirk 7). We document what we send.
     (
         "OperatorDiagnostics",
         frozenset({"artifact_storage_enabled", "bridge_version", "configuration", "events",

@@ -1,4 +1,5 @@
-"""The bridge's own SSE stream over the Codex backend mock (issue 20 §2, §3).
+"""The bridge's own SSE stream over the Codex backend mock (docs/providers.md, "Codex backend,
+as measured").
 
 One image the backend repeats in many events reaches the client once; a final image that
 arrives "generating" with no ``response.completed`` is delivered.

@@ -166,7 +166,7 @@ def test_an_image_outside_the_allowed_roots_is_the_input_error_the_skill_describ
     assert "outside allowed roots" in " ".join(SKILL.section("4. Edit").split())
 
 
-# The command forms the original's skill runs (spec: cli-config §1.4), which the README
+# The command forms the original's skill runs, which the README
 # says work unchanged here. Only the prompt is ours.
 ORIGINAL_SKILL_COMMANDS = [
     "imagegen-bridge config check --json",

@@ -1,4 +1,4 @@
-"""SqliteJobStore: the §8 sqlite_jobs statements, then accounting, paging and edge cases."""
+"""SqliteJobStore: the original's sqlite_jobs.rs tests, then accounting, paging and edge cases."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ async def run_to_success(store: SqliteJobStore, n: int, *, now: int = 2_000) -> 
     await store.succeed(SCOPE, job_id(n), response(job_id(n)), now=now + 1)
 
 
-# -- §8 runtime/sqlite_jobs.rs ------------------------------------------------------------------
+# -- the behaviours the original's runtime/sqlite_jobs.rs tests check ----------------------------
 
 
 async def test_lifecycle_survives_reopen_and_is_cursor_stable(db_path: Path) -> None:
@@ -90,7 +90,7 @@ async def test_recovery_never_retries_ambiguous_running_work(store: SqliteJobSto
     job = await store.get(SCOPE, job_id(1))
     assert job.status is ImageJobStatus.INTERRUPTED
     assert job.completed_at == 1_600
-    # ERRATA §11: recovery leaves the last stage in place.
+    # As in the original: recovery leaves the last stage in place.
     assert job.progress_stage == "provider_progress"
     error = job.error()
     assert error is not None

@@ -1,4 +1,5 @@
-"""SqlitePresetStore: the §8 sqlite_presets statement, name/description/template rules, paging."""
+"""SqlitePresetStore: the original's sqlite_presets.rs test, name/description/template rules,
+paging."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SqliteSessionStore: the four §8 sqlite_sessions statements plus error codes."""
+"""SqliteSessionStore: the four sqlite_sessions.rs tests of the original plus error codes."""
 
 from __future__ import annotations
 

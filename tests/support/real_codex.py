@@ -51,8 +51,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CODEX_CACHE = REPO_ROOT / ".cache" / "codex-cli"
 CODEX_VERSIONS = ("0.169.0", "0.171.0")
-"""The codex releases the tier runs against: the one the spec was measured on, and the
-current one (late 2026)."""
+"""The codex releases the tier runs against: the one the port's Codex behaviour was first
+measured on, and the current one (late 2026)."""
 LOOPBACK_ONLY = REPO_ROOT / "scripts" / "loopback-only"
 ACCOUNT_ID = "acct-imagebridge-test"
 USER_ID = "user-imagebridge-test"

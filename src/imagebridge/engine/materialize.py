@@ -210,7 +210,7 @@ class Materializer:
             normalizations.extend(size_changes)
             warnings.append("provider_output_dimensions_differed")
         if effective.output.metadata.embeds:
-            # Asked for: XMP goes into the bytes, which breaks a C2PA binding (issue 20 §8).
+            # Asked for: XMP goes into the bytes, which breaks the C2PA manifest's binding.
             if any(has_c2pa_manifest(image.data, image.info.format) for image in verified):
                 warnings.append(C2PA_WARNING)
             record_response = response.model_copy(deep=True)

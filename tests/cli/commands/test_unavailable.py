@@ -1,7 +1,7 @@
 """``update`` and ``gateway``: the original's commands answer with what to do here.
 
-Every form below is taken from spec/cli-config.md §1.3 (``update`` and ``gateway``), with
-every flag the original accepted, so a script written for the original gets this answer
+Every form below is one the original's CLI accepted for ``update`` and ``gateway``, with
+every flag it accepted, so a script written for the original gets this answer
 and never a usage error about one of its flags.
 """
 

@@ -1,4 +1,4 @@
-"""Plan-gated carrier models (issue 20 §1): a refused carrier moves to the next one, once.
+"""Plan-gated carrier models: a refused carrier moves to the next one, once.
 
 The mock backend refuses the models in ``refused_models`` with the real backend's 400
 ``{"detail": "The 'gpt-5.5' model is not supported when using Codex with a ChatGPT

@@ -204,7 +204,7 @@ def test_usage_url_is_derived_from_the_base_url() -> None:
     assert images_usage_url("http://127.0.0.1:9/api/codex/") == "http://127.0.0.1:9/api/wham/usage"
 
 
-# -- the route follows the prompt, not `size` (issue 20 §7) ----------------------------------
+# -- the route follows the prompt, not `size` ------------------------------------------------
 
 
 def like_the_real_route(bridge: CodexBridge) -> CodexBackend:

@@ -1,4 +1,4 @@
-"""Provenance (issue 20 §8): Codex PNGs carry a C2PA manifest (``caBX``); the bridge
+"""Provenance: Codex PNGs carry a C2PA manifest (``caBX``); the bridge
 delivers the upstream's bytes untouched unless the caller asks for embedded metadata,
 and then says that the manifest no longer matches."""
 

@@ -538,7 +538,7 @@ async def test_no_token_or_account_id_in_logs_errors_or_diagnostics(
         assert secret not in everything
 
 
-# -- the backend of late 2026 (issue 20 §2, §3) ----------------------------------------------
+# -- the backend of late 2026 (docs/providers.md, "Codex backend, as measured") -------------
 
 
 async def test_a_final_image_with_status_generating_and_no_completed_is_delivered(
@@ -580,7 +580,7 @@ async def test_an_image_repeated_in_many_events_is_one_output(codex_bridge: Code
     assert len(partials) == 1
 
 
-# -- the image's own usage (issue 20 §6) -----------------------------------------------------
+# -- the image's own usage, in response.tool_usage.image_gen ----------------------------------
 
 IMAGE_GEN_USAGE = {
     "input_tokens": 120,

@@ -95,7 +95,7 @@ async def test_n_3_fans_out_into_three_parallel_turns(bridge: BridgeHarness) -> 
     assert all(decoded(image.b64_json) == FINAL_PNG for image in response.data)
     assert "emulated_multi_image_fanout" in response.warnings
     await bridge.settle(app)
-    # isolated + auto: the chunks run at once (ERRATA §2)
+    # isolated + auto: the chunks run at once (as in the original)
     assert _turn_events(bridge)[:3] == ["turn_start"] * 3
     threads = {turn["params"]["threadId"] for turn in bridge.received("turn/start")}
     assert len(threads) == 3  # isolated: one ephemeral thread per output

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.postgres
 
 
 def expected_logical_bytes(job: JobRecord) -> int:
-    """runtime.md §5.1's formula, computed independently of the database."""
+    """The original's logical-bytes formula, computed independently of the database."""
 
     def size(text: str | None) -> int:
         return 0 if text is None else len(text.encode("utf-8"))

@@ -1,9 +1,10 @@
 """Which carrier chat model a ChatGPT login accepts, learnt once and then reused.
 
 The Responses path needs a chat model to call the image tool. Some plans refuse the
-preferred one with a 400 before any work runs (issue 20 §1), so the next model in the
-configured order is tried; the accepted one is remembered for that login, and its later
-requests go straight to it (one upstream call, not a refusal first every time).
+preferred one with a 400 before any work runs (docs/providers.md, "Codex backend, as
+measured"), so the next model in the configured order is tried; the accepted one is
+remembered for that login, and its later requests go straight to it (one upstream call,
+not a refusal first every time).
 Logins are keyed by a hash of the account id (or token): nothing identifying is kept.
 """
 

@@ -9,7 +9,7 @@ DEFAULT_RESPONSES_ENDPOINT: Final = "https://chatgpt.com/backend-api/codex/respo
 DEFAULT_CODEX_BASE_URL: Final = "https://chatgpt.com/backend-api/codex"
 DEFAULT_RESPONSES_MODEL: Final = "gpt-5.5"
 DEFAULT_RESPONSES_MODEL_FALLBACKS: Final = ("gpt-5.4-mini", "gpt-5.4")
-"""Carrier models tried, in order, when a plan refuses the preferred one (issue 20 §1)."""
+"""Carrier models tried, in order, when a plan refuses the preferred one with a 400."""
 DEFAULT_IMAGE_MODEL: Final = "gpt-image-2"
 DEFAULT_INSTRUCTIONS: Final = "You are an image generation assistant."
 ORIGINATOR: Final = "imagegen-bridge"

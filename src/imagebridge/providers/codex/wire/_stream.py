@@ -71,13 +71,14 @@ class ResponsesStreamState:
     kept out of upstream codes.
 
     The backend of late 2026 differs from the original's picture in two ways handled
-    here (issue 20 §2, §3): the last ``response.output_item.done`` may carry the whole
-    image with ``status: "generating"`` and no ``response.completed`` follows, and one
-    image may arrive in several events. A complete final image is therefore enough to
-    finish, and each image counts once: by item id, and by content when ids differ. A
-    partial identical to one already forwarded (or to the final) is not forwarded again,
-    and with ``keep_partials=False`` no partial is retained, so what the state buffers
-    stays about one image however often the backend repeats it.
+    here (docs/providers.md, "Codex backend, as measured"): the last
+    ``response.output_item.done`` may carry the whole image with ``status: "generating"``
+    and no ``response.completed`` follows, and one image may arrive in several events. A
+    complete final image is therefore enough to finish, and each image counts once: by
+    item id, and by content when ids differ. A partial identical to one already forwarded
+    (or to the final) is not forwarded again, and with ``keep_partials=False`` no partial
+    is retained, so what the state buffers stays about one image however often the backend
+    repeats it.
     """
 
     def __init__(

@@ -74,10 +74,10 @@ def scan_text(relative: str, text: str) -> list[Finding]:
     return findings
 
 
-def tracked_files() -> list[str]:
-    """The files git knows under the scanned folders (tracked and not ignored)."""
+def tracked_files(entries: tuple[str, ...] = SCANNED) -> list[str]:
+    """The files git knows under ``entries`` (folders or files; tracked and not ignored)."""
     listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", *SCANNED],
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", *entries],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -86,9 +86,8 @@ def tracked_files() -> list[str]:
     if listed.returncode != 0:  # an unpacked sdist has no .git: walk the tree instead
         return sorted(
             path.relative_to(ROOT).as_posix()
-            for folder in SCANNED
-            if (ROOT / folder).is_dir()
-            for path in (ROOT / folder).rglob("*")
+            for entry in entries
+            for path in ([ROOT / entry] if (ROOT / entry).is_file() else (ROOT / entry).rglob("*"))
             if path.is_file() and "__pycache__" not in path.parts
         )
     return sorted(line for line in listed.stdout.splitlines() if line)
@@ -220,29 +219,13 @@ def scan_citations(relative: str, text: str) -> list[Finding]:
 
 def citing_files() -> list[str]:
     """The tracked text files whose comments, docstrings and prose are scanned for citations."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", *CITING],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if listed.returncode == 0:
-        names = [line for line in listed.stdout.splitlines() if line]
-    else:  # an unpacked sdist has no .git: walk the tree instead
-        names = [
-            path.relative_to(ROOT).as_posix()
-            for entry in CITING
-            for path in ([ROOT / entry] if (ROOT / entry).is_file() else (ROOT / entry).rglob("*"))
-            if path.is_file() and "__pycache__" not in path.parts
-        ]
-    return sorted(
+    return [
         name
-        for name in names
+        for name in tracked_files(CITING)
         if not name.startswith(CITING_EXEMPT)
         and (ROOT / name).is_file()
         and (Path(name).suffix in CITING_SUFFIXES or Path(name).suffix == "")
-    )
+    ]
 
 
 def test_nothing_cites_a_document_outside_the_repository() -> None:

@@ -5,7 +5,7 @@ load the inputs, build the Responses body, POST it with the user's
 ChatGPT login, fold the SSE stream while forwarding partial images, verify
 the final image and report it with its revised prompt and usage (always an object,
 even when upstream sends none). Failures: docs/providers.md; the one
-transient retry follows :mod:`codex_retry`.
+transient retry follows :mod:`.retries`.
 """
 
 from __future__ import annotations

@@ -57,14 +57,8 @@ from imagebridge.jobs.shared_mode import (
 )
 from imagebridge.jobs.trimming import fit_result, result_text
 from imagebridge.jobs.views import job_view, page_view
-from imagebridge.storage.interfaces import (
-    JobEventKind,
-    JobIdentity,
-    JobRecord,
-    JobStore,
-    JobVisibility,
-    SharedJobStore,
-)
+from imagebridge.storage.interfaces import JobStore, SharedJobStore
+from imagebridge.storage.records import JobEventKind, JobIdentity, JobRecord, JobVisibility
 
 __all__ = ["EVENT_BUFFER", "QUEUED_PAGE", "JobManager", "progress_stage"]
 

@@ -37,7 +37,8 @@ from typing import Protocol
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.storage.interfaces import JobEvent, JobEventKind, JobRecord, SharedJobStore
+from imagebridge.storage.interfaces import SharedJobStore
+from imagebridge.storage.records import JobEvent, JobEventKind, JobRecord
 
 __all__ = [
     "CANCEL_REASON",

@@ -14,7 +14,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.jobs import ImageJob, ImageJobPage, ImageJobSummary
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import BridgeErrorBody, ImageResponse
-from imagebridge.storage.interfaces import JobPage, JobRecord, JobSummary
+from imagebridge.storage.records import JobPage, JobRecord, JobSummary
 
 __all__ = ["job_view", "page_view", "summary_view"]
 

@@ -26,9 +26,8 @@ from imagebridge.storage.cursors import (
     encode_job_cursor,
     encode_preset_cursor,
 )
-from imagebridge.storage.interfaces import (
-    ACTIVE_ROW_RESERVE_BYTES,
-    ROW_OVERHEAD_BYTES,
+from imagebridge.storage.interfaces import ACTIVE_ROW_RESERVE_BYTES, ROW_OVERHEAD_BYTES
+from imagebridge.storage.records import (
     CreateResult,
     JobIdentity,
     JobPage,

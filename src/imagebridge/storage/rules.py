@@ -15,11 +15,8 @@ from typing import Any
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage.interfaces import (
-    MAX_PAGE_LIMIT,
-    JobVisibility,
-    JsonInput,
-)
+from imagebridge.storage.interfaces import MAX_PAGE_LIMIT
+from imagebridge.storage.records import JobVisibility, JsonInput
 
 __all__ = [
     "FAILURE_STATUSES",

@@ -37,7 +37,7 @@ from imagebridge.storage._common import (
     check_not_newer,
     is_plain_identifier,
 )
-from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
+from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS
 from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
@@ -47,6 +47,7 @@ from imagebridge.storage.postgres.url import (
     is_postgres_url,
     redact_url,
 )
+from imagebridge.storage.records import SchemaStatus
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",

@@ -59,20 +59,8 @@ from imagebridge.storage._common import (
 from imagebridge.storage.interfaces import (
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_PAGE_LIMIT,
-    LEGACY_SCOPE,
     MAX_ERROR_JSON_BYTES,
     MAX_RESULT_JSON_BYTES,
-    CreateResult,
-    JobEvent,
-    JobEventKind,
-    JobIdentity,
-    JobPage,
-    JobRecord,
-    JobStatistics,
-    JobVisibility,
-    JsonInput,
-    LeaseRenewal,
-    SchemaStatus,
 )
 from imagebridge.storage.postgres.database import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -88,6 +76,20 @@ from imagebridge.storage.postgres.database import (
     missing_objects,
     quote_schema,
     table_columns,
+)
+from imagebridge.storage.records import (
+    LEGACY_SCOPE,
+    CreateResult,
+    JobEvent,
+    JobEventKind,
+    JobIdentity,
+    JobPage,
+    JobRecord,
+    JobStatistics,
+    JobVisibility,
+    JsonInput,
+    LeaseRenewal,
+    SchemaStatus,
 )
 from imagebridge.storage.rules import job_not_found
 from imagebridge.storage.sqlite.shared_queue import (

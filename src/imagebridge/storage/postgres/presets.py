@@ -24,10 +24,6 @@ from imagebridge.storage.interfaces import (
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_PAGE_LIMIT,
     MAX_PRESET_TEMPLATE_BYTES,
-    JsonInput,
-    PresetPage,
-    PresetRecord,
-    SchemaStatus,
 )
 from imagebridge.storage.postgres.database import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -42,6 +38,7 @@ from imagebridge.storage.postgres.database import (
     missing_objects,
     quote_schema,
 )
+from imagebridge.storage.records import JsonInput, PresetPage, PresetRecord, SchemaStatus
 from imagebridge.storage.rules import (
     check_count,
     check_preset_name,

@@ -16,7 +16,7 @@ from imagebridge.storage._common import (
     check_session_key,
     check_session_provider,
 )
-from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
+from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS
 from imagebridge.storage.postgres.database import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
@@ -30,6 +30,7 @@ from imagebridge.storage.postgres.database import (
     missing_objects,
     quote_schema,
 )
+from imagebridge.storage.records import SchemaStatus
 
 __all__ = ["SESSION_PG_SCHEMA", "PostgresSessionStore", "inspect_postgres_session_schema"]
 

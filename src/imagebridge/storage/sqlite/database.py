@@ -31,7 +31,8 @@ from imagebridge.storage._common import (
     check_not_newer,
     is_plain_identifier,
 )
-from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
+from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS
+from imagebridge.storage.records import SchemaStatus
 
 __all__ = [
     "Migration",

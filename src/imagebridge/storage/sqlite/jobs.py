@@ -56,9 +56,11 @@ from imagebridge.storage._common import (
 from imagebridge.storage.interfaces import (
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_PAGE_LIMIT,
-    LEGACY_SCOPE,
     MAX_ERROR_JSON_BYTES,
     MAX_RESULT_JSON_BYTES,
+)
+from imagebridge.storage.records import (
+    LEGACY_SCOPE,
     CreateResult,
     JobIdentity,
     JobPage,

@@ -28,11 +28,8 @@ from imagebridge.storage.interfaces import (
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_PAGE_LIMIT,
     MAX_PRESET_TEMPLATE_BYTES,
-    JsonInput,
-    PresetPage,
-    PresetRecord,
-    SchemaStatus,
 )
+from imagebridge.storage.records import JsonInput, PresetPage, PresetRecord, SchemaStatus
 from imagebridge.storage.rules import (
     check_count,
     check_preset_name,

@@ -19,7 +19,8 @@ from imagebridge.storage._common import (
     check_session_key,
     check_session_provider,
 )
-from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS, SchemaStatus
+from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS
+from imagebridge.storage.records import SchemaStatus
 from imagebridge.storage.sqlite.database import Migration, Schema, SqliteDatabase, inspect_schema
 
 __all__ = ["SESSION_SCHEMA", "SqliteSessionStore", "inspect_session_schema"]

@@ -30,6 +30,8 @@ from imagebridge.storage.interfaces import (
     DEFAULT_BUSY_TIMEOUT_MS,
     MAX_ERROR_JSON_BYTES,
     MAX_RESULT_JSON_BYTES,
+)
+from imagebridge.storage.records import (
     CreateResult,
     JobEvent,
     JobEventKind,

@@ -23,14 +23,14 @@ from imagebridge.storage import (
     SqliteJobStore,
     SqliteSharedJobStore,
 )
-from imagebridge.storage.rules import MAX_INTEGER
-from imagebridge.storage.sqlite.shared_queue import (
+from imagebridge.storage.rules.queue import (
     MAX_HEARTBEAT_JOBS,
     MAX_LEASE_SECS,
     MAX_QUEUE_PROVIDERS,
     decode_job_event,
     encode_job_event,
 )
+from imagebridge.storage.rules.values import MAX_INTEGER
 
 from .conftest import SCOPE, OpenShared, job_id, request, response
 

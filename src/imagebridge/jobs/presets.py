@@ -26,9 +26,10 @@ from imagebridge.contract.presets import (
 )
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.validation import RequestLimits, validate_request
-from imagebridge.storage.interfaces import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, PresetStore
+from imagebridge.storage.interfaces import PresetStore
 from imagebridge.storage.records import PresetRecord
-from imagebridge.storage.rules import check_description, check_preset_name
+from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
+from imagebridge.storage.rules.presets import check_description, check_preset_name
 
 __all__ = ["PLACEHOLDER_PROMPT", "PresetService", "template_request", "validate_template"]
 

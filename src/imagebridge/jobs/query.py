@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError
 from imagebridge.storage.cursors import decode_job_cursor
-from imagebridge.storage.interfaces import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
 from imagebridge.storage.records import JobVisibility
-from imagebridge.storage.rules import normalize_search
+from imagebridge.storage.rules.history import normalize_search
+from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
 
 __all__ = ["INVALID_QUERY", "JobQuery", "job_query"]
 

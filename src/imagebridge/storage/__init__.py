@@ -1,7 +1,9 @@
 """Durable storage: jobs, presets and session bindings.
 
-The interfaces (``JobStore``, ``PresetStore``, ``SessionStore``, ``SharedJobStore``) and their
-plain records live in :mod:`imagebridge.storage.interfaces`; SQLite and PostgreSQL implement them.
+The interfaces (``JobStore``, ``PresetStore``, ``SessionStore``, ``SharedJobStore``) live in
+:mod:`imagebridge.storage.interfaces`, their plain records in :mod:`imagebridge.storage.records`;
+SQLite (:mod:`imagebridge.storage.sqlite`) and PostgreSQL (:mod:`imagebridge.storage.postgres`)
+implement them, with every backend-neutral check and rule in :mod:`imagebridge.storage.rules`.
 Stores take and return JSON-ready data, so they never depend on the contract models.
 
 Open stores with the factories (``open_job_store`` …): the location picks the backend, a path
@@ -16,24 +18,18 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from imagebridge.storage._common import JOB_STORE, PRESET_STORE, SESSION_STORE
 from imagebridge.storage.cursors import (
     decode_job_cursor,
     decode_preset_cursor,
     encode_job_cursor,
     encode_preset_cursor,
 )
-from imagebridge.storage.interfaces import (
-    ACTIVE_ROW_RESERVE_BYTES,
+from imagebridge.storage.interfaces import JobStore, PresetStore, SessionStore, SharedJobStore
+from imagebridge.storage.lifecycle import (
     DEFAULT_BUSY_TIMEOUT_MS,
-    MAX_ERROR_JSON_BYTES,
-    MAX_PRESET_TEMPLATE_BYTES,
-    MAX_RESULT_JSON_BYTES,
-    ROW_OVERHEAD_BYTES,
-    JobStore,
-    PresetStore,
-    SessionStore,
-    SharedJobStore,
+    JOB_STORE,
+    PRESET_STORE,
+    SESSION_STORE,
 )
 from imagebridge.storage.postgres.url import (
     PostgresOptions,
@@ -59,13 +55,21 @@ from imagebridge.storage.records import (
     PresetRecord,
     SchemaStatus,
 )
+from imagebridge.storage.rules.jobs import (
+    ACTIVE_ROW_RESERVE_BYTES,
+    MAX_ERROR_JSON_BYTES,
+    MAX_RESULT_JSON_BYTES,
+    ROW_OVERHEAD_BYTES,
+)
+from imagebridge.storage.rules.presets import MAX_PRESET_TEMPLATE_BYTES
+from imagebridge.storage.rules.queue import UNROUTED
 from imagebridge.storage.sqlite.jobs import SqliteJobStore, inspect_job_schema
 from imagebridge.storage.sqlite.presets import SqlitePresetStore, inspect_preset_schema
 from imagebridge.storage.sqlite.sessions import SqliteSessionStore, inspect_session_schema
-from imagebridge.storage.sqlite.shared_queue import UNROUTED, SqliteSharedJobStore
+from imagebridge.storage.sqlite.shared_queue import SqliteSharedJobStore
 
 if TYPE_CHECKING:
-    from imagebridge.storage.postgres.jobs import PostgresJobStore, inspect_postgres_job_schema
+    from imagebridge.storage.postgres.jobs import inspect_postgres_job_schema
     from imagebridge.storage.postgres.presets import (
         PostgresPresetStore,
         inspect_postgres_preset_schema,
@@ -74,6 +78,7 @@ if TYPE_CHECKING:
         PostgresSessionStore,
         inspect_postgres_session_schema,
     )
+    from imagebridge.storage.postgres.shared_queue import PostgresJobStore
 
 __all__ = [
     "ACTIVE_ROW_RESERVE_BYTES",
@@ -128,7 +133,7 @@ __all__ = [
 ]
 
 _LAZY = {
-    "PostgresJobStore": "imagebridge.storage.postgres.jobs",
+    "PostgresJobStore": "imagebridge.storage.postgres.shared_queue",
     "inspect_postgres_job_schema": "imagebridge.storage.postgres.jobs",
     "PostgresPresetStore": "imagebridge.storage.postgres.presets",
     "inspect_postgres_preset_schema": "imagebridge.storage.postgres.presets",
@@ -192,7 +197,7 @@ async def open_job_store(
             max_result_bytes=max_result_bytes,
             max_error_bytes=max_error_bytes,
         )
-    from imagebridge.storage.postgres.jobs import PostgresJobStore
+    from imagebridge.storage.postgres.shared_queue import PostgresJobStore
 
     url, args = _postgres_args(target, postgres, busy_timeout_ms)
     return await PostgresJobStore.open(

@@ -12,7 +12,8 @@ import binascii
 import re
 
 from imagebridge.contract.errors import BridgeError
-from imagebridge.storage.rules import MAX_INTEGER, check_preset_name, is_canonical_uuid
+from imagebridge.storage.rules.presets import check_preset_name
+from imagebridge.storage.rules.values import MAX_INTEGER, is_canonical_uuid
 
 __all__ = [
     "MAX_CURSOR_CHARS",

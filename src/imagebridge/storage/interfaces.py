@@ -28,45 +28,14 @@ from imagebridge.storage.records import (
     PresetPage,
     PresetRecord,
 )
+from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT
 
 __all__ = [
-    "ACTIVE_ROW_RESERVE_BYTES",
-    "DEFAULT_BUSY_TIMEOUT_MS",
-    "DEFAULT_PAGE_LIMIT",
-    "MAX_ERROR_JSON_BYTES",
-    "MAX_PAGE_LIMIT",
-    "MAX_PRESET_TEMPLATE_BYTES",
-    "MAX_RESULT_JSON_BYTES",
-    "ROW_OVERHEAD_BYTES",
     "JobStore",
     "PresetStore",
     "SessionStore",
     "SharedJobStore",
 ]
-
-ACTIVE_ROW_RESERVE_BYTES = 262_144
-"""Logical bytes charged to a queued or running job: room for its future result.
-
-With :data:`ROW_OVERHEAD_BYTES` this is a fixed unit of the on-disk accounting (cached per
-row), not a tunable: a budget is tuned through ``max_database_bytes`` instead.
-"""
-
-ROW_OVERHEAD_BYTES = 128
-"""Logical bytes charged to every job row on top of its text columns."""
-
-MAX_RESULT_JSON_BYTES = ACTIVE_ROW_RESERVE_BYTES
-"""Largest stored job result (response JSON); a result must fit the reserve it was charged."""
-
-MAX_ERROR_JSON_BYTES = ACTIVE_ROW_RESERVE_BYTES
-"""Largest stored job error JSON; larger errors are replaced by a short ``internal`` one."""
-
-MAX_PRESET_TEMPLATE_BYTES = 262_144
-"""Largest stored preset template JSON."""
-
-DEFAULT_BUSY_TIMEOUT_MS = 5_000
-DEFAULT_PAGE_LIMIT = 20
-MAX_PAGE_LIMIT = 100
-
 
 # -- jobs ------------------------------------------------------------------------------------
 
@@ -161,7 +130,7 @@ class JobStore(Protocol):
     async def close(self) -> None: ...
 
 
-# -- the shared queue (several bridge instances on one store) ---------------------------------
+# -- the shared queue (several bridge instances on one store) --------------------------------
 
 
 @runtime_checkable

@@ -184,7 +184,7 @@ class JobStatistics:
     logical_bytes: int
 
 
-# -- the shared queue (several bridge instances on one store) ---------------------------------
+# -- the shared queue (several bridge instances on one store) --------------------------------
 
 
 class JobEventKind(StrEnum):

@@ -30,14 +30,10 @@ import psycopg
 import psycopg_pool
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage._common import (
-    check_migration_numbers,
-    check_not_newer,
-    is_plain_identifier,
-)
-from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS
 from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
@@ -48,6 +44,11 @@ from imagebridge.storage.postgres.url import (
     redact_url,
 )
 from imagebridge.storage.records import SchemaStatus
+from imagebridge.storage.rules.schema import (
+    check_migration_numbers,
+    check_not_newer,
+    is_plain_identifier,
+)
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
@@ -61,6 +62,9 @@ __all__ = [
     "PostgresDatabase",
     "advisory_key",
     "check_schema_name",
+    "fetch_row",
+    "fetch_rows",
+    "fetch_value",
     "inspect_postgres_schema",
     "is_postgres_url",
     "missing_objects",
@@ -87,7 +91,7 @@ _BUSY_STATES = (
 )
 
 
-# -- URLs --------------------------------------------------------------------------------------
+# -- URLs ------------------------------------------------------------------------------------
 
 
 def _check_url(url: object, code: ErrorCode, label: str) -> str:
@@ -136,6 +140,30 @@ def translate_error(exc: BaseException, code: ErrorCode, label: str) -> BridgeEr
     if isinstance(exc, psycopg.IntegrityError):
         return BridgeError(code, f"{label} rejected an inconsistent write", details=details)
     return BridgeError(code, f"{label} operation failed", details=details)
+
+
+# -- queries ---------------------------------------------------------------------------------
+
+
+async def fetch_rows(conn: Connection, sql: str, params: Any = None) -> list[dict[str, Any]]:
+    """Every row of ``sql``, each addressed by column name."""
+    async with conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(sql, params)
+        return await cursor.fetchall()
+
+
+async def fetch_row(conn: Connection, sql: str, params: Any = None) -> dict[str, Any] | None:
+    """The first row of ``sql`` addressed by column name, or ``None``."""
+    async with conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(sql, params)
+        return await cursor.fetchone()
+
+
+async def fetch_value(conn: Connection, sql: str, params: Any = None) -> Any:
+    """The first column of the first row of ``sql``, or ``None`` when there is no row."""
+    cursor = await conn.execute(sql, params)
+    row = await cursor.fetchone()
+    return None if row is None else row[0]
 
 
 # -- migrations ------------------------------------------------------------------------------

@@ -1,230 +1,100 @@
-"""Durable image jobs in PostgreSQL, shared by any number of bridge instances (issue 14).
+"""Durable image jobs in PostgreSQL: the :class:`JobStore` operations on the jobs table.
 
-Same behaviour as :class:`~imagebridge.storage.sqlite.jobs.SqliteJobStore`: the
-same checks from :mod:`.rules`, the same errors, cursors, idempotency and logical-bytes
+Same behaviour as :class:`~imagebridge.storage.sqlite.jobs.SqliteJobStore`: the same checks
+from :mod:`imagebridge.storage.rules`, the same errors, cursors, idempotency and logical-bytes
 accounting. Where SQLite serializes writers with ``BEGIN IMMEDIATE``, this store takes a
 transaction-scoped advisory lock around admission (so ``max_pending`` and the byte budget hold
 across instances) and around pruning, and row locks everywhere else.
 
-The logical size of a row is a stored generated column computed by PostgreSQL from the same
-formula, so it can never go stale. The shared-queue primitives (``claim_next`` with ``FOR
-UPDATE SKIP LOCKED``, leases, ``LISTEN``/``NOTIFY``) are documented on each method.
+The table (:mod:`.job_schema`) holds each job's route and lease too: ``create`` records the
+provider a job routes to, and :class:`~imagebridge.storage.postgres.shared_queue.PostgresJobStore`
+adds the shared-queue primitives on top of :class:`PostgresPlainJobStore`, as
+:class:`~imagebridge.storage.sqlite.shared_queue.SqliteSharedJobStore` does for SQLite.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any, Self
-
-import psycopg
-from psycopg.rows import dict_row
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError
-from imagebridge.storage._common import (
-    JOB_RECORD_COLUMNS,
-    JOB_STORE,
-    TERMINAL_SQL,
-    CancelStep,
-    StoreLifecycle,
-    cancel_step,
-    check_body_limits,
-    check_capacity,
-    check_failure,
-    check_finishable,
-    check_history_update,
-    check_job_lookup,
-    check_progress,
-    check_queued_page,
-    check_submission,
-    check_transition,
-    history_change,
-    history_query,
-    job_id_taken,
-    job_identity,
-    job_page,
-    job_record,
-    job_statistics,
-    logical_bytes_sql,
-    prepare_error,
-    prepare_interruption,
-    prepare_result,
-    prepare_submission,
-    prune_cutoff,
-    replayed,
-)
-from imagebridge.storage.interfaces import (
-    DEFAULT_BUSY_TIMEOUT_MS,
-    DEFAULT_PAGE_LIMIT,
-    MAX_ERROR_JSON_BYTES,
-    MAX_RESULT_JSON_BYTES,
-)
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, JOB_STORE, StoreLifecycle
 from imagebridge.storage.postgres.database import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
     DEFAULT_POOL_MIN_SIZE,
     DEFAULT_SCHEMA,
     Connection,
-    PgMigration,
-    PgSchema,
     PostgresDatabase,
     advisory_key,
+    fetch_row,
+    fetch_rows,
+    fetch_value,
     inspect_postgres_schema,
-    missing_objects,
-    quote_schema,
-    table_columns,
 )
+from imagebridge.storage.postgres.job_schema import JOB_PG_SCHEMA
 from imagebridge.storage.records import (
-    LEGACY_SCOPE,
     CreateResult,
-    JobEvent,
-    JobEventKind,
     JobIdentity,
     JobPage,
     JobRecord,
     JobStatistics,
     JobVisibility,
     JsonInput,
-    LeaseRenewal,
     SchemaStatus,
 )
-from imagebridge.storage.rules import job_not_found
-from imagebridge.storage.sqlite.shared_queue import (
-    UNROUTED,
-    check_claim,
-    check_event_kind,
-    check_heartbeat,
-    check_provider,
-    counts_by_name,
-    decode_job_event,
-    encode_job_event,
-    lease_renewal,
+from imagebridge.storage.rows import (
+    JOB_RECORD_COLUMNS,
+    job_identity,
+    job_page,
+    job_record,
+    job_statistics,
 )
-
-__all__ = ["JOB_PG_SCHEMA", "PostgresJobStore", "inspect_postgres_job_schema"]
-
-
-# -- accounting ------------------------------------------------------------------------------
-
-
-def _octets(column: str) -> str:
-    return f"COALESCE(octet_length({column})::bigint, 0)"
-
-
-_LOGICAL_BYTES_SQL = logical_bytes_sql(_octets)
-
-
-# -- schema ----------------------------------------------------------------------------------
-
-_COLUMNS = (*JOB_RECORD_COLUMNS, "provider", "lease_owner", "lease_expires_at")
-"""Every column an existing table must have: what a record reads, and the queue's own."""
-
-# Identifier-like text is compared bytewise (COLLATE "C"), as in SQLite, whatever the
-# database's default collation: ids order and page the same on both backends.
-_CREATE_TABLE = f"""
-CREATE TABLE IF NOT EXISTS {{schema}}.image_jobs (
-    id text COLLATE "C" PRIMARY KEY,
-    auth_scope text COLLATE "C" NOT NULL DEFAULT '{LEGACY_SCOPE}',
-    status text COLLATE "C" NOT NULL CHECK (status IN
-        ('queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted')),
-    created_at bigint NOT NULL,
-    updated_at bigint NOT NULL,
-    started_at bigint,
-    completed_at bigint,
-    progress_stage text COLLATE "C",
-    partial_images bigint NOT NULL DEFAULT 0,
-    cancel_requested boolean NOT NULL DEFAULT false,
-    favorite boolean NOT NULL DEFAULT false,
-    deleted_at bigint,
-    submission_key_hash text COLLATE "C",
-    request_fingerprint text COLLATE "C",
-    provider text COLLATE "C",
-    lease_owner text COLLATE "C",
-    lease_expires_at bigint,
-    prompt_search text NOT NULL DEFAULT '',
-    request_json text NOT NULL,
-    response_json text,
-    error_json text,
-    logical_bytes bigint GENERATED ALWAYS AS {_LOGICAL_BYTES_SQL} STORED
+from imagebridge.storage.rules.history import (
+    TERMINAL_SQL,
+    check_history_update,
+    history_change,
+    history_query,
+    prune_cutoff,
 )
-"""
+from imagebridge.storage.rules.jobs import (
+    MAX_ERROR_JSON_BYTES,
+    MAX_RESULT_JSON_BYTES,
+    CancelStep,
+    cancel_step,
+    check_body_limits,
+    check_capacity,
+    check_failure,
+    check_finishable,
+    check_job_lookup,
+    check_progress,
+    check_submission,
+    check_transition,
+    job_id_taken,
+    job_not_found,
+    prepare_error,
+    prepare_interruption,
+    prepare_result,
+    prepare_submission,
+    replayed,
+)
+from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, check_queued_page
+from imagebridge.storage.rules.queue import check_provider
 
-_INDEXES = {
-    "image_jobs_scope_history_idx": "ON {schema}.image_jobs (auth_scope, created_at DESC, id DESC)",
-    "image_jobs_submission_idx": "ON {schema}.image_jobs (auth_scope, submission_key_hash) "
-    "WHERE submission_key_hash IS NOT NULL",
-    "image_jobs_queue_idx": "ON {schema}.image_jobs (created_at, id) WHERE status = 'queued'",
-    "image_jobs_lease_idx": "ON {schema}.image_jobs (lease_expires_at) WHERE status = 'running'",
-    "image_jobs_logical_bytes_idx": "ON {schema}.image_jobs (logical_bytes)",
-}
-_UNIQUE_INDEXES = frozenset({"image_jobs_submission_idx"})
+__all__ = ["PostgresPlainJobStore", "inspect_postgres_job_schema"]
 
-
-async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
-    """The jobs table in its full shape, with its indexes (re-created when missing)."""
-    missing = await missing_objects(conn, schema, ("image_jobs", *_INDEXES))
-    quoted = quote_schema(schema)
-    if "image_jobs" in missing:
-        await conn.execute(_CREATE_TABLE.format(schema=quoted))
-    else:
-        absent = set(_COLUMNS) - await table_columns(conn, schema, "image_jobs")
-        if absent:
-            raise BridgeError(
-                JOB_STORE.code,
-                f"{JOB_STORE.label} has an unrecognised image_jobs table",
-                details={"missing_columns": sorted(absent)},
-            )
-    for index, definition in _INDEXES.items():
-        if index in missing:
-            unique = "UNIQUE " if index in _UNIQUE_INDEXES else ""
-            await conn.execute(
-                f"CREATE {unique}INDEX IF NOT EXISTS {index} " + definition.format(schema=quoted)
-            )
+_RECORD_COLUMNS = ", ".join(JOB_RECORD_COLUMNS)
+"""What a record reads, as SQL: every statement returning a job selects this."""
 
 
-JOB_PG_SCHEMA = PgSchema(component="jobs", migrations=(PgMigration(1, _migrate_v1),))
+class PostgresPlainJobStore(StoreLifecycle[PostgresDatabase]):
+    """:class:`~imagebridge.storage.interfaces.JobStore` over one PostgreSQL schema.
 
-# -- rows ------------------------------------------------------------------------------------
-
-
-def _columns(names: tuple[str, ...], prefix: str = "") -> str:
-    return ", ".join(f"{prefix}{name}" for name in names)
-
-
-_RECORD_COLUMNS = _columns(JOB_RECORD_COLUMNS)
-
-
-def _record(row: Mapping[str, Any]) -> JobRecord:
-    """A row as a record, with the route :meth:`PostgresJobStore.claim_next` returns."""
-    return job_record(row, provider=row.get("provider"))
-
-
-async def _rows(conn: Connection, sql: str, params: Any = None) -> builtins.list[dict[str, Any]]:
-    async with conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(sql, params)
-        return await cursor.fetchall()
-
-
-async def _row(conn: Connection, sql: str, params: Any = None) -> dict[str, Any] | None:
-    async with conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(sql, params)
-        return await cursor.fetchone()
-
-
-async def _scalar(conn: Connection, sql: str, params: Any = None) -> Any:
-    cursor = await conn.execute(sql, params)
-    row = await cursor.fetchone()
-    return None if row is None else row[0]
-
-
-# -- the store -------------------------------------------------------------------------------
-
-
-class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
-    """:class:`~imagebridge.storage.interfaces.SharedJobStore` over one PostgreSQL schema."""
+    Open :class:`~imagebridge.storage.postgres.shared_queue.PostgresJobStore` (what
+    ``open_job_store`` returns): it is this store plus the shared-queue primitives.
+    """
 
     def __init__(
         self, database: PostgresDatabase, *, max_result_bytes: int, max_error_bytes: int
@@ -235,7 +105,6 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         self._t = database.table("image_jobs")
         self._admission_key = advisory_key(database.schema, "jobs:admission")
         self._prune_key = advisory_key(database.schema, "jobs:prune")
-        self._channel = f"{database.schema}_job_events"
 
     @classmethod
     async def open(
@@ -274,7 +143,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         return self._max_result_bytes
 
     async def _fetch(self, conn: Connection, scope: str, job_id: str, *, lock: bool) -> JobRecord:
-        row = await _row(
+        row = await fetch_row(
             conn,
             f"SELECT {_RECORD_COLUMNS} FROM {self._t} "  # noqa: S608
             "WHERE auth_scope = %s AND id = %s" + (" FOR UPDATE" if lock else ""),
@@ -282,7 +151,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         )
         if row is None:
             raise job_not_found()
-        return _record(row)
+        return job_record(row)
 
     # -- submission ----------------------------------------------------------------------
 
@@ -304,7 +173,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
 
         Idempotency is decided before capacity, so a replay succeeds even when the queue is
         full; a refused submission stores nothing. ``provider`` is the resolved primary
-        provider :meth:`claim_next` routes by (``None``: any instance may claim the job).
+        provider ``claim_next`` routes by (``None``: any instance may claim the job).
         """
         key_hash = check_submission(
             scope,
@@ -334,19 +203,19 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             # are checked and charged atomically, as SQLite's single writer does.
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._admission_key,))
             if key_hash is not None:
-                existing = await _row(
+                existing = await fetch_row(
                     conn,
                     f"SELECT {_RECORD_COLUMNS} FROM {t} "  # noqa: S608
                     "WHERE auth_scope = %s AND submission_key_hash = %s",
                     (scope, key_hash),
                 )
                 if existing is not None:
-                    return replayed(_record(existing), fingerprint)
-            queued = await _scalar(
+                    return replayed(job_record(existing), fingerprint)
+            queued = await fetch_value(
                 conn,
                 f"SELECT COUNT(*) FROM {t} WHERE status = 'queued'",  # noqa: S608
             )
-            used = await _scalar(
+            used = await fetch_value(
                 conn,
                 f"SELECT COALESCE(SUM(logical_bytes), 0) FROM {t}",  # noqa: S608
             )
@@ -357,9 +226,9 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 max_pending=max_pending,
                 max_database_bytes=max_database_bytes,
             )
-            if await _scalar(conn, f"SELECT 1 FROM {t} WHERE id = %s", (job_id,)):  # noqa: S608
+            if await fetch_value(conn, f"SELECT 1 FROM {t} WHERE id = %s", (job_id,)):  # noqa: S608
                 raise job_id_taken()
-            row = await _row(
+            row = await fetch_row(
                 conn,
                 f"INSERT INTO {t} (id, auth_scope, status, created_at, updated_at, "  # noqa: S608
                 "partial_images, cancel_requested, favorite, submission_key_hash, "
@@ -369,7 +238,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 (job_id, scope, now, now, key_hash, fingerprint, route, search, request_text),
             )
             assert row is not None
-            return CreateResult(job=_record(row), created=True)
+            return CreateResult(job=job_record(row), created=True)
 
         return await self._db.run(operation)
 
@@ -445,7 +314,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
     ) -> JobRecord:
         async def operation(conn: Connection) -> JobRecord:
             stamp = check_finishable(await self._fetch(conn, scope, job_id, lock=True), now)
-            row = await _row(
+            row = await fetch_row(
                 conn,
                 f"UPDATE {self._t} SET status = %s, response_json = %s, "  # noqa: S608
                 "error_json = %s, completed_at = %s, updated_at = %s, "
@@ -453,7 +322,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 (status.value, response_text, error_text, stamp, stamp, job_id),
             )
             assert row is not None
-            return _record(row)
+            return job_record(row)
 
         return await self._db.run(operation)
 
@@ -461,7 +330,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         """Queued → cancelled at once; running → flagged for its worker; terminal → as is.
 
         The flag is durable: the instance running the job sees it through
-        :meth:`heartbeat` even if it misses the ``cancel_requested`` notification.
+        ``heartbeat`` even if it misses the ``cancel_requested`` notification.
         """
         check_transition(scope, now)
         t = self._t
@@ -485,9 +354,9 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 params = (stamp, job_id)
             else:
                 return current
-            row = await _row(conn, sql, params)
+            row = await fetch_row(conn, sql, params)
             assert row is not None
-            return _record(row)
+            return job_record(row)
 
         return await self._db.run(operation)
 
@@ -495,7 +364,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         """Every running row → interrupted; never re-run. For a single instance's restart.
 
         This marks *every* running job, other instances' live ones included: a shared
-        deployment calls :meth:`expire_leases` instead. The progress stage is kept.
+        deployment calls ``expire_leases`` instead. The progress stage is kept.
         """
         error_text = prepare_interruption(now)
 
@@ -536,174 +405,6 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
 
         return await self._db.run(operation)
 
-    # -- the shared queue ----------------------------------------------------------------
-
-    async def claim_next(
-        self, instance_id: str, providers: Sequence[str], *, now: int, lease_secs: int
-    ) -> JobRecord | None:
-        """Claim the oldest claimable queued job for one of ``providers`` under a lease.
-
-        Claimable: queued, not cancel-requested, routed to one of ``providers`` or to no
-        recorded provider. Rows another instance is claiming right now are skipped (``FOR
-        UPDATE SKIP LOCKED``), so concurrent claimers never wait for each other and never
-        get the same job. The job becomes ``running`` at stage ``starting``, owned by
-        ``instance_id`` until ``now + lease_secs`` unless :meth:`heartbeat` extends it.
-        Returns ``None`` when nothing is claimable (always, for an empty ``providers``).
-        """
-        owner, wanted, deadline = check_claim(
-            instance_id, providers, now=now, lease_secs=lease_secs
-        )
-        if not wanted:
-            return None
-        t = self._t
-
-        async def operation(conn: Connection) -> JobRecord | None:
-            row = await _row(
-                conn,
-                f"WITH next AS (SELECT id FROM {t} "  # noqa: S608
-                "WHERE status = 'queued' AND NOT cancel_requested "
-                "AND (provider IS NULL OR provider = ANY(%(providers)s)) "
-                "ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
-                f"UPDATE {t} AS j SET status = 'running', progress_stage = 'starting', "
-                "started_at = GREATEST(%(now)s, j.updated_at), "
-                "updated_at = GREATEST(%(now)s, j.updated_at), "
-                "lease_owner = %(owner)s, lease_expires_at = %(deadline)s "
-                f"FROM next WHERE j.id = next.id "
-                f"RETURNING {_columns((*JOB_RECORD_COLUMNS, 'provider'), 'j.')}",
-                {"providers": wanted, "now": now, "owner": owner, "deadline": deadline},
-            )
-            return None if row is None else _record(row)
-
-        return await self._db.run(operation)
-
-    async def heartbeat(
-        self, instance_id: str, job_ids: Sequence[str], *, now: int, lease_secs: int
-    ) -> LeaseRenewal:
-        """Extend this instance's leases on the running jobs among ``job_ids``.
-
-        A lease never moves backwards. A job that is no longer running under this instance
-        (finished, or expired into ``interrupted``) is not renewed: its worker should stop.
-        ``cancel_requested`` lists renewed jobs whose cancellation was asked for, so a
-        missed notification costs at most one heartbeat period.
-        """
-        owner, ids, deadline = check_heartbeat(instance_id, job_ids, now=now, lease_secs=lease_secs)
-        if not ids:
-            return LeaseRenewal(renewed=frozenset(), cancel_requested=frozenset())
-
-        async def operation(conn: Connection) -> LeaseRenewal:
-            cursor = await conn.execute(
-                f"UPDATE {self._t} SET lease_expires_at = "  # noqa: S608
-                "GREATEST(COALESCE(lease_expires_at, 0), %s) "
-                "WHERE id = ANY(%s) AND status = 'running' AND lease_owner = %s "
-                "RETURNING id, cancel_requested",
-                (deadline, ids, owner),
-            )
-            return lease_renewal(await cursor.fetchall())
-
-        return await self._db.run(operation)
-
-    async def expire_leases(self, *, now: int) -> int:
-        """Mark running jobs whose lease ran out at or before ``now`` as ``interrupted``.
-
-        The owner stopped heartbeating (it crashed or lost the database), so whether the
-        provider finished is unknown: the job gets :meth:`recover_interrupted`'s error and is
-        never run again. Jobs claimed without a lease (plain :meth:`claim`) are untouched.
-        Any instance may call this periodically; concurrent calls mark each job once.
-        """
-        error_text = prepare_interruption(now)
-
-        async def operation(conn: Connection) -> int:
-            cursor = await conn.execute(
-                f"UPDATE {self._t} SET status = 'interrupted', error_json = %(error)s, "  # noqa: S608
-                "completed_at = GREATEST(%(now)s, updated_at), "
-                "updated_at = GREATEST(%(now)s, updated_at) "
-                "WHERE status = 'running' AND lease_expires_at IS NOT NULL "
-                "AND lease_expires_at <= %(now)s",
-                {"error": error_text, "now": now},
-            )
-            return max(cursor.rowcount, 0)
-
-        return await self._db.run(operation)
-
-    async def instance_counts(self) -> dict[str, int]:
-        """Running jobs per lease owner, for diagnostics (unleased running jobs are omitted)."""
-
-        async def operation(conn: Connection) -> dict[str, int]:
-            cursor = await conn.execute(
-                f"SELECT lease_owner, COUNT(*) FROM {self._t} "  # noqa: S608
-                "WHERE status = 'running' AND lease_owner IS NOT NULL "
-                "GROUP BY lease_owner ORDER BY lease_owner"
-            )
-            return counts_by_name(await cursor.fetchall())
-
-        return await self._db.run(operation)
-
-    async def queued_by_provider(self) -> dict[str, int]:
-        """Queued jobs per recorded provider; unrouted ones under :data:`UNROUTED`."""
-
-        async def operation(conn: Connection) -> dict[str, int]:
-            cursor = await conn.execute(
-                f"SELECT COALESCE(provider, %s), COUNT(*) FROM {self._t} "  # noqa: S608
-                "WHERE status = 'queued' GROUP BY 1 ORDER BY 1",
-                (UNROUTED,),
-            )
-            return counts_by_name(await cursor.fetchall())
-
-        return await self._db.run(operation)
-
-    async def notify_job_event(self, kind: JobEventKind | str, job_id: str) -> None:
-        """``NOTIFY`` every instance subscribed to this schema's job channel.
-
-        Delivery is immediate but best-effort (a subscriber that is reconnecting misses it);
-        the durable rows stay authoritative.
-        """
-        payload = encode_job_event(check_event_kind(kind), job_id)
-        channel = self._channel
-
-        async def operation(conn: Connection) -> None:
-            await conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
-
-        await self._db.run(operation)
-
-    @contextlib.asynccontextmanager
-    async def subscribe(self) -> AsyncIterator[AsyncIterator[JobEvent]]:
-        """Job notifications sent after entry, in order, on a dedicated ``LISTEN`` connection.
-
-        Iterating raises a retryable :class:`BridgeError` if the connection is lost; the
-        caller subscribes again and re-reads the durable state it cares about.
-        """
-        conn = await self._db.listener()
-        try:
-            try:
-                await conn.execute(f'LISTEN "{self._channel}"')
-            except psycopg.Error as exc:
-                raise self._db.translate(exc) from None
-            events = self._notifications(conn)
-            try:
-                yield events
-            finally:
-                await events.aclose()
-        finally:
-            await conn.close()
-
-    async def _notifications(self, conn: Connection) -> AsyncGenerator[JobEvent, None]:
-        notifies = conn.notifies()
-        try:
-            while True:
-                try:
-                    notify = await anext(notifies)
-                except StopAsyncIteration:
-                    return
-                except psycopg.Error as exc:
-                    raise self._db.translate(exc) from None
-                if notify.channel != self._channel:
-                    continue
-                event = decode_job_event(notify.payload)
-                if event is not None:
-                    yield event
-        finally:
-            await notifies.aclose()
-
     # -- history ---------------------------------------------------------------------------
 
     async def get(self, scope: str, job_id: str) -> JobRecord:
@@ -731,14 +432,14 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             new_favorite, new_deleted, stamp = history_change(
                 current, favorite=favorite, deleted=deleted, now=now
             )
-            row = await _row(
+            row = await fetch_row(
                 conn,
                 f"UPDATE {self._t} SET favorite = %s, deleted_at = %s, updated_at = %s "  # noqa: S608
                 f"WHERE id = %s RETURNING {_RECORD_COLUMNS}",
                 (new_favorite, new_deleted, stamp, job_id),
             )
             assert row is not None
-            return _record(row)
+            return job_record(row)
 
         return await self._db.run(operation)
 
@@ -789,15 +490,15 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 f"SELECT status, COUNT(*) FROM {t} GROUP BY status"  # noqa: S608
             )
             counts = await cursor.fetchall()
-            hidden = await _scalar(
+            hidden = await fetch_value(
                 conn,
                 f"SELECT COUNT(*) FROM {t} WHERE deleted_at IS NOT NULL",  # noqa: S608
             )
-            logical = await _scalar(
+            logical = await fetch_value(
                 conn,
                 f"SELECT COALESCE(SUM(logical_bytes), 0) FROM {t}",  # noqa: S608
             )
-            size = await _scalar(conn, "SELECT pg_total_relation_size(%s::regclass)", (t,))
+            size = await fetch_value(conn, "SELECT pg_total_relation_size(%s::regclass)", (t,))
             return job_statistics(counts, hidden=hidden, database_bytes=size, logical_bytes=logical)
 
         return await self._db.run(operation)
@@ -845,7 +546,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         sql = query.select(self._t)
 
         async def operation(conn: Connection) -> JobPage:
-            return job_page(await _rows(conn, sql, query.params), query.limit)
+            return job_page(await fetch_rows(conn, sql, query.params), query.limit)
 
         return await self._db.run(operation)
 

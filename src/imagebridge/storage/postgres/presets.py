@@ -9,22 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Self
 
-from imagebridge.storage._common import (
-    PRESET_COLUMNS,
-    PRESET_STORE,
-    StoreLifecycle,
-    check_preset_page,
-    check_preset_write,
-    preset_exists,
-    preset_page,
-    preset_record,
-    replaced_preset,
-)
-from imagebridge.storage.interfaces import (
-    DEFAULT_BUSY_TIMEOUT_MS,
-    DEFAULT_PAGE_LIMIT,
-    MAX_PRESET_TEMPLATE_BYTES,
-)
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, PRESET_STORE, StoreLifecycle
 from imagebridge.storage.postgres.database import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
@@ -39,12 +24,18 @@ from imagebridge.storage.postgres.database import (
     quote_schema,
 )
 from imagebridge.storage.records import JsonInput, PresetPage, PresetRecord, SchemaStatus
-from imagebridge.storage.rules import (
-    check_count,
+from imagebridge.storage.rows import PRESET_COLUMNS, preset_page, preset_record
+from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, check_preset_page
+from imagebridge.storage.rules.presets import (
+    MAX_PRESET_TEMPLATE_BYTES,
     check_preset_name,
+    check_preset_write,
     prepare_template,
+    preset_exists,
     preset_not_found,
+    replaced_preset,
 )
+from imagebridge.storage.rules.values import check_count
 
 __all__ = ["PRESET_PG_SCHEMA", "PostgresPresetStore", "inspect_postgres_preset_schema"]
 

@@ -9,14 +9,7 @@ from __future__ import annotations
 
 from typing import Self
 
-from imagebridge.storage._common import (
-    SESSION_STORE,
-    StoreLifecycle,
-    check_binding,
-    check_session_key,
-    check_session_provider,
-)
-from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, SESSION_STORE, StoreLifecycle
 from imagebridge.storage.postgres.database import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
@@ -31,6 +24,11 @@ from imagebridge.storage.postgres.database import (
     quote_schema,
 )
 from imagebridge.storage.records import SchemaStatus
+from imagebridge.storage.rules.sessions import (
+    check_binding,
+    check_session_key,
+    check_session_provider,
+)
 
 __all__ = ["SESSION_PG_SCHEMA", "PostgresSessionStore", "inspect_postgres_session_schema"]
 

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage._common import (
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS
+from imagebridge.storage.records import SchemaStatus
+from imagebridge.storage.rules.schema import (
     check_migration_numbers,
     check_not_newer,
     is_plain_identifier,
 )
-from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS
-from imagebridge.storage.records import SchemaStatus
 
 __all__ = [
     "Migration",

@@ -12,7 +12,6 @@ sums a small index instead of reading every request body.
 from __future__ import annotations
 
 import builtins
-import json
 import os
 import sqlite3
 from pathlib import Path
@@ -20,47 +19,8 @@ from typing import Self
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError
-from imagebridge.storage._common import (
-    JOB_RECORD_COLUMNS,
-    JOB_STORE,
-    MAX_QUEUED_IDENTITIES,
-    TERMINAL_SQL,
-    CancelStep,
-    StoreLifecycle,
-    cancel_step,
-    check_body_limits,
-    check_capacity,
-    check_failure,
-    check_finishable,
-    check_history_update,
-    check_job_lookup,
-    check_progress,
-    check_queued_page,
-    check_submission,
-    check_transition,
-    history_change,
-    history_query,
-    job_id_taken,
-    job_identity,
-    job_page,
-    job_record,
-    job_statistics,
-    logical_bytes_sql,
-    prepare_error,
-    prepare_interruption,
-    prepare_result,
-    prepare_submission,
-    prune_cutoff,
-    replayed,
-)
-from imagebridge.storage.interfaces import (
-    DEFAULT_BUSY_TIMEOUT_MS,
-    DEFAULT_PAGE_LIMIT,
-    MAX_ERROR_JSON_BYTES,
-    MAX_RESULT_JSON_BYTES,
-)
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, JOB_STORE, StoreLifecycle
 from imagebridge.storage.records import (
-    LEGACY_SCOPE,
     CreateResult,
     JobIdentity,
     JobPage,
@@ -70,166 +30,55 @@ from imagebridge.storage.records import (
     JsonInput,
     SchemaStatus,
 )
-from imagebridge.storage.rules import job_not_found, prompt_search_text, utf8_size
+from imagebridge.storage.rows import (
+    JOB_RECORD_COLUMNS,
+    job_identity,
+    job_page,
+    job_record,
+    job_statistics,
+)
+from imagebridge.storage.rules.history import (
+    TERMINAL_SQL,
+    check_history_update,
+    history_change,
+    history_query,
+    prune_cutoff,
+)
+from imagebridge.storage.rules.jobs import (
+    MAX_ERROR_JSON_BYTES,
+    MAX_RESULT_JSON_BYTES,
+    CancelStep,
+    cancel_step,
+    check_body_limits,
+    check_capacity,
+    check_failure,
+    check_finishable,
+    check_job_lookup,
+    check_progress,
+    check_submission,
+    check_transition,
+    job_id_taken,
+    job_not_found,
+    prepare_error,
+    prepare_interruption,
+    prepare_result,
+    prepare_submission,
+    replayed,
+)
+from imagebridge.storage.rules.pages import (
+    DEFAULT_PAGE_LIMIT,
+    check_queued_page,
+)
 from imagebridge.storage.sqlite.database import (
-    Migration,
-    Schema,
     SqliteDatabase,
-    ensure_column,
     immediate,
     inspect_schema,
     run_for_ids,
-    table_columns,
 )
+from imagebridge.storage.sqlite.job_schema import JOB_SCHEMA, LOGICAL_BYTES_SQL
 
-__all__ = [
-    "JOB_SCHEMA",
-    "MAX_QUEUED_IDENTITIES",
-    "SqliteJobStore",
-    "inspect_job_schema",
-]
+__all__ = ["SqliteJobStore", "inspect_job_schema"]
 
-
-# -- accounting ------------------------------------------------------------------------------
-
-
-def _octets(column: str) -> str:
-    return f"COALESCE(length(CAST({column} AS BLOB)), 0)"
-
-
-_LOGICAL_BYTES_SQL = logical_bytes_sql(_octets)
-
-# -- schema ----------------------------------------------------------------------------------
-
-# A fresh database gets the current shape at once, with the small columns first: SQLite reads
-# a row's columns in order, so large JSON bodies last keep scans off their overflow pages.
-_CREATE_TABLE = """
-CREATE TABLE image_jobs (
-    id TEXT PRIMARY KEY NOT NULL,
-    auth_scope TEXT NOT NULL DEFAULT 'legacy-unowned',
-    status TEXT NOT NULL CHECK (status IN
-        ('queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted')),
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    started_at INTEGER,
-    completed_at INTEGER,
-    progress_stage TEXT,
-    partial_images INTEGER NOT NULL DEFAULT 0,
-    cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
-    favorite INTEGER NOT NULL DEFAULT 0 CHECK (favorite IN (0, 1)),
-    deleted_at INTEGER,
-    submission_key_hash TEXT,
-    request_fingerprint TEXT,
-    logical_bytes INTEGER,
-    prompt_search TEXT NOT NULL DEFAULT '',
-    request_json TEXT NOT NULL,
-    response_json TEXT,
-    error_json TEXT
-)
-"""
-
-_V1_REQUIRED = frozenset({"id", "status", "created_at", "updated_at", "request_json"})
-_V1_OPTIONAL = (
-    ("started_at", "INTEGER"),
-    ("completed_at", "INTEGER"),
-    ("progress_stage", "TEXT"),
-    ("partial_images", "INTEGER NOT NULL DEFAULT 0"),
-    ("response_json", "TEXT"),
-    ("error_json", "TEXT"),
-    ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
-    ("favorite", "INTEGER NOT NULL DEFAULT 0"),
-    ("deleted_at", "INTEGER"),
-)
-
-
-def _table_exists(conn: sqlite3.Connection) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'image_jobs'"
-    ).fetchone()
-    return row is not None
-
-
-def _migrate_v1(conn: sqlite3.Connection, recorded: bool) -> None:
-    """The jobs table itself (created in its current shape when absent)."""
-    if not _table_exists(conn):
-        conn.execute(_CREATE_TABLE)
-        return
-    missing = _V1_REQUIRED - table_columns(conn, "image_jobs")
-    if missing:
-        raise BridgeError(
-            JOB_STORE.code,
-            f"{JOB_STORE.label} has an unrecognised image_jobs table",
-            details={"missing_columns": sorted(missing)},
-        )
-    for column, declaration in _V1_OPTIONAL:
-        ensure_column(conn, "image_jobs", column, declaration)
-
-
-def _migrate_v2(conn: sqlite3.Connection, recorded: bool) -> None:
-    """Searchable lower-cased prompts and the history index."""
-    ensure_column(conn, "image_jobs", "prompt_search", "TEXT NOT NULL DEFAULT ''")
-    conn.execute(
-        "CREATE INDEX IF NOT EXISTS image_jobs_history_idx ON image_jobs (created_at DESC, id DESC)"
-    )
-    if not recorded:
-        _backfill_prompt_search(conn)
-
-
-def _backfill_prompt_search(conn: sqlite3.Connection) -> None:
-    ids = [
-        str(row[0])
-        for row in conn.execute(
-            "SELECT id FROM image_jobs WHERE prompt_search IS NULL OR prompt_search = ''"
-        )
-    ]
-    for job_id in ids:  # one request body in memory at a time
-        row = conn.execute("SELECT request_json FROM image_jobs WHERE id = ?", (job_id,)).fetchone()
-        try:
-            request = json.loads(row[0])
-        except (TypeError, ValueError):
-            continue
-        prompt = request.get("prompt") if isinstance(request, dict) else None
-        if isinstance(prompt, str) and utf8_size(prompt) is not None:
-            conn.execute(
-                "UPDATE image_jobs SET prompt_search = ? WHERE id = ?",
-                (prompt_search_text(prompt), job_id),
-            )
-
-
-def _migrate_v3(conn: sqlite3.Connection, recorded: bool) -> None:
-    """Ownership scopes, durable submission idempotency and cached logical sizes."""
-    ensure_column(conn, "image_jobs", "auth_scope", f"TEXT NOT NULL DEFAULT '{LEGACY_SCOPE}'")
-    ensure_column(conn, "image_jobs", "submission_key_hash", "TEXT")
-    ensure_column(conn, "image_jobs", "request_fingerprint", "TEXT")
-    ensure_column(conn, "image_jobs", "logical_bytes", "INTEGER")
-    conn.execute(
-        "CREATE INDEX IF NOT EXISTS image_jobs_scope_history_idx "
-        "ON image_jobs (auth_scope, created_at DESC, id DESC)"
-    )
-    conn.execute(
-        "CREATE UNIQUE INDEX IF NOT EXISTS image_jobs_submission_idx "
-        "ON image_jobs (auth_scope, submission_key_hash) WHERE submission_key_hash IS NOT NULL"
-    )
-    conn.execute(
-        "CREATE INDEX IF NOT EXISTS image_jobs_status_idx ON image_jobs (status, created_at, id)"
-    )
-    conn.execute(
-        "CREATE INDEX IF NOT EXISTS image_jobs_logical_bytes_idx ON image_jobs (logical_bytes)"
-    )
-    conn.execute(
-        f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
-        "WHERE logical_bytes IS NULL"
-    )
-
-
-JOB_SCHEMA = Schema(
-    migrations_table="job_schema_migrations",
-    migrations=(
-        Migration(1, _migrate_v1),
-        Migration(2, _migrate_v2),
-        Migration(3, _migrate_v3),
-    ),
-)
 
 # -- rows ------------------------------------------------------------------------------------
 
@@ -257,7 +106,7 @@ def _fetch_existing(conn: sqlite3.Connection, scope: str, job_id: str) -> sqlite
 class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
     """:class:`~imagebridge.storage.interfaces.JobStore` over one SQLite file.
 
-    Calls run on the database's dedicated worker thread (see :mod:`.sqlite`), one at a time.
+    Calls run on the database's dedicated worker thread (see :mod:`.database`), one at a time.
     """
 
     def __init__(
@@ -301,7 +150,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
     def _refresh_bytes(conn: sqlite3.Connection, ids: builtins.list[str]) -> None:
         run_for_ids(
             conn,
-            f"UPDATE image_jobs SET logical_bytes = {_LOGICAL_BYTES_SQL} "  # noqa: S608
+            f"UPDATE image_jobs SET logical_bytes = {LOGICAL_BYTES_SQL} "  # noqa: S608
             "WHERE id IN ({ids})",
             ids,
         )

@@ -13,29 +13,20 @@ import sqlite3
 from pathlib import Path
 from typing import Self
 
-from imagebridge.storage._common import (
-    PRESET_COLUMNS,
-    PRESET_STORE,
-    StoreLifecycle,
-    check_preset_page,
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, PRESET_STORE, StoreLifecycle
+from imagebridge.storage.records import JsonInput, PresetPage, PresetRecord, SchemaStatus
+from imagebridge.storage.rows import PRESET_COLUMNS, preset_page, preset_record
+from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, check_preset_page
+from imagebridge.storage.rules.presets import (
+    MAX_PRESET_TEMPLATE_BYTES,
+    check_preset_name,
     check_preset_write,
+    prepare_template,
     preset_exists,
-    preset_page,
-    preset_record,
+    preset_not_found,
     replaced_preset,
 )
-from imagebridge.storage.interfaces import (
-    DEFAULT_BUSY_TIMEOUT_MS,
-    DEFAULT_PAGE_LIMIT,
-    MAX_PRESET_TEMPLATE_BYTES,
-)
-from imagebridge.storage.records import JsonInput, PresetPage, PresetRecord, SchemaStatus
-from imagebridge.storage.rules import (
-    check_count,
-    check_preset_name,
-    prepare_template,
-    preset_not_found,
-)
+from imagebridge.storage.rules.values import check_count
 from imagebridge.storage.sqlite.database import (
     Migration,
     Schema,

@@ -12,15 +12,13 @@ import sqlite3
 from pathlib import Path
 from typing import Self
 
-from imagebridge.storage._common import (
-    SESSION_STORE,
-    StoreLifecycle,
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, SESSION_STORE, StoreLifecycle
+from imagebridge.storage.records import SchemaStatus
+from imagebridge.storage.rules.sessions import (
     check_binding,
     check_session_key,
     check_session_provider,
 )
-from imagebridge.storage.interfaces import DEFAULT_BUSY_TIMEOUT_MS
-from imagebridge.storage.records import SchemaStatus
 from imagebridge.storage.sqlite.database import Migration, Schema, SqliteDatabase, inspect_schema
 
 __all__ = ["SESSION_SCHEMA", "SqliteSessionStore", "inspect_session_schema"]

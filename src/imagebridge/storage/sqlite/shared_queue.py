@@ -1,9 +1,10 @@
-"""The shared job queue of issue 14: its rules, its notification codec and its SQLite twin.
+"""The shared job queue of issue 14 on SQLite: :class:`SqliteSharedJobStore`.
 
 Several bridge instances may share one job store. The primitives (``claim_next``, leases with
 heartbeats, ``expire_leases``, ``instance_counts``, job notifications) were introduced with the
 PostgreSQL backend; :class:`SqliteSharedJobStore` gives single-host SQLite deployments the same
-API, so the job manager has one code path whatever the backend.
+API, so the job manager has one code path whatever the backend. The queue's rules and its
+notification codec are backend-neutral, in :mod:`imagebridge.storage.rules.queue`.
 
 SQLite notes: the shared-queue state lives in side tables of the jobs database with their own
 migrations table (``job_queue_schema_migrations``), so the job schema itself is unchanged and a
@@ -17,20 +18,14 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import json
 import os
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple, Self
+from typing import Any, Self
 
-from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage._common import JOB_STORE, prepare_interruption
-from imagebridge.storage.interfaces import (
-    DEFAULT_BUSY_TIMEOUT_MS,
-    MAX_ERROR_JSON_BYTES,
-    MAX_RESULT_JSON_BYTES,
-)
+from imagebridge.contract.errors import BridgeError
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, JOB_STORE
 from imagebridge.storage.records import (
     CreateResult,
     JobEvent,
@@ -39,15 +34,22 @@ from imagebridge.storage.records import (
     JsonInput,
     LeaseRenewal,
 )
-from imagebridge.storage.rules import (
-    MAX_INTEGER,
-    check_count,
+from imagebridge.storage.rows import counts_by_name, lease_renewal
+from imagebridge.storage.rules.jobs import (
+    MAX_ERROR_JSON_BYTES,
+    MAX_RESULT_JSON_BYTES,
     check_job_id,
-    check_timestamp,
-    has_control_characters,
-    is_canonical_uuid,
-    utf8_size,
+    prepare_interruption,
 )
+from imagebridge.storage.rules.queue import (
+    UNROUTED,
+    check_claim,
+    check_event_kind,
+    check_heartbeat,
+    check_provider,
+    job_event,
+)
+from imagebridge.storage.rules.values import check_count, check_timestamp
 from imagebridge.storage.sqlite.database import (
     Migration,
     Schema,
@@ -60,43 +62,9 @@ from imagebridge.storage.sqlite.jobs import SqliteJobStore
 __all__ = [
     "DEFAULT_EVENT_POLL_INTERVAL_S",
     "DEFAULT_RETAINED_EVENTS",
-    "MAX_HEARTBEAT_JOBS",
-    "MAX_LEASE_SECS",
-    "MAX_QUEUE_IDENTIFIER_BYTES",
-    "MAX_QUEUE_PROVIDERS",
     "QUEUE_SCHEMA",
-    "UNROUTED",
-    "LeaseRequest",
     "SqliteSharedJobStore",
-    "check_claim",
-    "check_event_kind",
-    "check_heartbeat",
-    "check_heartbeat_jobs",
-    "check_instance_id",
-    "check_lease_secs",
-    "check_provider",
-    "check_providers",
-    "counts_by_name",
-    "decode_job_event",
-    "encode_job_event",
-    "lease_deadline",
-    "lease_renewal",
 ]
-
-UNROUTED = "*"
-"""The :meth:`queued_by_provider` key of jobs without a recorded provider (any instance's)."""
-
-MAX_QUEUE_IDENTIFIER_BYTES = 256
-"""Longest instance id or provider name the queue stores."""
-
-MAX_QUEUE_PROVIDERS = 64
-"""Most providers one ``claim_next`` call may name."""
-
-MAX_HEARTBEAT_JOBS = 10_000
-"""Most jobs one heartbeat may renew."""
-
-MAX_LEASE_SECS = 7 * 24 * 3600
-"""Longest lease: a week, far beyond any image job's deadline."""
 
 DEFAULT_EVENT_POLL_INTERVAL_S = 0.5
 """How often a SQLite subscriber looks for new notifications."""
@@ -107,177 +75,10 @@ DEFAULT_RETAINED_EVENTS = 10_000
 _ROUTE_GRACE_SECS = 3_600
 """Age after which a route row without its job (a crash mid-submission, a pruned job) goes."""
 
-_MAX_EVENT_PAYLOAD_BYTES = 1_024
 _CHUNK = 500
 
 
-# -- rules -----------------------------------------------------------------------------------
-
-
-def _check_identifier(value: object, label: str, field: str) -> str:
-    size = utf8_size(value) if isinstance(value, str) else None
-    if (
-        not isinstance(value, str)
-        or not value.strip()
-        or size is None
-        or size > MAX_QUEUE_IDENTIFIER_BYTES
-        or has_control_characters(value)
-    ):
-        raise BridgeError(
-            ErrorCode.INTERNAL,
-            f"{label} must be 1-{MAX_QUEUE_IDENTIFIER_BYTES} bytes without control characters",
-            details={"field": field},
-        )
-    return value
-
-
-def check_instance_id(instance_id: object) -> str:
-    """The id an instance claims and heartbeats under (non-blank, ≤ 256 bytes, no controls)."""
-    return _check_identifier(instance_id, "instance id", "instance_id")
-
-
-def check_provider(provider: object) -> str:
-    """The resolved primary provider a job is routed to."""
-    return _check_identifier(provider, "provider name", "provider")
-
-
-def check_providers(providers: object) -> builtins.list[str]:
-    """The providers an instance serves: a sequence of names (not one bare string)."""
-    if isinstance(providers, str | bytes) or not isinstance(providers, Sequence):
-        raise BridgeError(
-            ErrorCode.INTERNAL,
-            "providers must be a list of provider names",
-            details={"field": "providers"},
-        )
-    if len(providers) > MAX_QUEUE_PROVIDERS:
-        raise BridgeError(
-            ErrorCode.INTERNAL,
-            f"at most {MAX_QUEUE_PROVIDERS} providers can be claimed for at once",
-            details={"field": "providers"},
-        )
-    return sorted({check_provider(provider) for provider in providers})
-
-
-def check_heartbeat_jobs(job_ids: object) -> builtins.list[str]:
-    """Canonical job ids, de-duplicated, at most :data:`MAX_HEARTBEAT_JOBS`."""
-    if isinstance(job_ids, str | bytes) or not isinstance(job_ids, Sequence):
-        raise BridgeError(
-            ErrorCode.INTERNAL, "job_ids must be a list of job ids", details={"field": "job_ids"}
-        )
-    if len(job_ids) > MAX_HEARTBEAT_JOBS:
-        raise BridgeError(
-            ErrorCode.INTERNAL,
-            f"at most {MAX_HEARTBEAT_JOBS} jobs can be renewed at once",
-            details={"field": "job_ids"},
-        )
-    return sorted({check_job_id(job_id) for job_id in job_ids})
-
-
-def check_lease_secs(lease_secs: object) -> int:
-    if (
-        isinstance(lease_secs, bool)
-        or not isinstance(lease_secs, int)
-        or not 1 <= lease_secs <= MAX_LEASE_SECS
-    ):
-        raise BridgeError(
-            ErrorCode.INTERNAL,
-            f"lease_secs must be between 1 and {MAX_LEASE_SECS}",
-            details={"field": "lease_secs"},
-        )
-    return lease_secs
-
-
-def lease_deadline(now: int, lease_secs: int) -> int:
-    """When a lease taken at ``now`` runs out (capped, so it always fits a 64-bit integer)."""
-    return min(now + lease_secs, MAX_INTEGER)
-
-
-class LeaseRequest(NamedTuple):
-    """A checked ``claim_next`` or ``heartbeat`` call."""
-
-    owner: str
-    """The instance that holds the leases."""
-    targets: builtins.list[str]
-    """Sorted, de-duplicated: the providers to claim for, or the jobs to renew."""
-    deadline: int
-    """When the leases run out."""
-
-
-def _lease_request(
-    owner: str, targets: builtins.list[str], now: int, lease_secs: object
-) -> LeaseRequest:
-    check_timestamp(now)
-    return LeaseRequest(owner, targets, lease_deadline(now, check_lease_secs(lease_secs)))
-
-
-def check_claim(
-    instance_id: object, providers: object, *, now: int, lease_secs: object
-) -> LeaseRequest:
-    """The checks ``claim_next`` makes, in order: instance id, providers, time, lease."""
-    owner = check_instance_id(instance_id)
-    wanted = check_providers(providers)
-    return _lease_request(owner, wanted, now, lease_secs)
-
-
-def check_heartbeat(
-    instance_id: object, job_ids: object, *, now: int, lease_secs: object
-) -> LeaseRequest:
-    """The checks ``heartbeat`` makes, in order: instance id, job ids, time, lease."""
-    owner = check_instance_id(instance_id)
-    ids = check_heartbeat_jobs(job_ids)
-    return _lease_request(owner, ids, now, lease_secs)
-
-
-def lease_renewal(rows: Iterable[Sequence[Any]]) -> LeaseRenewal:
-    """A heartbeat's outcome from the renewed ``(job_id, cancel_requested)`` rows."""
-    found = [(str(row[0]), bool(row[1])) for row in rows]
-    return LeaseRenewal(
-        renewed=frozenset(job_id for job_id, _ in found),
-        cancel_requested=frozenset(job_id for job_id, flagged in found if flagged),
-    )
-
-
-def counts_by_name(rows: Iterable[Sequence[Any]]) -> dict[str, int]:
-    """``(name, count)`` rows (jobs per lease owner or per provider) as a mapping."""
-    return {str(row[0]): int(row[1]) for row in rows}
-
-
-def check_event_kind(kind: object) -> JobEventKind:
-    if isinstance(kind, str) and kind in JobEventKind.__members__.values():
-        return JobEventKind(kind)
-    raise BridgeError(ErrorCode.INTERNAL, "unknown job event kind", details={"field": "kind"})
-
-
-def encode_job_event(kind: JobEventKind | str, job_id: str) -> str:
-    """The notification payload: compact JSON ``{"kind": ..., "job_id": ...}``."""
-    checked = check_event_kind(kind)
-    check_job_id(job_id)
-    return json.dumps({"kind": checked.value, "job_id": job_id}, separators=(",", ":"))
-
-
-def _event(kind: object, job_id: object) -> JobEvent | None:
-    if not isinstance(kind, str) or not isinstance(job_id, str) or not is_canonical_uuid(job_id):
-        return None
-    try:
-        return JobEvent(kind=JobEventKind(kind), job_id=job_id)
-    except ValueError:
-        return None
-
-
-def decode_job_event(payload: object) -> JobEvent | None:
-    """A received payload as an event, or ``None`` for anything this bridge did not send."""
-    if not isinstance(payload, str) or len(payload) > _MAX_EVENT_PAYLOAD_BYTES:
-        return None
-    try:
-        data = json.loads(payload)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or set(data) != {"kind", "job_id"}:
-        return None
-    return _event(data["kind"], data["job_id"])
-
-
-# -- the SQLite twin -------------------------------------------------------------------------
+# -- schema ----------------------------------------------------------------------------------
 
 
 def _migrate_queue_v1(conn: sqlite3.Connection, recorded: bool) -> None:
@@ -665,7 +466,7 @@ class SqliteSharedJobStore(SqliteJobStore):
             rows = await self._db.run(fetch)
             for row in rows:
                 after = int(row[0])
-                event = _event(row[1], row[2])
+                event = job_event(row[1], row[2])
                 if event is not None:
                     yield event
             if not rows:

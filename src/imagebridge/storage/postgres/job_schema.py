@@ -1,0 +1,107 @@
+"""The PostgreSQL jobs table: one table for the jobs, their routes and their leases.
+
+Unlike SQLite, where the shared queue keeps routes and leases in side tables, the PostgreSQL
+table has the ``provider``, ``lease_owner`` and ``lease_expires_at`` columns from the start, and
+its logical size is a stored generated column (:data:`LOGICAL_BYTES_SQL`), so it never goes
+stale. Identifier-like text is compared bytewise, as in SQLite.
+"""
+
+from __future__ import annotations
+
+from imagebridge.contract.errors import BridgeError
+from imagebridge.storage.lifecycle import JOB_STORE
+from imagebridge.storage.postgres.database import (
+    Connection,
+    PgMigration,
+    PgSchema,
+    missing_objects,
+    quote_schema,
+    table_columns,
+)
+from imagebridge.storage.records import LEGACY_SCOPE
+from imagebridge.storage.rows import JOB_RECORD_COLUMNS
+from imagebridge.storage.rules.jobs import logical_bytes_sql
+
+__all__ = ["JOB_PG_SCHEMA", "LOGICAL_BYTES_SQL"]
+
+
+# -- accounting ------------------------------------------------------------------------------
+
+
+def _octets(column: str) -> str:
+    return f"COALESCE(octet_length({column})::bigint, 0)"
+
+
+LOGICAL_BYTES_SQL = logical_bytes_sql(_octets)
+"""A row's logical size in PostgreSQL's dialect: the generated ``logical_bytes`` column."""
+
+
+# -- schema ----------------------------------------------------------------------------------
+
+_COLUMNS = (*JOB_RECORD_COLUMNS, "provider", "lease_owner", "lease_expires_at")
+"""Every column an existing table must have: what a record reads, and the queue's own."""
+
+# Identifier-like text is compared bytewise (COLLATE "C"), as in SQLite, whatever the
+# database's default collation: ids order and page the same on both backends.
+_CREATE_TABLE = f"""
+CREATE TABLE IF NOT EXISTS {{schema}}.image_jobs (
+    id text COLLATE "C" PRIMARY KEY,
+    auth_scope text COLLATE "C" NOT NULL DEFAULT '{LEGACY_SCOPE}',
+    status text COLLATE "C" NOT NULL CHECK (status IN
+        ('queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted')),
+    created_at bigint NOT NULL,
+    updated_at bigint NOT NULL,
+    started_at bigint,
+    completed_at bigint,
+    progress_stage text COLLATE "C",
+    partial_images bigint NOT NULL DEFAULT 0,
+    cancel_requested boolean NOT NULL DEFAULT false,
+    favorite boolean NOT NULL DEFAULT false,
+    deleted_at bigint,
+    submission_key_hash text COLLATE "C",
+    request_fingerprint text COLLATE "C",
+    provider text COLLATE "C",
+    lease_owner text COLLATE "C",
+    lease_expires_at bigint,
+    prompt_search text NOT NULL DEFAULT '',
+    request_json text NOT NULL,
+    response_json text,
+    error_json text,
+    logical_bytes bigint GENERATED ALWAYS AS {LOGICAL_BYTES_SQL} STORED
+)
+"""
+
+_INDEXES = {
+    "image_jobs_scope_history_idx": "ON {schema}.image_jobs (auth_scope, created_at DESC, id DESC)",
+    "image_jobs_submission_idx": "ON {schema}.image_jobs (auth_scope, submission_key_hash) "
+    "WHERE submission_key_hash IS NOT NULL",
+    "image_jobs_queue_idx": "ON {schema}.image_jobs (created_at, id) WHERE status = 'queued'",
+    "image_jobs_lease_idx": "ON {schema}.image_jobs (lease_expires_at) WHERE status = 'running'",
+    "image_jobs_logical_bytes_idx": "ON {schema}.image_jobs (logical_bytes)",
+}
+_UNIQUE_INDEXES = frozenset({"image_jobs_submission_idx"})
+
+
+async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
+    """The jobs table in its full shape, with its indexes (re-created when missing)."""
+    missing = await missing_objects(conn, schema, ("image_jobs", *_INDEXES))
+    quoted = quote_schema(schema)
+    if "image_jobs" in missing:
+        await conn.execute(_CREATE_TABLE.format(schema=quoted))
+    else:
+        absent = set(_COLUMNS) - await table_columns(conn, schema, "image_jobs")
+        if absent:
+            raise BridgeError(
+                JOB_STORE.code,
+                f"{JOB_STORE.label} has an unrecognised image_jobs table",
+                details={"missing_columns": sorted(absent)},
+            )
+    for index, definition in _INDEXES.items():
+        if index in missing:
+            unique = "UNIQUE " if index in _UNIQUE_INDEXES else ""
+            await conn.execute(
+                f"CREATE {unique}INDEX IF NOT EXISTS {index} " + definition.format(schema=quoted)
+            )
+
+
+JOB_PG_SCHEMA = PgSchema(component="jobs", migrations=(PgMigration(1, _migrate_v1),))

@@ -21,6 +21,7 @@ from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
 from imagebridge.config.model import BridgeConfig, CodexAppServerSettings
 from imagebridge.config.paths import default_data_dir
+from imagebridge.engine.sessions import SessionBindings
 from imagebridge.imaging.inspect import ImageLimits
 from imagebridge.providers.codex_app_server.capabilities import PROVIDER_NAME
 from imagebridge.providers.codex_app_server.options import AppServerOptions
@@ -29,7 +30,6 @@ from imagebridge.providers.codex_app_server.provider import (
     CodexAppServerProvider,
 )
 from imagebridge.storage import is_postgres_url, open_session_store, postgres_options
-from imagebridge.storage.interfaces import SessionStore
 
 __all__ = [
     "STAGING_DIR_NAME",
@@ -83,7 +83,7 @@ def build_codex_app_server_provider(
         else None
     )
 
-    async def open_sessions() -> SessionStore:
+    async def open_sessions() -> SessionBindings:
         return await open_session_store(database, provider=PROVIDER_NAME, postgres=postgres)
 
     def loader() -> InputLoader:

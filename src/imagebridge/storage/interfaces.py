@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from imagebridge.contract.enums import ImageJobStatus
+from imagebridge.engine.sessions import SessionBindings
 from imagebridge.storage.records import (
     CreateResult,
     JobEvent,
@@ -212,8 +213,12 @@ class PresetStore(Protocol):
 
 
 @runtime_checkable
-class SessionStore(Protocol):
-    """Persistent session key → provider thread bindings, namespaced by provider name."""
+class SessionStore(SessionBindings, Protocol):
+    """Persistent session key → provider thread bindings, namespaced by provider name.
+
+    The engine's :class:`~imagebridge.engine.sessions.SessionBindings` port, as a store: one
+    store instance serves one provider's namespace, and ``put`` may be given the time.
+    """
 
     @property
     def provider(self) -> str: ...

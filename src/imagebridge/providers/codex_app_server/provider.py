@@ -40,6 +40,7 @@ from imagebridge.contract.request import ImageInput, ImageRequest
 from imagebridge.contract.response import ImageResponse, SessionMetadata, Timings
 from imagebridge.engine.interruption import wait_unless_interrupted
 from imagebridge.engine.provider import Provider, ProviderContext, inline_image
+from imagebridge.engine.sessions import SessionBindings
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
 from imagebridge.providers.codex_app_server.capabilities import (
     DEFAULT_IMAGE_MODEL,
@@ -61,7 +62,6 @@ from imagebridge.providers.codex_app_server.session_locks import SessionLease, S
 from imagebridge.providers.codex_app_server.staging import StagedBatch, StagingArea
 from imagebridge.providers.codex_app_server.threads import turn_prompt_text, turn_start_params
 from imagebridge.providers.codex_app_server.turn_cleanup import TurnCleanup
-from imagebridge.storage.interfaces import SessionStore
 
 __all__ = [
     "AppServerProviderSettings",
@@ -72,7 +72,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-SessionStoreOpener = Callable[[], Awaitable[SessionStore]]
+SessionStoreOpener = Callable[[], Awaitable[SessionBindings]]
 """Opens the session store on first use (opening SQLite is asynchronous)."""
 InputLoaderFactory = Callable[[], InputLoader]
 
@@ -124,7 +124,7 @@ class CodexAppServerProvider(Provider):
     def __init__(
         self,
         options: AppServerOptions,
-        session_store: SessionStore | SessionStoreOpener,
+        session_store: SessionBindings | SessionStoreOpener,
         *,
         staging_root: Path,
         settings: AppServerProviderSettings | None = None,
@@ -135,7 +135,7 @@ class CodexAppServerProvider(Provider):
         self.settings = settings or AppServerProviderSettings()
         self._client = client or AppServerClient(options)
         if callable(session_store):
-            self._store: SessionStore | None = None
+            self._store: SessionBindings | None = None
             self._open_store: SessionStoreOpener | None = session_store
         else:
             self._store = session_store
@@ -216,7 +216,7 @@ class CodexAppServerProvider(Provider):
 
     # -- sessions ------------------------------------------------------------------------
 
-    async def _sessions(self) -> SessionStore:
+    async def _sessions(self) -> SessionBindings:
         if self._store is not None:
             return self._store
         async with self._store_lock:

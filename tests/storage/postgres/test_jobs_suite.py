@@ -1,8 +1,8 @@
-"""The SQLite job-store suite (tests/storage/test_jobs.py), run unchanged on PostgreSQL.
+"""The SQLite job-store suite (tests/storage/sqlite/test_jobs.py), run unchanged on PostgreSQL.
 
 Only the tests about SQLite files (symlinks, file modes, ``PRAGMA integrity_check``, v1 file
-migrations, file inspection) stay SQLite-only; test_postgres_jobs.py covers their PostgreSQL
-counterparts.
+migrations, file inspection) stay SQLite-only; tests/storage/postgres/test_jobs.py covers
+their PostgreSQL counterparts.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from types import ModuleType
 import pytest
 
 from imagebridge.storage import PostgresJobStore
-from tests.storage import test_jobs as sqlite_suite
-from tests.storage.test_jobs import (  # noqa: F401 - collected here against PostgreSQL
+from tests.storage.sqlite import test_jobs as sqlite_suite
+from tests.storage.sqlite.test_jobs import (  # noqa: F401 - collected here against PostgreSQL
     test_budget_admits_exactly_the_charged_size,
     test_caller_operations_never_cross_authorization_scopes,
     test_claim_only_takes_queued_uncancelled_jobs,

@@ -1,7 +1,8 @@
-"""The SQLite preset-store suite (tests/storage/test_presets.py), run unchanged on PostgreSQL.
+"""The SQLite preset-store suite (tests/storage/sqlite/test_presets.py), run unchanged on
+PostgreSQL.
 
-Sharing one database with the job store is covered for PostgreSQL in test_postgres_presets.py
-(the SQLite version inspects the file).
+Sharing one database with the job store is covered for PostgreSQL in
+tests/storage/postgres/test_presets.py (the SQLite version inspects the file).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from types import ModuleType
 
 import pytest
 
-from tests.storage import test_presets as sqlite_suite
-from tests.storage.test_presets import (  # noqa: F401 - collected here against PostgreSQL
+from tests.storage.sqlite import test_presets as sqlite_suite
+from tests.storage.sqlite.test_presets import (  # noqa: F401 - collected here against PostgreSQL
     test_description_rules,
     test_invalid_names_are_refused_on_every_operation,
     test_list_pages_by_name_after_an_exclusive_cursor,

@@ -1,7 +1,8 @@
-"""The SQLite session-store suite (tests/storage/test_sessions.py), run unchanged on PostgreSQL.
+"""The SQLite session-store suite (tests/storage/sqlite/test_sessions.py), run unchanged on
+PostgreSQL.
 
-File inspection and file-system failures stay SQLite-only; test_postgres_sessions.py covers
-the PostgreSQL counterparts (schema inspection, unreachable server → ``session`` errors).
+File inspection and file-system failures stay SQLite-only; tests/storage/postgres/test_sessions.py
+covers the PostgreSQL counterparts (schema inspection, unreachable server → ``session`` errors).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from types import ModuleType
 
 import pytest
 
-from tests.storage import test_sessions as sqlite_suite
-from tests.storage.test_sessions import (  # noqa: F401 - collected here against PostgreSQL
+from tests.storage.sqlite import test_sessions as sqlite_suite
+from tests.storage.sqlite.test_sessions import (  # noqa: F401 - collected here against PostgreSQL
     path,
     test_binding_survives_database_reopen,
     test_providers_have_independent_namespaces,

@@ -29,7 +29,7 @@ from imagebridge.storage import (
     inspect_job_schema,
 )
 
-from .conftest import OTHER_SCOPE, SCOPE, job_id, request, response, submit
+from ..conftest import OTHER_SCOPE, SCOPE, job_id, request, response, submit
 
 
 def assert_not_found(error: BridgeError) -> None:

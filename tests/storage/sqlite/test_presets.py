@@ -17,7 +17,7 @@ from imagebridge.storage import (
     inspect_preset_schema,
 )
 
-from .conftest import SCOPE, job_id, request
+from ..conftest import SCOPE, job_id, request
 
 TEMPLATE: dict[str, Any] = {"prompt": "a watercolor fox", "parameters": {"quality": "high"}}
 

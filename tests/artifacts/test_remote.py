@@ -13,7 +13,6 @@ from imagebridge.artifacts.remote import (
     RemoteImageFetcher,
     is_public_address,
 )
-from imagebridge.config.model import RemoteFetchSettings
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from tests.artifacts.http_server import Route, local_server
 from tests.artifacts.images import png
@@ -316,34 +315,3 @@ async def test_the_network_guard_itself_blocks_off_host_connections(
         await asyncio.open_connection("10.0.0.1", 80)
     assert no_external_network.violations == [("connect", "('10.0.0.1', 80)")]
     no_external_network.violations.clear()
-
-
-def test_policy_from_settings_carries_every_key_and_the_callers_byte_bound() -> None:
-    settings = RemoteFetchSettings(
-        enabled=True,
-        allowed_hosts=["Images.Example"],
-        allowed_ports=[8443],
-        allow_private_networks=True,
-        max_redirects=5,
-        timeout_ms=1_234,
-        max_url_bytes=2_048,
-    )
-    policy = RemoteFetchPolicy.from_settings(settings, max_bytes=4_096)
-    assert policy == RemoteFetchPolicy(
-        enabled=True,
-        allowed_hosts=frozenset({"images.example"}),
-        allowed_ports=frozenset({8443}),
-        allow_private_networks=True,
-        max_redirects=5,
-        timeout_ms=1_234,
-        max_url_bytes=2_048,
-        max_bytes=4_096,
-    )
-    assert RemoteFetchPolicy.from_settings(RemoteFetchSettings(), max_bytes=1) == (
-        RemoteFetchPolicy(max_bytes=1)
-    )
-    with pytest.raises(BridgeError) as refused:
-        RemoteFetchPolicy.from_settings(
-            RemoteFetchSettings(enabled=True, allowed_ports=[]), max_bytes=1
-        )
-    assert refused.value.code is ErrorCode.CONFIGURATION

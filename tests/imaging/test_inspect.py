@@ -8,7 +8,6 @@ import zlib
 import pytest
 from PIL import Image, PngImagePlugin
 
-from imagebridge.config.model import ImageLimitSettings
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.inspect import (
@@ -194,20 +193,6 @@ def test_decoded_pixels_are_not_needed_to_read_header_of_bytes_io() -> None:
     buffer = io.BytesIO()
     image.save(buffer, "JPEG", exif=b"Exif\x00\x00" + b"\x00" * 64)
     assert inspect_image(buffer.getvalue()).width == 7
-
-
-def test_limits_from_settings_are_the_configured_bounds() -> None:
-    settings = ImageLimitSettings(
-        max_encoded_bytes=1_000, max_edge=64, max_pixels=4_096, max_decode_alloc=16_384
-    )
-    limits = ImageLimits.from_settings(settings)
-    assert limits == ImageLimits(
-        max_encoded_bytes=1_000, max_edge=64, max_pixels=4_096, max_decode_alloc=16_384
-    )
-    assert ImageLimits.from_settings(ImageLimitSettings()) == ImageLimits()
-    with pytest.raises(BridgeError) as refused:
-        inspect_image(png(65, 1), limits)
-    assert refused.value.code is ErrorCode.INPUT
 
 
 @pytest.mark.parametrize("data", [png(40, 30), jpeg(40, 30), webp(40, 30)])

@@ -1,12 +1,14 @@
 """Wiring: the only place besides the surfaces that reads configuration.
 
 It builds the providers (:mod:`.codex`, :mod:`.openai`, :mod:`.codex_app_server`), the
-own logins (:mod:`.logins`), the engine with its artifact store and limits
-(:mod:`.runtime`) and the job services on their stores (:mod:`.job_services`) from a
-validated :class:`~imagebridge.config.model.BridgeConfig`. The surfaces (server, CLI,
-MCP) call :func:`build_application` and use the result.
+own logins (:mod:`.logins`), the image bounds and remote fetch policies (:mod:`.inputs`),
+the engine with its artifact store and limits (:mod:`.runtime`) and the job services on
+their stores (:mod:`.job_services`) from a validated
+:class:`~imagebridge.config.model.BridgeConfig`. The surfaces (server, CLI, MCP) call
+:func:`build_application` and use the result.
 """
 
+from imagebridge.application.inputs import image_limits
 from imagebridge.application.runtime import (
     PROVIDER_FACTORIES,
     Application,
@@ -14,7 +16,6 @@ from imagebridge.application.runtime import (
     StoreSink,
     build_application,
     build_providers,
-    image_limits,
     request_limits,
 )
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from imagebridge.application.inputs import image_limits, remote_fetch_policy
 from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
+from imagebridge.artifacts.remote import RemoteImageFetcher
 from imagebridge.config.model import BridgeConfig
 from imagebridge.engine.provider import Provider
-from imagebridge.imaging.inspect import ImageLimits
 from imagebridge.providers.codex.auth import CredentialsLoader, load_codex_credentials_async
 from imagebridge.providers.codex.images import CodexImagesOptions, CodexImagesProvider
 from imagebridge.providers.codex.inputs import InputLoaderFactory
@@ -41,7 +41,7 @@ class CodexBuild:
 
 def codex_input_loader(config: BridgeConfig) -> InputLoaderFactory:
     """A loader factory: the loader (which checks the roots) is built on first use."""
-    limits = ImageLimits.from_settings(config.artifacts.image)
+    limits = image_limits(config)
     inputs = config.inputs
     remote = inputs.remote
     max_inline = config.runtime.request.max_inline_encoded_bytes
@@ -49,7 +49,7 @@ def codex_input_loader(config: BridgeConfig) -> InputLoaderFactory:
 
     def loader() -> InputLoader:
         if not built:
-            policy = RemoteFetchPolicy.from_settings(remote, max_bytes=limits.max_encoded_bytes)
+            policy = remote_fetch_policy(remote, max_bytes=limits.max_encoded_bytes)
             built.append(
                 InputLoader(
                     inputs.local_roots,
@@ -89,7 +89,7 @@ def build_codex_responses(config: BridgeConfig) -> CodexBuild:
         transient_retry_backoff_ms=table.transient_retry_backoff_ms,
         quota_cache_ms=table.quota_cache_ms,
         max_base64_chars=config.artifacts.max_base64_chars,
-        image_limits=ImageLimits.from_settings(config.artifacts.image),
+        image_limits=image_limits(config),
     )
     return CodexBuild(
         provider=CodexResponsesProvider(
@@ -113,7 +113,7 @@ def build_codex_images(config: BridgeConfig) -> CodexBuild:
         quota_cache_ms=shared.quota_cache_ms,
         max_base64_chars=config.artifacts.max_base64_chars,
         max_response_bytes=config.artifacts.max_response_bytes,
-        image_limits=ImageLimits.from_settings(config.artifacts.image),
+        image_limits=image_limits(config),
     )
     return CodexBuild(
         provider=CodexImagesProvider(

@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from imagebridge.application.codex import CodexBuild
+from imagebridge.application.inputs import image_limits, remote_fetch_policy
 from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
+from imagebridge.artifacts.remote import RemoteImageFetcher
 from imagebridge.config.model import BridgeConfig, CodexAppServerSettings
 from imagebridge.config.paths import default_data_dir
 from imagebridge.engine.sessions import SessionBindings
-from imagebridge.imaging.inspect import ImageLimits
 from imagebridge.providers.codex_app_server.capabilities import PROVIDER_NAME
 from imagebridge.providers.codex_app_server.options import AppServerOptions
 from imagebridge.providers.codex_app_server.provider import (
@@ -73,7 +73,7 @@ def build_codex_app_server_provider(
     password variable is read (default: the process environment).
     """
     settings = config.providers.codex_app_server
-    limits = ImageLimits.from_settings(config.artifacts.image)
+    limits = image_limits(config)
     inputs = config.inputs
     max_inline = config.runtime.request.max_inline_encoded_bytes
     database = settings.session_database
@@ -87,7 +87,7 @@ def build_codex_app_server_provider(
         return await open_session_store(database, provider=PROVIDER_NAME, postgres=postgres)
 
     def loader() -> InputLoader:
-        policy = RemoteFetchPolicy.from_settings(inputs.remote, max_bytes=limits.max_encoded_bytes)
+        policy = remote_fetch_policy(inputs.remote, max_bytes=limits.max_encoded_bytes)
         remote = RemoteImageFetcher(policy, limits)
         return InputLoader(
             inputs.local_roots, limits, remote=remote, max_inline_encoded_bytes=max_inline

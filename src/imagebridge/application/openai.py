@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from imagebridge.application.inputs import image_limits, remote_fetch_policy
 from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
+from imagebridge.artifacts.remote import RemoteImageFetcher
 from imagebridge.config.model import BridgeConfig, OpenAICapabilityOverrides
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.imaging.inspect import ImageLimits
 from imagebridge.providers.openai.images import (
     OPENAI_PROVIDER,
     OpenAIImagesProvider,
@@ -72,7 +72,7 @@ def _overrides(table: OpenAICapabilityOverrides) -> CapabilityOverrides | None:
 
 def build_openai_provider(config: BridgeConfig, name: str) -> OpenAIBuild:
     """Build the provider registered as ``name`` (configuration errors if unknown)."""
-    limits = ImageLimits.from_settings(config.artifacts.image)
+    limits = image_limits(config)
     artifacts = config.artifacts
     request_max = config.runtime.request.max_outputs
     if name == OPENAI_PROVIDER:
@@ -121,7 +121,7 @@ def build_openai_provider(config: BridgeConfig, name: str) -> OpenAIBuild:
     request = config.runtime.request
 
     def loader() -> InputLoader:
-        policy = RemoteFetchPolicy.from_settings(inputs.remote, max_bytes=limits.max_encoded_bytes)
+        policy = remote_fetch_policy(inputs.remote, max_bytes=limits.max_encoded_bytes)
         remote = RemoteImageFetcher(policy, limits)
         return InputLoader(
             inputs.local_roots,
@@ -133,9 +133,7 @@ def build_openai_provider(config: BridgeConfig, name: str) -> OpenAIBuild:
     output_fetcher = None
     if artifacts.remote_output.enabled:
         output_fetcher = RemoteImageFetcher(
-            RemoteFetchPolicy.from_settings(
-                artifacts.remote_output, max_bytes=limits.max_encoded_bytes
-            ),
+            remote_fetch_policy(artifacts.remote_output, max_bytes=limits.max_encoded_bytes),
             limits,
         )
     provider = OpenAIImagesProvider(settings, inputs=loader, output_fetcher=output_fetcher)

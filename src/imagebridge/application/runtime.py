@@ -19,6 +19,7 @@ from imagebridge.application.codex import (
     build_codex_responses,
 )
 from imagebridge.application.codex_app_server import build_codex_app_server_provider
+from imagebridge.application.inputs import image_limits
 from imagebridge.application.openai import build_openai_provider, is_openai_provider
 from imagebridge.artifacts.async_store import AsyncArtifactStore
 from imagebridge.artifacts.store import ArtifactStore
@@ -36,7 +37,6 @@ from imagebridge.engine.orchestrator import GateLimits, ImageRuntime, ImageRunti
 from imagebridge.engine.provider import Provider, ProviderContext
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.validation import RequestLimits
-from imagebridge.imaging.inspect import ImageLimits
 from imagebridge.providers.mock import MockProvider, MockSettings
 
 ProviderFactory = Callable[[BridgeConfig], Provider]
@@ -54,11 +54,6 @@ def request_limits(config: BridgeConfig) -> RequestLimits:
         max_timeout_ms=limits.max_timeout_ms,
         max_identifier_bytes=limits.max_identifier_bytes,
     )
-
-
-def image_limits(config: BridgeConfig) -> ImageLimits:
-    """The ``[artifacts.image]`` bounds every encoded image is held to."""
-    return ImageLimits.from_settings(config.artifacts.image)
 
 
 def _with_fanout(

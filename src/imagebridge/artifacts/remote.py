@@ -19,7 +19,7 @@ import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -27,9 +27,6 @@ from imagebridge._version import __version__
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.inputs import LoadedImage
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
-
-if TYPE_CHECKING:
-    from imagebridge.config.model import RemoteFetchSettings
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -161,24 +158,6 @@ class RemoteFetchPolicy:
                 ErrorCode.CONFIGURATION,
                 "remote fetch policy is invalid: " + "; ".join(problems),
             )
-
-    @classmethod
-    def from_settings(cls, settings: RemoteFetchSettings, *, max_bytes: int) -> RemoteFetchPolicy:
-        """The policy an ``[inputs.remote]`` or ``[artifacts.remote_output]`` table describes.
-
-        The tables carry no byte bound of their own: ``max_bytes`` is the image bound
-        (``artifacts.image.max_encoded_bytes``) of the caller that fetches.
-        """
-        return cls(
-            enabled=settings.enabled,
-            allowed_hosts=frozenset(settings.allowed_hosts),
-            allowed_ports=frozenset(settings.allowed_ports),
-            allow_private_networks=settings.allow_private_networks,
-            max_redirects=settings.max_redirects,
-            timeout_ms=settings.timeout_ms,
-            max_url_bytes=settings.max_url_bytes,
-            max_bytes=max_bytes,
-        )
 
 
 def _remote_error(message: str, **details: Any) -> BridgeError:

@@ -22,15 +22,12 @@ import io
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PIL import Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin
 
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
-
-if TYPE_CHECKING:
-    from imagebridge.config.model import ImageLimitSettings
 
 __all__ = [
     "MAX_THUMBNAIL_EDGE",
@@ -77,16 +74,6 @@ class ImageLimits:
                     f"image limit {name} must be a positive integer",
                     details={"field": f"artifacts.image.{name}"},
                 )
-
-    @classmethod
-    def from_settings(cls, settings: ImageLimitSettings) -> ImageLimits:
-        """The limits the ``[artifacts.image]`` table describes."""
-        return cls(
-            max_encoded_bytes=settings.max_encoded_bytes,
-            max_edge=settings.max_edge,
-            max_pixels=settings.max_pixels,
-            max_decode_alloc=settings.max_decode_alloc,
-        )
 
 
 @dataclass(frozen=True, slots=True)

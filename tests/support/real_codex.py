@@ -329,6 +329,17 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
     return names
 
 
+def _input_images(body: dict[str, Any]) -> int:
+    """How many images the request's messages carry (``input_image`` content parts)."""
+    return sum(
+        1
+        for item in body.get("input") or []
+        if isinstance(item, dict) and isinstance(item.get("content"), list)
+        for part in item["content"]
+        if isinstance(part, dict) and part.get("type") == "input_image"
+    )
+
+
 def _after_tool_output(body: dict[str, Any]) -> bool:
     items = [item for item in body.get("input") or [] if isinstance(item, dict)]
     last_user = max((n for n, item in enumerate(items) if item.get("role") == "user"), default=-1)
@@ -395,6 +406,7 @@ class MockCodexBackend:
             entry["follow_up"] = _after_tool_output(body)
             entry["keys"] = sorted(body)
             entry["input_items"] = len(body.get("input") or [])
+            entry["input_images"] = _input_images(body)
         with self._lock, (self.state / "requests.jsonl").open("a", encoding="utf-8") as log:
             log.write(json.dumps(entry) + "\n")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.engine.inputs import ImageInputLoader
 from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.orchestrator import ImageRuntime, ImageRuntimeSettings
 from imagebridge.engine.provider import Provider
@@ -14,7 +16,14 @@ def make_runtime(
     *providers: Provider,
     default: str | None = None,
     materializer: Materializer | None = None,
+    inputs: ImageInputLoader | None = None,
     **settings: Any,
 ) -> ImageRuntime:
+    """``inputs`` defaults to a loader of inline inputs only (no local roots, no URLs)."""
     registry = ProviderRegistry(providers, default=default or providers[0].name)
-    return ImageRuntime(registry, materializer or Materializer(), ImageRuntimeSettings(**settings))
+    return ImageRuntime(
+        registry,
+        materializer or Materializer(),
+        ImageRuntimeSettings(**settings),
+        inputs=inputs if inputs is not None else InputLoader([]),
+    )

@@ -2,22 +2,19 @@
 
 ``[providers.codex_responses]`` builds ``codex-responses``; ``[providers.codex_images]``
 builds ``codex-images``, which shares the Responses table's transient-retry and quota
-settings (its own table has none). Inputs are loaded under ``inputs.local_roots`` and the
-``inputs.remote`` policy; every image bound comes from ``artifacts``.
+settings (its own table has none). Every image bound comes from ``artifacts``; input images
+reach the providers loaded by the engine (:mod:`.inputs`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imagebridge.application.inputs import image_limits, remote_fetch_policy
-from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.remote import RemoteImageFetcher
+from imagebridge.application.inputs import image_limits
 from imagebridge.config.model import BridgeConfig
 from imagebridge.engine.provider import Provider
 from imagebridge.providers.codex.auth import CredentialsLoader, load_codex_credentials_async
 from imagebridge.providers.codex.images import CodexImagesOptions, CodexImagesProvider
-from imagebridge.providers.codex.inputs import InputLoaderFactory
 from imagebridge.providers.codex.responses import CodexResponsesOptions, CodexResponsesProvider
 
 __all__ = [
@@ -25,7 +22,6 @@ __all__ = [
     "build_codex_images",
     "build_codex_responses",
     "codex_credentials_loader",
-    "codex_input_loader",
 ]
 
 
@@ -37,30 +33,6 @@ class CodexBuild:
     max_outputs: int
     max_parallel_outputs: int
     native_count: int = 1
-
-
-def codex_input_loader(config: BridgeConfig) -> InputLoaderFactory:
-    """A loader factory: the loader (which checks the roots) is built on first use."""
-    limits = image_limits(config)
-    inputs = config.inputs
-    remote = inputs.remote
-    max_inline = config.runtime.request.max_inline_encoded_bytes
-    built: list[InputLoader] = []
-
-    def loader() -> InputLoader:
-        if not built:
-            policy = remote_fetch_policy(remote, max_bytes=limits.max_encoded_bytes)
-            built.append(
-                InputLoader(
-                    inputs.local_roots,
-                    limits,
-                    remote=RemoteImageFetcher(policy, limits),
-                    max_inline_encoded_bytes=max_inline,
-                )
-            )
-        return built[0]
-
-    return loader
 
 
 def codex_credentials_loader(config: BridgeConfig) -> CredentialsLoader:
@@ -94,7 +66,6 @@ def build_codex_responses(config: BridgeConfig) -> CodexBuild:
     return CodexBuild(
         provider=CodexResponsesProvider(
             options,
-            inputs=codex_input_loader(config),
             credentials_loader=codex_credentials_loader(config),
         ),
         max_outputs=table.max_outputs,
@@ -118,7 +89,6 @@ def build_codex_images(config: BridgeConfig) -> CodexBuild:
     return CodexBuild(
         provider=CodexImagesProvider(
             options,
-            inputs=codex_input_loader(config),
             credentials_loader=codex_credentials_loader(config),
         ),
         max_outputs=table.max_outputs,

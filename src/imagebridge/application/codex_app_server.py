@@ -6,8 +6,8 @@ because opening a store is asynchronous): a SQLite path, or a ``postgresql://`` 
 schema, pool and password come from the ``server.jobs.postgres_*`` keys, so that every
 bridge instance shares the bindings. Input images are staged under
 ``<session_database folder>/codex-staging`` (``<data dir>/codex-staging`` for a URL: staging
-is always local); inputs follow ``inputs.local_roots`` and ``inputs.remote``; every image
-bound comes from ``artifacts.image``.
+is always local) after the engine loaded them (:mod:`.inputs`); every image bound comes from
+``artifacts.image``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from imagebridge.application.codex import CodexBuild
-from imagebridge.application.inputs import image_limits, remote_fetch_policy
-from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.remote import RemoteImageFetcher
+from imagebridge.application.inputs import image_limits
 from imagebridge.config.model import BridgeConfig, CodexAppServerSettings
 from imagebridge.config.paths import default_data_dir
 from imagebridge.engine.sessions import SessionBindings
@@ -74,8 +72,6 @@ def build_codex_app_server_provider(
     """
     settings = config.providers.codex_app_server
     limits = image_limits(config)
-    inputs = config.inputs
-    max_inline = config.runtime.request.max_inline_encoded_bytes
     database = settings.session_database
     postgres = (
         postgres_options(config.server.jobs, os.environ if env is None else env)
@@ -86,19 +82,11 @@ def build_codex_app_server_provider(
     async def open_sessions() -> SessionBindings:
         return await open_session_store(database, provider=PROVIDER_NAME, postgres=postgres)
 
-    def loader() -> InputLoader:
-        policy = remote_fetch_policy(inputs.remote, max_bytes=limits.max_encoded_bytes)
-        remote = RemoteImageFetcher(policy, limits)
-        return InputLoader(
-            inputs.local_roots, limits, remote=remote, max_inline_encoded_bytes=max_inline
-        )
-
     provider = CodexAppServerProvider(
         app_server_options(settings),
         open_sessions,
         staging_root=staging_root(settings),
         settings=AppServerProviderSettings(codex_model=settings.codex_model, image_limits=limits),
-        inputs=loader,
     )
     return CodexBuild(
         provider=provider,

@@ -2,9 +2,9 @@
 
 ``[providers.openai]`` builds the official provider under the name ``openai``;
 each ``[providers.openai_compatible.<name>]`` table builds one more instance under its
-own name. Inputs are loaded with the configured ``inputs.local_roots`` and
-``inputs.remote`` policy, image URLs in answers are fetched only under
-``artifacts.remote_output``, and every size bound comes from ``artifacts``.
+own name. Image URLs in answers are fetched only under ``artifacts.remote_output``, and
+every size bound comes from ``artifacts``; input images reach the provider loaded by the
+engine (:mod:`.inputs`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from imagebridge.application.inputs import image_limits, remote_fetch_policy
-from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.artifacts.remote import RemoteImageFetcher
 from imagebridge.config.model import BridgeConfig, OpenAICapabilityOverrides
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -117,26 +116,13 @@ def build_openai_provider(config: BridgeConfig, name: str) -> OpenAIBuild:
         )
         max_outputs = instance.max_outputs
         parallel = instance.max_parallel_outputs_value
-    inputs = config.inputs
-    request = config.runtime.request
-
-    def loader() -> InputLoader:
-        policy = remote_fetch_policy(inputs.remote, max_bytes=limits.max_encoded_bytes)
-        remote = RemoteImageFetcher(policy, limits)
-        return InputLoader(
-            inputs.local_roots,
-            limits,
-            remote=remote,
-            max_inline_encoded_bytes=request.max_inline_encoded_bytes,
-        )
-
     output_fetcher = None
     if artifacts.remote_output.enabled:
         output_fetcher = RemoteImageFetcher(
             remote_fetch_policy(artifacts.remote_output, max_bytes=limits.max_encoded_bytes),
             limits,
         )
-    provider = OpenAIImagesProvider(settings, inputs=loader, output_fetcher=output_fetcher)
+    provider = OpenAIImagesProvider(settings, output_fetcher=output_fetcher)
     return OpenAIBuild(
         provider=provider,
         native_count=min(provider.native_counts().values()),

@@ -1,8 +1,9 @@
 """Wiring: turn a validated :class:`BridgeConfig` into a running engine.
 
 This is the one place that reads configuration values and builds providers, the artifact
-store, admission limits and breakers. Surfaces (server, CLI, MCP) call
-:func:`build_application` and use the result; the engine itself never sees the config.
+store, the input loader (the engine's input port), admission limits and breakers. Surfaces
+(server, CLI, MCP) call :func:`build_application` and use the result; the engine itself
+never sees the config.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from imagebridge.application.codex import (
     build_codex_responses,
 )
 from imagebridge.application.codex_app_server import build_codex_app_server_provider
-from imagebridge.application.inputs import image_limits
+from imagebridge.application.inputs import build_input_loader, image_limits
 from imagebridge.application.openai import build_openai_provider, is_openai_provider
 from imagebridge.artifacts.async_store import AsyncArtifactStore
 from imagebridge.artifacts.store import ArtifactStore
@@ -290,5 +291,10 @@ def build_application(
         artifacts=StoreSink(AsyncArtifactStore(store)),
         public_base_url=config.artifacts.public_base_url,
     )
-    runtime = ImageRuntime(registry, materializer, runtime_settings(config, registry.names))
+    runtime = ImageRuntime(
+        registry,
+        materializer,
+        runtime_settings(config, registry.names),
+        inputs=build_input_loader(config),
+    )
     return Application(config=config, runtime=runtime, artifacts=store, providers=built)

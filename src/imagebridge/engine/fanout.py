@@ -323,6 +323,7 @@ class FanoutProvider(ProviderDecorator):
             deadline=context.deadline,
             cancellation=batch_cancel,
             events=forward if outer is not None else None,
+            inputs=context.inputs,  # loaded once by the engine, shared by every chunk
         )
         try:
             async with self._permit(context, batch_cancel):

@@ -1,9 +1,10 @@
 """The runtime: one logical request in, bounded upstream calls out.
 
-Order of a request: validate → idempotency → global admission → for each route
-(primary, then fallbacks): breaker → provider admission → capabilities → transparency
-planning → negotiation → provider (with deadline, cancellation and grace) → verification and
-materialization. A failure whose upstream outcome is unknown is never retried or rerouted.
+Order of a request: validate → idempotency → global admission → input images (loaded and
+verified once, through the input port) → for each route (primary, then fallbacks): breaker →
+provider admission → capabilities → transparency planning → negotiation → provider (with
+deadline, cancellation and grace) → verification and materialization. A failure whose
+upstream outcome is unknown is never retried or rerouted.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from imagebridge.contract.enums import (
     RevisedPromptPolicy,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.contract.events import CompletedEvent
+from imagebridge.contract.events import CompletedEvent, ProgressEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse, Normalization, ProviderAttempt
 from imagebridge.engine.admission import REJECTION_RETRY_AFTER_MS, AdmissionGate
@@ -38,6 +39,7 @@ from imagebridge.engine.idempotency import (
     IdempotencyLease,
     request_fingerprint,
 )
+from imagebridge.engine.inputs import ImageInputLoader, LoadedInputs, load_request_inputs
 from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.negotiation import copy_parameters, negotiate_request
 from imagebridge.engine.provider import EventSink, Provider, ProviderContext
@@ -155,6 +157,8 @@ class _Operation:
     external: CancelToken
     events: EventSink | None
     owner: str
+    inputs: LoadedInputs = field(default_factory=LoadedInputs)
+    """Set once, after global admission and before the first route."""
 
 
 def _ms(started: float) -> int:
@@ -162,7 +166,10 @@ def _ms(started: float) -> int:
 
 
 class ImageRuntime:
-    """Executes image requests against a provider registry."""
+    """Executes image requests against a provider registry.
+
+    ``inputs`` is the input port: every input image of a request is loaded through it.
+    """
 
     def __init__(
         self,
@@ -170,6 +177,7 @@ class ImageRuntime:
         materializer: Materializer,
         settings: ImageRuntimeSettings | None = None,
         *,
+        inputs: ImageInputLoader,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         settings = settings or ImageRuntimeSettings()
@@ -189,6 +197,7 @@ class ImageRuntime:
                 )
         self.registry = registry
         self.materializer = materializer
+        self.inputs = inputs
         self.settings = settings
         self.global_gate = AdmissionGate(
             "global",
@@ -346,6 +355,9 @@ class ImageRuntime:
         try:
             global_queue_ms = _ms(started)
             routes = self._routes(request)
+            input_started = time.monotonic()
+            op.inputs = await self._load_inputs(request, op)
+            input_ms = _ms(input_started)
             attempts: list[ProviderAttempt] = []
             last_error: BridgeError | None = None
             for index, (provider_name, model) in enumerate(routes):
@@ -394,6 +406,7 @@ class ImageRuntime:
                 if request.routing.fallbacks or inner:
                     response.attempts = attempts
                 response.timings.queue_ms += global_queue_ms
+                response.timings.input_ms = input_ms
                 response.timings.total_ms = _ms(started)
                 if not request.output.metadata.writes_sidecar:
                     return response  # what attach_sidecars would return, without a task
@@ -416,6 +429,28 @@ class ImageRuntime:
             raise last_error
         finally:
             global_permit.release()
+
+    async def _load_inputs(self, request: ImageRequest, op: _Operation) -> LoadedInputs:
+        """Every input image of the request, loaded and verified through the input port.
+
+        Here, once per logical request: after validation (a malformed request costs no
+        read or fetch) and after global admission (the global gate bounds how many
+        requests hold input bytes at once, so memory stays within its limit times the
+        per-request input bounds), and before the first route, so fallback routes and
+        fan-out chunks share the same verified bytes (a remote URL is fetched once) and
+        no provider admission slot is held while a slow URL is fetched. Each provider
+        then holds the loaded images to its own bounds.
+        """
+        if not request.all_inputs():
+            return LoadedInputs()
+        if op.events is not None:
+            with contextlib.suppress(Exception):  # a failing sink never fails the request
+                await op.events(ProgressEvent(stage="loading_inputs"))
+        return await self._controlled(
+            load_request_inputs(request, self.inputs),
+            op,
+            "request was cancelled while loading input images",
+        )
 
     def _routes(self, request: ImageRequest) -> list[tuple[str, str | None]]:
         routing = request.routing
@@ -493,7 +528,11 @@ class ImageRuntime:
         effective = negotiated.request
         provider_started = time.monotonic()
         context = ProviderContext(
-            request_id=op.request_id, deadline=op.deadline, cancellation=op.token, events=op.events
+            request_id=op.request_id,
+            deadline=op.deadline,
+            cancellation=op.token,
+            events=op.events,
+            inputs=op.inputs,
         )
         merged = any(n.reason == _NEGATIVE_PROMPT_MERGE for n in negotiated.normalizations)
         decorated = isinstance(provider, FanoutProvider)

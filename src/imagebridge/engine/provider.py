@@ -3,6 +3,8 @@
 A provider turns one (already validated and negotiated) :class:`ImageRequest` into an
 :class:`ImageResponse` whose images carry their bytes as ``b64_json`` with the format and
 dimensions the provider believes they have; the engine verifies all of it independently.
+Its input images arrive loaded and verified on :attr:`ProviderContext.inputs`: a provider
+never reads a file or fetches a URL for them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import GeneratedImage, ImageResponse, SessionMetadata
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.decoded import DecodedPayload, attach_decoded
+from imagebridge.engine.inputs import LoadedInputs
 
 if TYPE_CHECKING:  # the pixel layer (Pillow) stays unloaded for the interface alone
     from imagebridge.imaging.inspect import ImageInfo
@@ -70,6 +73,8 @@ class ProviderContext:
     deadline: Deadline
     cancellation: CancelToken = field(default_factory=CancelToken)
     events: EventSink | None = None
+    inputs: LoadedInputs = field(default_factory=LoadedInputs)
+    """The request's input images, loaded and verified by the engine before the call."""
 
     async def emit(self, event: ProviderEventT) -> None:
         """Forward an event; a failing or absent sink never fails the generation."""

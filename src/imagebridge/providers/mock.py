@@ -2,7 +2,12 @@
 
 Pixels are derived from (prompt, output index), so the same request always yields the same
 bytes; edits derive from the first source image. It exists for demos, tests and
-benchmarks: its descriptor says so, and it never touches the network.
+benchmarks: its descriptor says so, and it never touches the network itself.
+
+Its input images are the engine's, like every provider's: ``file``, ``url``, ``base64`` and
+``data_url`` inputs are loaded and verified before it runs, under the same local roots,
+remote fetch policy and declared-media-type check; the mock holds them to the bounds its
+capability document states (count, bytes per image and in total).
 
 For black-box tests the prompt may carry directives, which are removed before rendering:
 ``[mock:fail=CODE]`` fails the call with that error code, ``[mock:fail-output=I,J]`` fails
@@ -13,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import functools
 import hashlib
 import io
@@ -46,7 +50,7 @@ from imagebridge.contract.enums import (
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent, ProgressEvent, StartedEvent
-from imagebridge.contract.request import ImageInput, ImageRequest
+from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import (
     GeneratedImage,
     ImageFailure,
@@ -55,6 +59,7 @@ from imagebridge.contract.response import (
     Timings,
     Usage,
 )
+from imagebridge.engine.inputs import LoadedImage, LoadedInputs
 from imagebridge.engine.provider import Provider, ProviderContext
 from imagebridge.providers.shared import native_batch, native_inputs
 
@@ -63,7 +68,9 @@ __all__ = ["MOCK_PROVIDER", "MockProvider", "MockSettings", "render_image"]
 MOCK_PROVIDER = "mock"
 AUTO_SIZE = (1024, 1024)
 MAX_EDGE = 4096
+MAX_INPUT_COUNT = 5
 MAX_SOURCE_BYTES = 32 * 1024 * 1024
+"""Bytes per input image; twice that for all edit images, or all references, together."""
 _DIRECTIVE_RE = re.compile(r"\[mock:([a-z-]+)(?:=([^\]]*))?\]")
 _OUTPUT_SUFFIX_RE = re.compile(r":output:(\d+)$")
 
@@ -176,6 +183,13 @@ def _render_cached(
     return _render(prompt, index, width, height, output_format, transparent, compression, None)
 
 
+def _open_source(image: LoadedImage) -> Image.Image:
+    """The pixels of an edit source the engine already verified (a worker-thread job)."""
+    source = Image.open(io.BytesIO(image.data))
+    source.load()
+    return source
+
+
 def _render(
     prompt: str,
     index: int,
@@ -218,28 +232,6 @@ def _render(
         else:
             image.save(buffer, format="WEBP", quality=compression)
     return buffer.getvalue()
-
-
-def _decode_source(item: ImageInput) -> Image.Image:
-    if item.type == "data_url":
-        header, _, payload = item.payload.partition(",")
-        if not header.startswith("data:image/") or not header.endswith(";base64"):
-            raise BridgeError(ErrorCode.INPUT, "data URL must be a base64 image")
-    elif item.type == "base64":
-        payload = item.payload
-    else:
-        raise BridgeError(ErrorCode.INPUT, "the mock provider accepts only inline image inputs")
-    if len(payload) > MAX_SOURCE_BYTES * 4 // 3 + 4:
-        raise BridgeError(ErrorCode.INPUT, "encoded image exceeds the configured size limit")
-    try:
-        data = base64.b64decode(payload, validate=True)
-        image = Image.open(io.BytesIO(data))
-        if image.width * image.height > MAX_EDGE * MAX_EDGE:
-            raise BridgeError(ErrorCode.INPUT, "image dimensions exceed configured limits")
-        image.load()
-    except (binascii.Error, OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise BridgeError(ErrorCode.INPUT, "image payload is malformed or incomplete") from exc
-    return image
 
 
 class MockProvider(Provider):
@@ -286,7 +278,7 @@ class MockProvider(Provider):
         if chosen not in self.settings.models:
             raise self._unserved_model(chosen, self.settings.models)
         count, batching = native_batch(self.settings.native_count)
-        inputs = native_inputs(5, MAX_SOURCE_BYTES, 2 * MAX_SOURCE_BYTES)
+        inputs = native_inputs(MAX_INPUT_COUNT, MAX_SOURCE_BYTES, 2 * MAX_SOURCE_BYTES)
         return ProviderCapabilities(
             provider=self.name,
             implementation_version=__version__,
@@ -395,7 +387,8 @@ class MockProvider(Provider):
         if self.settings.failure_rate and self._rng.random() < self.settings.failure_rate:
             raise self._injected(ErrorCode.UPSTREAM)
         dims = params.dimensions or AUTO_SIZE
-        source = _decode_source(request.edit_images[0]) if request.edit_images else None
+        loaded = self._bounded_inputs(request, context.inputs)
+        source = await asyncio.to_thread(_open_source, loaded.images[0]) if loaded.images else None
         transparent = params.background is Background.TRANSPARENT
         partials = params.partial_images
         await context.emit(ProgressEvent(stage="generating"))
@@ -477,6 +470,33 @@ class MockProvider(Provider):
             ),
             session=self._session(request),
             timings=Timings(provider_ms=elapsed, total_ms=elapsed),
+        )
+
+    def _bounded_inputs(self, request: ImageRequest, loaded: LoadedInputs) -> LoadedInputs:
+        """The engine's loaded inputs, held to the bounds the capability document states."""
+        loaded = loaded.require_for(request, self.name)
+        masks = (loaded.mask,) if loaded.mask is not None else ()
+        for slot, images, total in (
+            ("images", loaded.images, 2 * MAX_SOURCE_BYTES),
+            ("mask", masks, MAX_SOURCE_BYTES),
+            ("reference_images", loaded.reference_images, 2 * MAX_SOURCE_BYTES),
+        ):
+            size = 0
+            for index, image in enumerate(images):
+                field_name = slot if slot == "mask" else f"{slot}[{index}]"
+                size += len(image.data)
+                if len(image.data) > MAX_SOURCE_BYTES:
+                    raise self._too_large("an input image is", field_name, MAX_SOURCE_BYTES)
+                if size > total:
+                    raise self._too_large("the input images together are", field_name, total)
+        return loaded
+
+    def _too_large(self, what: str, field_name: str, maximum: int) -> BridgeError:
+        return BridgeError(
+            ErrorCode.INPUT,
+            f"{what} larger than the mock provider accepts",
+            provider=self.name,
+            details={"field": field_name, "maximum_bytes": maximum},
         )
 
     def _injected(self, code: ErrorCode) -> BridgeError:

@@ -1,4 +1,7 @@
-"""Input images for the Codex providers: order, counts and byte bounds, checked before sending."""
+"""Input images for the Codex providers: order, counts and byte bounds, checked before sending.
+
+The engine loads the images (``load_request_inputs``); the Codex bounds are held here.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ from PIL import Image
 from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
-from imagebridge.providers.codex.inputs import CodexInputBounds, load_codex_inputs
+from imagebridge.engine.inputs import LoadedInputs, load_request_inputs
+from imagebridge.providers.codex.inputs import CodexInputBounds, codex_inputs
 
 
 def png(colour: tuple[int, int, int], size: int = 8) -> bytes:
@@ -38,10 +42,8 @@ def edit(
 async def load(
     request: ImageRequest, tmp_path: Path, bounds: CodexInputBounds | None = None
 ) -> Any:
-    loader = InputLoader([tmp_path])
-    return await load_codex_inputs(
-        request, lambda: loader, bounds or CodexInputBounds(), provider="codex-responses"
-    )
+    loaded = await load_request_inputs(request, InputLoader([tmp_path]))
+    return codex_inputs(request, loaded, bounds or CodexInputBounds(), provider="codex-responses")
 
 
 async def test_sources_come_before_references_and_files_load_under_a_root(tmp_path: Path) -> None:
@@ -63,15 +65,16 @@ async def test_a_generate_request_without_inputs_loads_nothing(tmp_path: Path) -
     assert not inputs.present and inputs.all == ()
 
 
-async def test_counts_are_checked_before_anything_is_loaded(tmp_path: Path) -> None:
+def test_counts_are_checked_before_the_images() -> None:
     missing = {"type": "file", "path": "does-not-exist.png"}
 
+    def check(request: ImageRequest, bounds: CodexInputBounds) -> None:
+        codex_inputs(request, LoadedInputs(), bounds, provider="codex-responses")
+
     with pytest.raises(BridgeError) as too_many:
-        await load(edit([missing] * 6), tmp_path)
+        check(edit([missing] * 6), CodexInputBounds())
     with pytest.raises(BridgeError) as too_many_total:
-        await load(
-            edit([missing] * 3, [missing] * 3), tmp_path, CodexInputBounds(max_total_count=5)
-        )
+        check(edit([missing] * 3, [missing] * 3), CodexInputBounds(max_total_count=5))
 
     assert too_many.value.code is ErrorCode.UNSUPPORTED_CAPABILITY
     assert too_many.value.details["field"] == "images"
@@ -108,10 +111,11 @@ async def test_byte_bounds_per_image_and_in_total(tmp_path: Path) -> None:
     assert too_much.value.provider == "codex-responses"
 
 
-async def test_loader_errors_name_the_input(tmp_path: Path) -> None:
-    with pytest.raises(BridgeError) as caught:
-        await load(edit([{"type": "file", "path": "../escape.png"}]), tmp_path)
+def test_inputs_the_engine_did_not_load_are_never_sent() -> None:
+    request = edit([b64_input(png((1, 2, 3)))])
 
-    assert caught.value.code is ErrorCode.INPUT
-    assert caught.value.details["field"] == "images[0]"
+    with pytest.raises(BridgeError) as caught:
+        codex_inputs(request, LoadedInputs(), CodexInputBounds(), provider="codex-responses")
+
+    assert caught.value.code is ErrorCode.INTERNAL
     assert caught.value.provider == "codex-responses"

@@ -14,7 +14,6 @@ import httpx
 import pytest
 from PIL import Image
 
-from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent
 from imagebridge.contract.response import Usage
@@ -355,7 +354,7 @@ async def test_redirects_are_never_followed(
 )
 def test_a_token_is_never_sent_to_an_unsafe_endpoint(endpoint: str) -> None:
     with pytest.raises(BridgeError) as caught:
-        CodexResponsesProvider(CodexResponsesOptions(endpoint=endpoint), inputs=InputLoader)
+        CodexResponsesProvider(CodexResponsesOptions(endpoint=endpoint))
 
     assert caught.value.code is ErrorCode.CONFIGURATION
 

@@ -8,6 +8,7 @@ with node present, a missing codex CLI fails the tests (install-test-deps instal
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from imagebridge.application import Application, build_application
-from imagebridge.config import load_config
+from imagebridge.config import BridgeConfig, load_config
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from tests.support.real_codex import (
     MOCK_PNG,
@@ -43,9 +44,9 @@ def real(tmp_path: Path, codex_version: str) -> RealCodexHarness:
     return RealCodexHarness(tmp_path / "real", binary, loopback_only_available())
 
 
-@pytest.fixture
-async def app(tmp_path: Path, real: RealCodexHarness) -> AsyncIterator[Application]:
-    config = load_config(
+def bridge_config(tmp_path: Path, real: RealCodexHarness, *sets: str) -> BridgeConfig:
+    """Only ``codex-app-server``, running the real binary, plus ``sets``."""
+    return load_config(
         env={"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path / "data")},
         sets=[
             f'default_provider="{PROVIDER}"',
@@ -54,10 +55,15 @@ async def app(tmp_path: Path, real: RealCodexHarness) -> AsyncIterator[Applicati
             f'providers.codex_app_server.executable="{real.wrapper}"',
             f'providers.codex_app_server.cwd="{real.workdir}"',
             "providers.codex_app_server.rpc_timeout_ms=30000",
+            *sets,
         ],
         cwd=tmp_path,
     ).require_valid()
-    application = build_application(config)
+
+
+@pytest.fixture
+async def app(tmp_path: Path, real: RealCodexHarness) -> AsyncIterator[Application]:
+    application = build_application(bridge_config(tmp_path, real))
     try:
         yield application
     finally:
@@ -107,6 +113,34 @@ async def test_a_persistent_session_generates_then_resumes_its_thread(
     assert second_turn["input_items"] > first_turn["input_items"]
     assert BridgeHarness.provider(app).restart_count() == 0
     assert_only_the_mock_was_contacted(real)
+
+
+async def test_inputs_loaded_by_the_engine_reach_codex_as_staged_images(
+    tmp_path: Path, real: RealCodexHarness
+) -> None:
+    roots = tmp_path / "inputs"
+    roots.mkdir()
+    (roots / "source.png").write_bytes(MOCK_PNG)
+    config = bridge_config(tmp_path, real, f'inputs.local_roots=["{roots}"]')
+    application = build_application(config)
+    try:
+        reference = {"type": "base64", "data": base64.b64encode(MOCK_PNG).decode()}
+        response = await application.runtime.execute(
+            image_request(
+                operation="edit",
+                images=[{"type": "file", "path": "source.png", "media_type": "image/png"}],
+                reference_images=[reference],
+            )
+        )
+        assert decoded(response.data[0].b64_json) == MOCK_PNG
+        turn = next(r for r in real.requests() if r["path"].endswith("/codex/responses"))
+        assert turn["input_images"] == 2  # the source and the reference, both staged
+        assert_only_the_mock_was_contacted(real)
+    finally:
+        await application.aclose()
+        assert_reaped(BridgeHarness.provider(application).client.spawned_pids)
+        await real.assert_no_process_left()
+    assert not any(path.is_file() for path in (tmp_path / "data").rglob("codex-staging/*/*"))
 
 
 async def test_policy_and_429_failures_map_to_their_codes(

@@ -21,6 +21,7 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.decoded import take_decoded
+from imagebridge.engine.inputs import load_request_inputs
 from imagebridge.engine.provider import ProviderContext, ProviderEventT
 from imagebridge.providers.openai.images import OpenAIImagesProvider, OpenAIImagesSettings
 from imagebridge.providers.openai.models import CapabilityOverrides
@@ -86,17 +87,27 @@ def decoded_size(b64_json: str) -> tuple[int, int]:
 
 
 async def run(
-    provider: OpenAIImagesProvider, req: ImageRequest, ctx: ProviderContext | None = None
+    provider: OpenAIImagesProvider,
+    req: ImageRequest,
+    ctx: ProviderContext | None = None,
+    *,
+    loader: InputLoader | None = None,
 ) -> ImageResponse:
+    """Execute as the engine does: the request's inputs loaded first (inline ones only,
+    unless ``loader`` allows more)."""
+    ctx = ctx or context()
     try:
-        return await provider.execute(req, ctx or context())
+        ctx.inputs = await load_request_inputs(req, loader or InputLoader([]))
+        return await provider.execute(req, ctx)
     finally:
         await provider.shutdown()
 
 
-async def failure(provider: OpenAIImagesProvider, req: ImageRequest) -> BridgeError:
+async def failure(
+    provider: OpenAIImagesProvider, req: ImageRequest, *, loader: InputLoader | None = None
+) -> BridgeError:
     with pytest.raises(BridgeError) as caught:
-        await run(provider, req)
+        await run(provider, req, loader=loader)
     return caught.value
 
 
@@ -302,31 +313,33 @@ async def test_a_mask_that_cannot_work_is_refused_before_the_call(
     assert openai_server.calls() == 0
 
 
-async def test_local_file_inputs_respect_the_allowed_roots(
+async def test_a_local_file_reaches_the_upstream_as_the_engine_loaded_it(
     openai_server: OpenAIImagesServer, tmp_path: Any
 ) -> None:
-    allowed = tmp_path / "allowed"
-    allowed.mkdir()
-    (allowed / "in.png").write_bytes(png_bytes(16, 16))
-    (tmp_path / "outside.png").write_bytes(png_bytes(16, 16))
-    provider = OpenAIImagesProvider(
-        OpenAIImagesSettings(base_url=openai_server.base_url),
-        environ=ENV,
-        inputs=lambda: InputLoader([allowed]),
-    )
+    (tmp_path / "in.png").write_bytes(png_bytes(16, 16))
+    provider = make_provider(openai_server)
     edit = {"operation": "edit", "prompt": "x"}
     await run(
         provider,
         ImageRequest.model_validate({**edit, "images": [{"type": "file", "path": "in.png"}]}),
+        loader=InputLoader([tmp_path]),
     )
-    error = await failure(
-        provider,
-        ImageRequest.model_validate(
-            {**edit, "images": [{"type": "file", "path": str(tmp_path / "outside.png")}]}
-        ),
+    [sent] = openai_server.requests
+    assert [part.data for part in sent.files] == [png_bytes(16, 16)]
+
+
+async def test_inputs_the_engine_did_not_load_are_never_sent(
+    openai_server: OpenAIImagesServer,
+) -> None:
+    provider = make_provider(openai_server)
+    unloaded = ImageRequest.model_validate(
+        {"operation": "edit", "prompt": "x", "images": [b64(png_bytes(8, 8))]}
     )
-    assert error.code is ErrorCode.INPUT
-    assert openai_server.calls() == 1
+    with pytest.raises(BridgeError) as caught:
+        await provider.execute(unloaded, context())  # no inputs on the context
+    await provider.shutdown()
+    assert caught.value.code is ErrorCode.INTERNAL
+    assert openai_server.calls() == 0
 
 
 # -- streaming -----------------------------------------------------------------------------------
@@ -797,7 +810,7 @@ async def test_outputs_reach_the_materializer_decoded_and_verified_when_small(
     early_max_pixels: int,
     fully_verified: bool,
 ) -> None:
-    from imagebridge.providers.openai import images as module
+    from imagebridge.providers.openai import results as module
 
     monkeypatch.setattr(module, "EARLY_VERIFY_MAX_PIXELS", early_max_pixels)
     provider = make_provider(openai_server)

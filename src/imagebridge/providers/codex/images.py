@@ -41,7 +41,7 @@ from imagebridge.providers.codex.hints import (
     with_aspect_line,
 )
 from imagebridge.providers.codex.http import read_limited
-from imagebridge.providers.codex.inputs import CodexInputs, InputLoaderFactory
+from imagebridge.providers.codex.inputs import CodexInputs
 from imagebridge.providers.codex.transport import (
     CallResult,
     CallState,
@@ -131,7 +131,6 @@ class CodexImagesProvider(CodexHttpProvider):
         self,
         options: CodexImagesOptions | None = None,
         *,
-        inputs: InputLoaderFactory,
         credentials_loader: CredentialsLoader = load_codex_credentials_async,
     ) -> None:
         options = options or CodexImagesOptions()
@@ -151,7 +150,7 @@ class CodexImagesProvider(CodexHttpProvider):
             usage_endpoint=options.usage_endpoint or images_usage_url(options.base_url),
             input_bounds=bounds,
         )
-        super().__init__(options, inputs=inputs, credentials_loader=credentials_loader)
+        super().__init__(options, credentials_loader=credentials_loader)
         self.options = options
 
     @property
@@ -172,7 +171,7 @@ class CodexImagesProvider(CodexHttpProvider):
 
     async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
         started = time.monotonic()
-        model, inputs = await self._prepare(request, self.options.model)
+        model, inputs = await self._prepare(request, context, self.options.model)
         prompt = images_prompt(request, inputs)
         background = (
             "transparent" if request.parameters.background is Background.TRANSPARENT else "opaque"

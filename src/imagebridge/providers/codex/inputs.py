@@ -1,29 +1,26 @@
-"""Input images for the Codex providers: loaded, verified and bounded before any upstream call.
+"""Input images for the Codex providers: bounded before any upstream call.
 
-Edit sources come first, then reference images. Each image is loaded
-by the artifacts layer's :class:`InputLoader` (local roots, remote policy, full
-inspection), then held to the Codex limits: a count per kind, bytes per image and
-bytes for the whole request. Nothing is sent until every input has passed.
+Edit sources come first, then reference images. The engine has loaded and verified each
+one (local roots, remote policy, full inspection, declared media type); here they are
+held to the Codex limits: a count per kind, bytes per image and bytes for the whole
+request. Nothing is sent until every input has passed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.contract.enums import Operation
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.contract.request import ImageInput, ImageRequest
+from imagebridge.contract.request import ImageRequest
+from imagebridge.engine.inputs import LoadedImage, LoadedInputs
 from imagebridge.providers.codex.wire import InputImage
 
-__all__ = ["CodexInputBounds", "CodexInputs", "InputLoaderFactory", "load_codex_inputs"]
+__all__ = ["CodexInputBounds", "CodexInputs", "codex_inputs"]
 
 MiB: Final = 1024 * 1024
 CODEX_MASK_CODE: Final = "CODEX_RASTER_MASK_UNSUPPORTED"
-
-InputLoaderFactory = Callable[[], InputLoader]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,34 +90,27 @@ def _check_counts(request: ImageRequest, bounds: CodexInputBounds, provider: str
         )
 
 
-async def load_codex_inputs(
+def codex_inputs(
     request: ImageRequest,
-    loader: InputLoaderFactory,
+    loaded: LoadedInputs,
     bounds: CodexInputBounds,
     *,
     provider: str,
 ) -> CodexInputs:
-    """Load every input of ``request`` (one at a time, so memory stays within the bounds)."""
+    """The loaded inputs of ``request`` as Codex sends them, within the Codex bounds."""
     _check_counts(request, bounds, provider)
-    named: list[tuple[str, ImageInput, bool]] = []
+    loaded = loaded.require_for(request, provider)
+    named: list[tuple[str, LoadedImage, bool]] = []
     if request.operation is Operation.EDIT:
-        named.extend((f"images[{i}]", item, True) for i, item in enumerate(request.edit_images))
+        named.extend((f"images[{i}]", image, True) for i, image in enumerate(loaded.images))
     named.extend(
-        (f"reference_images[{i}]", item, False) for i, item in enumerate(request.reference_images)
+        (f"reference_images[{i}]", image, False) for i, image in enumerate(loaded.reference_images)
     )
-    if not named:
-        return CodexInputs()
-    input_loader = loader()
     sources: list[InputImage] = []
     references: list[InputImage] = []
     total = 0
-    for field, item, is_source in named:
-        try:
-            loaded = await input_loader.aload_input(item)
-        except BridgeError as error:
-            error.details.setdefault("field", field)
-            raise error.with_provider(provider) from None
-        size = len(loaded.data)
+    for field, image, is_source in named:
+        size = len(image.data)
         if size > bounds.max_bytes_each:
             raise _error(
                 ErrorCode.INPUT,
@@ -138,6 +128,6 @@ async def load_codex_inputs(
                 field=field,
                 maximum_bytes=bounds.max_bytes_total,
             )
-        pair = (loaded.info.media_type, loaded.data)
+        pair = (image.info.media_type, image.data)
         (sources if is_source else references).append(pair)
     return CodexInputs(tuple(sources), tuple(references))

@@ -1,7 +1,7 @@
 """The ``codex-responses`` provider: the hosted image tool over the Codex Responses backend.
 
 One output per call (the application wraps it in the fan-out decorator for ``n > 1``):
-load the inputs, build the Responses body, POST it with the user's
+bound the engine's loaded inputs, build the Responses body, POST it with the user's
 ChatGPT login, fold the SSE stream while forwarding partial images, verify
 the final image and report it with its revised prompt and usage (always an object,
 even when upstream sends none). Failures: docs/providers.md; the one
@@ -32,7 +32,7 @@ from imagebridge.providers.codex.auth import (
 from imagebridge.providers.codex.capabilities import responses_capabilities, responses_sizes
 from imagebridge.providers.codex.carriers import CarrierMemory, login_key
 from imagebridge.providers.codex.hints import size_for_hints, with_aspect_line
-from imagebridge.providers.codex.inputs import CodexInputs, InputLoaderFactory
+from imagebridge.providers.codex.inputs import CodexInputs
 from imagebridge.providers.codex.transport import (
     CallResult,
     CallState,
@@ -126,7 +126,6 @@ class CodexResponsesProvider(CodexHttpProvider):
         self,
         options: CodexResponsesOptions | None = None,
         *,
-        inputs: InputLoaderFactory,
         credentials_loader: CredentialsLoader = load_codex_credentials_async,
     ) -> None:
         options = options or CodexResponsesOptions()
@@ -137,7 +136,7 @@ class CodexResponsesProvider(CodexHttpProvider):
             name=options.name or CODEX_RESPONSES_PROVIDER,
             usage_endpoint=options.usage_endpoint or derive_usage_url(options.endpoint),
         )
-        super().__init__(options, inputs=inputs, credentials_loader=credentials_loader)
+        super().__init__(options, credentials_loader=credentials_loader)
         self.options = options
         self.carriers = CarrierMemory((options.responses_model, *options.responses_model_fallbacks))
 
@@ -161,7 +160,7 @@ class CodexResponsesProvider(CodexHttpProvider):
 
     async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
         started = time.monotonic()
-        model, inputs = await self._prepare(request, self.options.image_model)
+        model, inputs = await self._prepare(request, context, self.options.image_model)
         bodies: dict[str, bytes] = {}
         refused: list[ProviderAttempt] = []
 

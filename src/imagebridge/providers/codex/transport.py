@@ -41,12 +41,7 @@ from imagebridge.providers.codex.auth import (
     load_codex_credentials_async,
 )
 from imagebridge.providers.codex.http import CodexHttpClient, read_limited
-from imagebridge.providers.codex.inputs import (
-    CodexInputBounds,
-    CodexInputs,
-    InputLoaderFactory,
-    load_codex_inputs,
-)
+from imagebridge.providers.codex.inputs import CodexInputBounds, CodexInputs, codex_inputs
 from imagebridge.providers.codex.quota import DEFAULT_QUOTA_CACHE_MS, CodexQuotaClient
 from imagebridge.providers.codex.retries import (
     RETRY_WARNING,
@@ -123,11 +118,9 @@ class CodexHttpProvider(Provider):
         self,
         options: CodexOptions,
         *,
-        inputs: InputLoaderFactory,
         credentials_loader: CredentialsLoader = load_codex_credentials_async,
     ) -> None:
         self._options = options
-        self._inputs = inputs
         self._retry = TransientRetryPolicy(
             options.max_transient_attempts, options.transient_retry_backoff_ms
         )
@@ -167,7 +160,9 @@ class CodexHttpProvider(Provider):
         except BridgeError as error:
             raise error.with_provider(self.name) from None
 
-    async def _prepare(self, request: ImageRequest, default_model: str) -> tuple[str, CodexInputs]:
+    async def _prepare(
+        self, request: ImageRequest, context: ProviderContext, default_model: str
+    ) -> tuple[str, CodexInputs]:
         """What every call settles before it is sent: one output, a served model, the inputs."""
         if request.parameters.n != 1:
             raise BridgeError(
@@ -176,8 +171,8 @@ class CodexHttpProvider(Provider):
                 provider=self.name,
             )
         model = (await self.capabilities(request.routing.model)).model or default_model
-        inputs = await load_codex_inputs(
-            request, self._inputs, self._options.input_bounds, provider=self.name
+        inputs = codex_inputs(
+            request, context.inputs, self._options.input_bounds, provider=self.name
         )
         return model, inputs
 

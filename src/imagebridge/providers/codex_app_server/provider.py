@@ -8,11 +8,11 @@ Each call runs one turn on a codex thread chosen by the request's session mode:
 * ``thread`` — the caller's thread id, resumed.
 
 Turns on one session run one at a time (lock key: session key, else thread id, else the
-request id); waiting for the session honours the deadline and cancellation. Input images
-are loaded under the configured input policy and staged as files codex can read. The
-image is captured from the turn's notifications; once it is in, the request is answered
-and a turn that runs on is interrupted in the background. On a deadline or a
-cancellation the turn is interrupted before the error is returned.
+request id); waiting for the session honours the deadline and cancellation. Input images,
+loaded and verified by the engine, are staged as files codex can read. The image is
+captured from the turn's notifications; once it is in, the request is answered and a turn
+that runs on is interrupted in the background. On a deadline or a cancellation the turn is
+interrupted before the error is returned.
 
 The child process starts lazily (first readiness probe or request) and a dead child is
 replaced on the next call; the call that saw it die gets an ``unknown`` outcome.
@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from imagebridge._version import __version__
-from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.enums import Operation, SessionMode
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import ProgressEvent, StartedEvent
-from imagebridge.contract.request import ImageInput, ImageRequest
+from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse, SessionMetadata, Timings
+from imagebridge.engine.inputs import LoadedImage
 from imagebridge.engine.interruption import wait_unless_interrupted
 from imagebridge.engine.provider import Provider, ProviderContext, inline_image
 from imagebridge.engine.sessions import SessionBindings
@@ -74,7 +74,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 SessionStoreOpener = Callable[[], Awaitable[SessionBindings]]
 """Opens the session store on first use (opening SQLite is asynchronous)."""
-InputLoaderFactory = Callable[[], InputLoader]
 
 _INTERRUPTED_STATUSES = frozenset({"interrupted", "failed"})
 
@@ -86,7 +85,7 @@ class AppServerProviderSettings:
     codex_model: str | None = None
     """Passed to ``thread/start`` as ``model`` and, when set, the advertised model name."""
     image_limits: ImageLimits = field(default_factory=ImageLimits)
-    """``artifacts.image``: bounds for captured images and input images."""
+    """``artifacts.image``: bounds for captured images."""
     readiness_timeout_ms: int = 10_000
     interrupt_timeout_ms: int = 2_000
     """How long ``turn/interrupt`` waits for codex to confirm the turn is over."""
@@ -128,7 +127,6 @@ class CodexAppServerProvider(Provider):
         *,
         staging_root: Path,
         settings: AppServerProviderSettings | None = None,
-        inputs: InputLoader | InputLoaderFactory | None = None,
         client: AppServerClient | None = None,
     ) -> None:
         self.options = options
@@ -147,12 +145,6 @@ class CodexAppServerProvider(Provider):
             max_file_bytes=self.settings.staging_max_file_bytes,
         )
         self._swept = False
-        if isinstance(inputs, InputLoader):
-            self._inputs: InputLoader | None = inputs
-            self._input_factory: InputLoaderFactory = lambda: inputs
-        else:
-            self._inputs = None
-            self._input_factory = inputs or InputLoader
         self._locks = SessionLocks()
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -348,32 +340,23 @@ class CodexAppServerProvider(Provider):
 
     # -- inputs --------------------------------------------------------------------------
 
-    def _loader(self) -> InputLoader:
-        if self._inputs is None:
-            self._inputs = self._input_factory()
-        return self._inputs
-
     async def _stage_inputs(
         self, request: ImageRequest, context: ProviderContext, batch: StagedBatch
     ) -> tuple[list[Path], int]:
         """Edit sources first, then references, each staged as a file (order kept)."""
-        sources: list[tuple[str, ImageInput]] = []
+        loaded = context.inputs.require_for(request, self.name)
+        sources: list[tuple[str, LoadedImage]] = []
         if request.operation is Operation.EDIT:
-            sources.extend((f"images[{i}]", item) for i, item in enumerate(request.edit_images))
+            sources.extend((f"images[{i}]", image) for i, image in enumerate(loaded.images))
         edit_sources = len(sources)
         sources.extend(
-            (f"reference_images[{i}]", item) for i, item in enumerate(request.reference_images)
+            (f"reference_images[{i}]", image) for i, image in enumerate(loaded.reference_images)
         )
-        if not sources:
-            return [], 0
-        await context.emit(ProgressEvent(stage="loading_inputs"))
         paths: list[Path] = []
-        for name, item in sources:
+        for name, image in sources:
+            _raise_if_interrupted(context, "while staging input images")
             try:
-                loaded = await self._interruptible(
-                    self._loader().aload_input(item), context, "while loading input images"
-                )
-                paths.append(await batch.add(loaded.data, media_type=loaded.info.media_type))
+                paths.append(await batch.add(image.data, media_type=image.info.media_type))
             except BridgeError as error:
                 if error.code is ErrorCode.INPUT:
                     error.details.setdefault("field", name)

@@ -17,14 +17,13 @@ call time, sent only as headers, and never logged, stored, or put in errors or r
 from __future__ import annotations
 
 import asyncio
-import binascii
 import contextlib
 import json
 import logging
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,28 +31,18 @@ from urllib.parse import urlsplit
 import httpx
 
 from imagebridge._version import __version__
-from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.remote import RemoteImageFetcher
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
-from imagebridge.contract.enums import MultiImageFailurePolicy, Operation, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent, ProgressEvent, StartedEvent
-from imagebridge.contract.request import ImageInput, ImageRequest
+from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import (
-    BridgeErrorBody,
-    GeneratedImage,
-    ImageFailure,
     ImageResponse,
-    Timings,
-    Usage,
 )
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.engine.decoded import DecodedPayload
-from imagebridge.engine.inputs import LoadedImage
 from imagebridge.engine.interruption import wait_unless_interrupted
-from imagebridge.engine.provider import Provider, ProviderContext, inline_image
-from imagebridge.imaging.b64 import decode_strict, encode_text
-from imagebridge.imaging.inspect import ImageInfo, ImageLimits, describe_image, inspect_image
+from imagebridge.engine.provider import Provider, ProviderContext
+from imagebridge.imaging.inspect import ImageLimits
+from imagebridge.providers.openai.edits import UpstreamCall, prepare_call
 from imagebridge.providers.openai.models import (
     DEFAULT_OPENAI_MODEL,
     KNOWN_OPENAI_MODELS,
@@ -63,15 +52,13 @@ from imagebridge.providers.openai.models import (
     is_documented_model,
     profile_for,
 )
+from imagebridge.providers.openai.results import OutputFetcher, ResultReader, unusable_answer
 from imagebridge.providers.openai.wire import (
     MAX_ERROR_BODY_BYTES,
     StreamState,
-    WireImage,
     WireResult,
     classify_http_error,
-    merge_usage,
     parse_images_payload,
-    request_fields,
 )
 from imagebridge.providers.sse import SseDecoder, SseLimits
 
@@ -184,16 +171,6 @@ class _Credentials:
     secrets: tuple[str, ...] = field(repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """One prepared upstream request (bodies are never shown in reprs)."""
-
-    route: str
-    json_body: dict[str, Any] | None = field(default=None, repr=False)
-    form: dict[str, str] | None = field(default=None, repr=False)
-    files: list[tuple[str, tuple[str, bytes, str]]] | None = field(default=None, repr=False)
-
-
 class OpenAIImagesProvider(Provider):
     """Image generation through an OpenAI-style Images API."""
 
@@ -201,15 +178,12 @@ class OpenAIImagesProvider(Provider):
         self,
         settings: OpenAIImagesSettings | None = None,
         *,
-        inputs: Callable[[], InputLoader] | None = None,
-        output_fetcher: RemoteImageFetcher | None = None,
+        output_fetcher: OutputFetcher | None = None,
         environ: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings or OpenAIImagesSettings()
-        self._input_factory = inputs or (lambda: InputLoader([], self.settings.image_limits))
-        self._inputs: InputLoader | None = None
-        self._output_fetcher = output_fetcher
+        self._results = ResultReader(self.settings.name, self.settings.image_limits, output_fetcher)
         self._environ = environ
         self._transport = transport
         self._http: httpx.AsyncClient | None = None
@@ -359,94 +333,10 @@ class OpenAIImagesProvider(Provider):
             )
         credentials = self._credentials()
         await context.emit(StartedEvent())
-        call = await self._prepare(request, profile, model, context)
+        call = prepare_call(request, profile, model, context.inputs, provider=self.name)
         await context.emit(ProgressEvent(stage="generating"))
         result = await self._guarded(call, credentials, request, context)
-        return await self._response(request, model, result, context, started)
-
-    # -- request preparation -----------------------------------------------------------------
-
-    def _loader(self) -> InputLoader:
-        if self._inputs is None:
-            self._inputs = self._input_factory()
-        return self._inputs
-
-    async def _load(self, item: ImageInput, field_name: str, max_bytes: int) -> LoadedImage:
-        try:
-            loaded = await self._loader().aload_input(item)
-        except BridgeError as error:
-            error.details.setdefault("field", field_name)
-            raise error.with_provider(self.name) from None
-        if len(loaded.data) > max_bytes:
-            raise BridgeError(
-                ErrorCode.INPUT,
-                "input image is larger than the model accepts",
-                provider=self.name,
-                details={"field": field_name, "maximum_bytes": max_bytes},
-            )
-        return loaded
-
-    async def _prepare(
-        self, request: ImageRequest, profile: ModelProfile, model: str, context: ProviderContext
-    ) -> _Call:
-        sources: list[tuple[str, ImageInput]] = []
-        if request.operation is Operation.EDIT:
-            sources.extend((f"images[{i}]", item) for i, item in enumerate(request.edit_images))
-        sources.extend(
-            (f"reference_images[{i}]", item) for i, item in enumerate(request.reference_images)
-        )
-        if not sources:
-            fields = request_fields(request, profile, model, with_inputs=False)
-            return _Call(route="generations", json_body=dict(fields))
-        limit = max(profile.max_edit_images, profile.max_reference_images)
-        if len(sources) > limit:
-            raise BridgeError(
-                ErrorCode.UNSUPPORTED_CAPABILITY,
-                "the model accepts fewer input images in one call",
-                provider=self.name,
-                details={"field": "reference_images", "requested": len(sources), "limit": limit},
-            )
-        await context.emit(ProgressEvent(stage="loading_inputs"))
-        loaded = [await self._load(item, name, profile.max_image_bytes) for name, item in sources]
-        if profile.square_png_sources:
-            for (name, _), image in zip(sources, loaded, strict=True):
-                if (
-                    image.info.format is not OutputFormat.PNG
-                    or image.info.width != image.info.height
-                ):
-                    raise BridgeError(
-                        ErrorCode.INPUT,
-                        "this model edits square PNG images only",
-                        provider=self.name,
-                        details={"field": name},
-                    )
-        files: list[tuple[str, tuple[str, bytes, str]]] = []
-        part = "image" if limit == 1 else "image[]"
-        for index, image in enumerate(loaded):
-            info = image.info
-            files.append(
-                (part, (f"image-{index}.{info.format.extension}", image.data, info.media_type))
-            )
-        if request.mask is not None:
-            mask = await self._load(request.mask, "mask", profile.max_mask_bytes)
-            self._check_mask(mask.info, loaded[0].info, profile)
-            files.append(("mask", ("mask.png", mask.data, mask.info.media_type)))
-        fields = request_fields(request, profile, model, with_inputs=True)
-        form = {key: _form_value(value) for key, value in fields.items()}
-        return _Call(route="edits", form=form, files=files)
-
-    def _check_mask(self, mask: ImageInfo, source: ImageInfo, profile: ModelProfile) -> None:
-        problem = None
-        if mask.format is not OutputFormat.PNG:
-            problem = "the mask must be a PNG image"
-        elif (mask.width, mask.height) != (source.width, source.height):
-            problem = "the mask must have the same dimensions as the first image"
-        elif profile.mask_needs_alpha and not mask.has_alpha:
-            problem = "the mask needs an alpha channel marking the area to edit"
-        if problem is not None:
-            raise BridgeError(
-                ErrorCode.INPUT, problem, provider=self.name, details={"field": "mask"}
-            )
+        return await self._results.response(request, model, result, context.request_id, started)
 
     # -- the upstream exchange ---------------------------------------------------------------
 
@@ -458,7 +348,7 @@ class OpenAIImagesProvider(Provider):
 
     async def _guarded(
         self,
-        call: _Call,
+        call: UpstreamCall,
         credentials: _Credentials,
         request: ImageRequest,
         context: ProviderContext,
@@ -502,7 +392,7 @@ class OpenAIImagesProvider(Provider):
 
     async def _exchange(
         self,
-        call: _Call,
+        call: UpstreamCall,
         credentials: _Credentials,
         request: ImageRequest,
         context: ProviderContext,
@@ -662,150 +552,11 @@ class OpenAIImagesProvider(Provider):
         ).mark_unknown_outcome()
 
     def _unusable(self, message: str) -> BridgeError:
-        return BridgeError(
-            ErrorCode.PROTOCOL, message, provider=self.name, details={"stage": "response"}
-        ).mark_unknown_outcome()
-
-    # -- response --------------------------------------------------------------------------
-
-    async def _image_bytes(self, image: WireImage) -> bytes:
-        if image.b64_json is not None:
-            return await asyncio.to_thread(_b64decode, image.b64_json)
-        assert image.url is not None
-        if image.url.startswith("data:"):
-            _, comma, payload = image.url.partition(",")
-            if not comma or ";base64" not in image.url[: image.url.find(",")]:
-                raise self._unusable("the upstream returned a malformed data URL")
-            return await asyncio.to_thread(_b64decode, payload)
-        if self._output_fetcher is None or not self._output_fetcher.enabled:
-            raise BridgeError(
-                ErrorCode.CONFIGURATION,
-                "the upstream returned an image URL but artifacts.remote_output is disabled",
-                provider=self.name,
-            ).mark_unknown_outcome()
-        try:
-            fetched = await self._output_fetcher.fetch(image.url)
-        except BridgeError as error:
-            raise BridgeError(
-                ErrorCode.UPSTREAM,
-                "the upstream image URL could not be fetched",
-                provider=self.name,
-                details={"reason": error.message},
-            ).mark_unknown_outcome() from None
-        return fetched.data
-
-    async def _verified(self, index: int, image: WireImage) -> GeneratedImage:
-        try:
-            data = await self._image_bytes(image)
-        except ValueError:
-            raise self._unusable("the upstream returned malformed base64 image data") from None
-        limits = self.settings.image_limits
-        try:
-            info, verified = await asyncio.to_thread(_examine, data, limits)
-        except BridgeError as error:
-            raise BridgeError(
-                ErrorCode.PROTOCOL,
-                "the upstream returned an image that failed verification",
-                provider=self.name,
-                details={"reason": error.message, "output_index": index},
-            ).mark_unknown_outcome() from None
-        encoded = image.b64_json if image.b64_json is not None else None
-        if encoded is None:
-            encoded = await asyncio.to_thread(encode_text, data)
-        decoded = DecodedPayload(data, info, verified_under=limits if verified else None)
-        return inline_image(index, encoded, info, decoded=decoded)
-
-    async def _response(
-        self,
-        request: ImageRequest,
-        model: str,
-        result: WireResult,
-        context: ProviderContext,
-        started: float,
-    ) -> ImageResponse:
-        params = request.parameters
-        n = params.n
-        if len(result.images) > n:
-            raise self._unusable("the upstream returned more images than requested")
-        images = list(
-            await asyncio.gather(
-                *(self._verified(index, image) for index, image in enumerate(result.images))
-            )
-        )
-        failures: list[ImageFailure] = []
-        elapsed = int((time.monotonic() - started) * 1000)
-        if len(images) < n:
-            missing = BridgeError(
-                ErrorCode.UPSTREAM,
-                "the upstream returned fewer images than requested",
-                provider=self.name,
-                details={"expected": n, "actual": len(images)},
-            )
-            if params.failure_policy is not MultiImageFailurePolicy.BEST_EFFORT or not images:
-                raise missing.mark_unknown_outcome()
-            for index in range(len(images), n):
-                failures.append(
-                    ImageFailure(
-                        index=index,
-                        error=BridgeErrorBody.from_error(
-                            missing.copy().with_detail("output_index", index)
-                        ),
-                        generation_ms=elapsed,
-                    )
-                )
-        revised = next((i.revised_prompt for i in result.images if i.revised_prompt), None)
-        usage = merge_usage(result.usage, Usage(provider={"images": len(images)}))
-        return ImageResponse(
-            id=context.request_id,
-            created=int(time.time()),
-            provider=self.name,
-            model=model,
-            requested=params.model_copy(deep=True),
-            effective=params.model_copy(deep=True),
-            data=images,
-            failures=failures,
-            revised_prompt=revised,
-            usage=usage,
-            timings=Timings(provider_ms=elapsed, total_ms=elapsed),
-        )
+        return unusable_answer(self.name, message)
 
 
 def _is_cancelled(token: CancelToken) -> bool:
     return token.cancelled
-
-
-def _form_value(value: str | int | bool) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-EARLY_VERIFY_MAX_PIXELS = 2048 * 2048
-"""Outputs up to this many pixels are fully decoded by the provider, larger ones later.
-
-The full pixel decode (the largest cost of an image) runs here, in a worker thread as
-soon as this call's answer arrived, and the materializer reuses it: in a fan-out the
-decodes overlap the calls still receiving (Pillow releases the GIL) instead of all
-starting after the slowest call. But here the upstream's base64 text is still alive; for
-a large image that text beside the bytes and the pixels would exceed the memory bound
-(bench/memory.py: 4x the encoded size per in-flight 4096² image), so those are decoded
-by the materializer after it released the text.
-"""
-
-
-def _examine(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, bool]:
-    """The facts of ``data``, and whether its pixels were fully decoded to get them."""
-    info = describe_image(data, limits)
-    if info.width * info.height > EARLY_VERIFY_MAX_PIXELS:
-        return info, False
-    return inspect_image(data, limits, sha256=info.sha256), True
-
-
-def _b64decode(payload: str) -> bytes:
-    try:
-        return decode_strict(payload.strip())
-    except (binascii.Error, ValueError) as exc:
-        raise ValueError("malformed base64") from exc
 
 
 async def _read_prefix(response: httpx.Response, limit: int) -> bytes:

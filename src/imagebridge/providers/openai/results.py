@@ -1,0 +1,193 @@
+"""The answer of one OpenAI Images call: its images verified, as an :class:`ImageResponse`.
+
+An image comes as ``b64_json``, a ``data:`` URL, or an ``http(s)`` URL fetched only when
+``[artifacts.remote_output]`` enabled an output fetcher. Every image is inspected before it
+is reported; whatever goes wrong once the upstream answered is an ``unknown`` outcome (the
+generation may have been billed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+import time
+from typing import Protocol
+
+from imagebridge.contract.enums import MultiImageFailurePolicy
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.request import ImageRequest
+from imagebridge.contract.response import (
+    BridgeErrorBody,
+    GeneratedImage,
+    ImageFailure,
+    ImageResponse,
+    Timings,
+    Usage,
+)
+from imagebridge.engine.decoded import DecodedPayload
+from imagebridge.engine.inputs import LoadedImage
+from imagebridge.engine.provider import inline_image
+from imagebridge.imaging.b64 import decode_strict, encode_text
+from imagebridge.imaging.inspect import ImageInfo, ImageLimits, describe_image, inspect_image
+from imagebridge.providers.openai.wire import WireImage, WireResult, merge_usage
+
+__all__ = ["EARLY_VERIFY_MAX_PIXELS", "OutputFetcher", "ResultReader", "unusable_answer"]
+
+
+class OutputFetcher(Protocol):
+    """Fetches an image URL from an answer under the ``[artifacts.remote_output]`` policy."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    async def fetch(self, url: str) -> LoadedImage: ...
+
+
+def unusable_answer(provider: str, message: str) -> BridgeError:
+    """An answer that arrived but cannot be used: the generation may have happened."""
+    return BridgeError(
+        ErrorCode.PROTOCOL, message, provider=provider, details={"stage": "response"}
+    ).mark_unknown_outcome()
+
+
+class ResultReader:
+    """Turns one call's :class:`WireResult` into a verified response of ``provider``."""
+
+    def __init__(
+        self, provider: str, limits: ImageLimits, output_fetcher: OutputFetcher | None
+    ) -> None:
+        self.provider = provider
+        self.limits = limits
+        self.output_fetcher = output_fetcher
+
+    def _unusable(self, message: str) -> BridgeError:
+        return unusable_answer(self.provider, message)
+
+    async def _image_bytes(self, image: WireImage) -> bytes:
+        if image.b64_json is not None:
+            return await asyncio.to_thread(_b64decode, image.b64_json)
+        assert image.url is not None
+        if image.url.startswith("data:"):
+            _, comma, payload = image.url.partition(",")
+            if not comma or ";base64" not in image.url[: image.url.find(",")]:
+                raise self._unusable("the upstream returned a malformed data URL")
+            return await asyncio.to_thread(_b64decode, payload)
+        if self.output_fetcher is None or not self.output_fetcher.enabled:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "the upstream returned an image URL but artifacts.remote_output is disabled",
+                provider=self.provider,
+            ).mark_unknown_outcome()
+        try:
+            fetched = await self.output_fetcher.fetch(image.url)
+        except BridgeError as error:
+            raise BridgeError(
+                ErrorCode.UPSTREAM,
+                "the upstream image URL could not be fetched",
+                provider=self.provider,
+                details={"reason": error.message},
+            ).mark_unknown_outcome() from None
+        return fetched.data
+
+    async def _verified(self, index: int, image: WireImage) -> GeneratedImage:
+        try:
+            data = await self._image_bytes(image)
+        except ValueError:
+            raise self._unusable("the upstream returned malformed base64 image data") from None
+        limits = self.limits
+        try:
+            info, verified = await asyncio.to_thread(_examine, data, limits)
+        except BridgeError as error:
+            raise BridgeError(
+                ErrorCode.PROTOCOL,
+                "the upstream returned an image that failed verification",
+                provider=self.provider,
+                details={"reason": error.message, "output_index": index},
+            ).mark_unknown_outcome() from None
+        encoded = image.b64_json if image.b64_json is not None else None
+        if encoded is None:
+            encoded = await asyncio.to_thread(encode_text, data)
+        decoded = DecodedPayload(data, info, verified_under=limits if verified else None)
+        return inline_image(index, encoded, info, decoded=decoded)
+
+    async def response(
+        self,
+        request: ImageRequest,
+        model: str,
+        result: WireResult,
+        request_id: str,
+        started: float,
+    ) -> ImageResponse:
+        params = request.parameters
+        n = params.n
+        if len(result.images) > n:
+            raise self._unusable("the upstream returned more images than requested")
+        images = list(
+            await asyncio.gather(
+                *(self._verified(index, image) for index, image in enumerate(result.images))
+            )
+        )
+        failures: list[ImageFailure] = []
+        elapsed = int((time.monotonic() - started) * 1000)
+        if len(images) < n:
+            missing = BridgeError(
+                ErrorCode.UPSTREAM,
+                "the upstream returned fewer images than requested",
+                provider=self.provider,
+                details={"expected": n, "actual": len(images)},
+            )
+            if params.failure_policy is not MultiImageFailurePolicy.BEST_EFFORT or not images:
+                raise missing.mark_unknown_outcome()
+            for index in range(len(images), n):
+                failures.append(
+                    ImageFailure(
+                        index=index,
+                        error=BridgeErrorBody.from_error(
+                            missing.copy().with_detail("output_index", index)
+                        ),
+                        generation_ms=elapsed,
+                    )
+                )
+        revised = next((i.revised_prompt for i in result.images if i.revised_prompt), None)
+        usage = merge_usage(result.usage, Usage(provider={"images": len(images)}))
+        return ImageResponse(
+            id=request_id,
+            created=int(time.time()),
+            provider=self.provider,
+            model=model,
+            requested=params.model_copy(deep=True),
+            effective=params.model_copy(deep=True),
+            data=images,
+            failures=failures,
+            revised_prompt=revised,
+            usage=usage,
+            timings=Timings(provider_ms=elapsed, total_ms=elapsed),
+        )
+
+
+EARLY_VERIFY_MAX_PIXELS = 2048 * 2048
+"""Outputs up to this many pixels are fully decoded by the provider, larger ones later.
+
+The full pixel decode (the largest cost of an image) runs here, in a worker thread as
+soon as this call's answer arrived, and the materializer reuses it: in a fan-out the
+decodes overlap the calls still receiving (Pillow releases the GIL) instead of all
+starting after the slowest call. But here the upstream's base64 text is still alive; for
+a large image that text beside the bytes and the pixels would exceed the memory bound
+(bench/memory.py: 4x the encoded size per in-flight 4096² image), so those are decoded
+by the materializer after it released the text.
+"""
+
+
+def _examine(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, bool]:
+    """The facts of ``data``, and whether its pixels were fully decoded to get them."""
+    info = describe_image(data, limits)
+    if info.width * info.height > EARLY_VERIFY_MAX_PIXELS:
+        return info, False
+    return inspect_image(data, limits, sha256=info.sha256), True
+
+
+def _b64decode(payload: str) -> bytes:
+    try:
+        return decode_strict(payload.strip())
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("malformed base64") from exc

@@ -4,19 +4,19 @@ Order of a request: validate → idempotency → global admission → input imag
 verified once, through the input port) → for each route (primary, then fallbacks): breaker →
 provider admission → capabilities → transparency planning → negotiation → provider (with
 deadline, cancellation and grace) → verification and materialization. A failure whose
-upstream outcome is unknown is never retried or rerouted.
+upstream outcome is unknown is never retried or rerouted. How each stage runs under the
+deadline, the caller's cancellation and shutdown is :mod:`imagebridge.engine.operation`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from imagebridge.contract.capabilities import ProviderCapabilities
 from imagebridge.contract.enums import (
@@ -42,6 +42,7 @@ from imagebridge.engine.idempotency import (
 from imagebridge.engine.inputs import ImageInputLoader, LoadedInputs, load_request_inputs
 from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.negotiation import copy_parameters, negotiate_request
+from imagebridge.engine.operation import Operation, StageGuard
 from imagebridge.engine.provider import EventSink, Provider, ProviderContext
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.transparency import prepare_transparency
@@ -61,9 +62,6 @@ __all__ = [
     "should_fallback",
 ]
 
-logger = logging.getLogger("imagebridge.engine")
-
-T = TypeVar("T")
 _NEGATIVE_PROMPT_MERGE = "negative_prompt_prompt_merge"
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _NEVER_FALLBACK = frozenset(
@@ -149,18 +147,6 @@ class _RouteResult:
     effective: ImageRequest
 
 
-@dataclass(slots=True)
-class _Operation:
-    request_id: str
-    deadline: Deadline
-    token: CancelToken
-    external: CancelToken
-    events: EventSink | None
-    owner: str
-    inputs: LoadedInputs = field(default_factory=LoadedInputs)
-    """Set once, after global admission and before the first route."""
-
-
 def _ms(started: float) -> int:
     return max(0, int((time.monotonic() - started) * 1000))
 
@@ -219,6 +205,7 @@ class ImageRuntime:
             self.breakers[name] = CircuitBreaker(name, breaker, clock)
         self.idempotency = IdempotencyCoordinator(settings.idempotency)
         self._shutdown = CancelToken()
+        self._stages = StageGuard(self._shutdown, settings.cancellation_grace_ms)
         self._active = 0
         self._drained: asyncio.Event | None = None
         self._shutdown_result: asyncio.Future[None] | None = None
@@ -318,7 +305,7 @@ class ImageRuntime:
         external = context.cancellation or CancelToken()
         token = self._shutdown.child()
         unlink = external.on_cancel(lambda: token.cancel("cancelled"))
-        operation = _Operation(request_id, deadline, token, external, context.events, context.owner)
+        operation = Operation(request_id, deadline, token, external, context.events, context.owner)
         try:
             key = request.idempotency_key
             if key is None:
@@ -333,7 +320,7 @@ class ImageRuntime:
             unlink()
 
     async def _lead(
-        self, lease: IdempotencyLease, request: ImageRequest, operation: _Operation
+        self, lease: IdempotencyLease, request: ImageRequest, operation: Operation
     ) -> ImageResponse:
         try:
             response = await self._execute_leader(request, operation)
@@ -349,7 +336,7 @@ class ImageRuntime:
         self.idempotency.complete(lease, response)
         return response
 
-    async def _execute_leader(self, request: ImageRequest, op: _Operation) -> ImageResponse:
+    async def _execute_leader(self, request: ImageRequest, op: Operation) -> ImageResponse:
         started = time.monotonic()
         global_permit = await self.global_gate.acquire(op.deadline, op.token)
         try:
@@ -411,11 +398,11 @@ class ImageRuntime:
                 if not request.output.metadata.writes_sidecar:
                     return response  # what attach_sidecars would return, without a task
                 try:
-                    return await self._controlled(
+                    return await self._stages.controlled(
                         self.materializer.attach_sidecars(response, request, routed.effective),
                         op,
                         "request was cancelled while writing metadata sidecars",
-                        self._delivery_deadline(op),
+                        self._stages.delivery_deadline(op),
                     )
                 except BridgeError as error:  # the original dropped the attempts here
                     error.details["attempts"] = [
@@ -430,7 +417,7 @@ class ImageRuntime:
         finally:
             global_permit.release()
 
-    async def _load_inputs(self, request: ImageRequest, op: _Operation) -> LoadedInputs:
+    async def _load_inputs(self, request: ImageRequest, op: Operation) -> LoadedInputs:
         """Every input image of the request, loaded and verified through the input port.
 
         Here, once per logical request: after validation (a malformed request costs no
@@ -446,7 +433,7 @@ class ImageRuntime:
         if op.events is not None:
             with contextlib.suppress(Exception):  # a failing sink never fails the request
                 await op.events(ProgressEvent(stage="loading_inputs"))
-        return await self._controlled(
+        return await self._stages.controlled(
             load_request_inputs(request, self.inputs),
             op,
             "request was cancelled while loading input images",
@@ -470,7 +457,7 @@ class ImageRuntime:
         return routes
 
     async def _execute_route(
-        self, provider_name: str, model: str | None, request: ImageRequest, op: _Operation
+        self, provider_name: str, model: str | None, request: ImageRequest, op: Operation
     ) -> _RouteResult:
         provider = self.registry.resolve(provider_name)
         name = provider.name  # a property that builds the descriptor: read it once
@@ -503,10 +490,10 @@ class ImageRuntime:
         provider: Provider,
         model: str | None,
         request: ImageRequest,
-        op: _Operation,
+        op: Operation,
         queue_ms: int,
     ) -> _RouteResult:
-        caps: ProviderCapabilities = await self._controlled(
+        caps: ProviderCapabilities = await self._stages.controlled(
             provider.capabilities(model), op, "request was cancelled during capability discovery"
         )
         name = provider.name
@@ -544,7 +531,7 @@ class ImageRuntime:
             call = provider.execute_negotiated(effective, context, caps)
         else:
             call = provider.execute(effective, context)
-        response = await self._await_provider(call, op)
+        response = await self._stages.provider_call(call, op)
         provider_ms = _ms(provider_started)
         if caps.model is not None and response.model != caps.model:
             raise BridgeError(
@@ -566,153 +553,13 @@ class ImageRuntime:
         response.timings.queue_ms = queue_ms
         await context.emit(CompletedEvent(response=response))  # provider done; materializing
         artifact_started = time.monotonic()
-        materialized = await self._controlled(
+        materialized = await self._stages.controlled(
             self.materializer.materialize(
                 response, effective, prepared.plan, owner=op.owner, original=request
             ),
             op,
             "request was cancelled during output materialization",
-            self._delivery_deadline(op),
+            self._stages.delivery_deadline(op),
         )
         materialized.timings.artifact_ms = _ms(artifact_started)
         return _RouteResult(materialized, effective)
-
-    def _delivery_deadline(self, op: _Operation) -> Deadline:
-        """Paid-for images are delivered even when the provider finished inside the grace."""
-        grace = self.settings.cancellation_grace_ms / 1000
-        return Deadline(max(op.deadline.at, asyncio.get_running_loop().time() + grace))
-
-    # -- deadline and cancellation ----------------------------------------------------------------
-
-    def _interruption(self, op: _Operation) -> tuple[asyncio.Future[str], Callable[[], None]]:
-        """A future resolved with ``cancelled`` or ``shutdown`` when either happens."""
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-
-        def resolve(reason: str) -> None:
-            if not future.done():
-                future.set_result(reason)
-
-        unlink_external = op.external.on_cancel(lambda: resolve("cancelled"))
-        unlink_shutdown = self._shutdown.on_cancel(lambda: resolve("shutdown"))
-
-        def dispose() -> None:
-            unlink_external()
-            unlink_shutdown()
-            if not future.done():
-                future.cancel()
-
-        return future, dispose
-
-    async def _race(
-        self, task: asyncio.Task[T], op: _Operation, deadline: Deadline
-    ) -> tuple[str | None, asyncio.Task[T]]:
-        """Wait for ``task``, the deadline or an interruption; returns the interruption."""
-        interruption, dispose = self._interruption(op)
-        try:
-            watched: set[asyncio.Future[Any]] = {task, interruption}
-            await asyncio.wait(
-                watched, timeout=deadline.remaining(), return_when=asyncio.FIRST_COMPLETED
-            )
-        except BaseException:
-            task.cancel()
-            raise
-        finally:
-            reason = (
-                interruption.result()
-                if interruption.done() and not interruption.cancelled()
-                else None
-            )
-            dispose()
-        if task.done():
-            return None, task
-        return reason or "deadline", task
-
-    async def _grace(self, task: asyncio.Task[T]) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait({task}, timeout=self.settings.cancellation_grace_ms / 1000)
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-
-    async def _controlled(
-        self,
-        awaitable: Awaitable[T],
-        op: _Operation,
-        message: str,
-        deadline: Deadline | None = None,
-    ) -> T:
-        """A pre-dispatch (or post-provider) stage: its timeouts are retryable, not ambiguous."""
-        deadline = deadline or op.deadline
-        if deadline.expired:
-            op.token.cancel("deadline")
-            _close(awaitable)
-            raise BridgeError(ErrorCode.TIMEOUT, "request deadline elapsed", retryable=True)
-        task = asyncio.ensure_future(awaitable)
-        reason, task = await self._race(task, op, deadline)
-        if reason is None:
-            try:
-                return task.result()
-            except BridgeError:
-                raise
-            except Exception as exc:
-                logger.exception("unexpected failure in %s", message)
-                raise BridgeError(ErrorCode.INTERNAL, "internal error") from exc
-        op.token.cancel(reason)
-        await self._grace(task)
-        if reason == "cancelled":
-            raise BridgeError(ErrorCode.CANCELLED, message)
-        if reason == "shutdown":
-            raise BridgeError(ErrorCode.CANCELLED, "runtime is shutting down")
-        raise BridgeError(ErrorCode.TIMEOUT, "request deadline elapsed", retryable=True)
-
-    async def _await_provider(
-        self, awaitable: Coroutine[Any, Any, ImageResponse], op: _Operation
-    ) -> ImageResponse:
-        """Provider execution: after dispatch, every interruption is an unknown outcome."""
-        if op.deadline.expired:
-            op.token.cancel("deadline")
-            awaitable.close()
-            raise BridgeError(ErrorCode.TIMEOUT, "request deadline elapsed", retryable=True)
-        task = asyncio.ensure_future(awaitable)
-        reason, task = await self._race(task, op, op.deadline)
-        if reason is not None:
-            op.token.cancel(reason)
-            await self._grace(task)
-            if task.done() and not task.cancelled():
-                error = task.exception()
-                if error is None:
-                    return task.result()
-                if isinstance(error, BridgeError) and error.code not in (
-                    ErrorCode.TIMEOUT,
-                    ErrorCode.CANCELLED,
-                ):
-                    raise error
-            if reason == "cancelled":
-                raise BridgeError(
-                    ErrorCode.CANCELLED, "request was cancelled during provider execution"
-                ).mark_unknown_outcome()
-            if reason == "shutdown":
-                raise BridgeError(
-                    ErrorCode.CANCELLED, "runtime shut down during provider execution"
-                ).mark_unknown_outcome()
-            raise BridgeError(
-                ErrorCode.TIMEOUT, "request deadline elapsed during provider execution"
-            ).mark_unknown_outcome()
-        try:
-            return task.result()
-        except BridgeError as error:
-            if error.code in (ErrorCode.TIMEOUT, ErrorCode.CANCELLED):
-                error.mark_unknown_outcome()
-            raise
-        except Exception as exc:
-            logger.exception("provider raised an unexpected exception")
-            raise BridgeError(
-                ErrorCode.INTERNAL, "provider failed unexpectedly"
-            ).mark_unknown_outcome() from exc
-
-
-def _close(awaitable: Awaitable[Any]) -> None:
-    close = getattr(awaitable, "close", None)
-    if callable(close):
-        close()

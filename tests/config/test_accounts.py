@@ -1,4 +1,5 @@
-"""``[accounts]`` and ``[accounts.login]``: checked names and issuer URLs, strict keys."""
+"""``[accounts]``, ``[accounts.login]`` and ``[accounts.pool.<name>]``: checked names,
+issuer URLs and pool settings, strict keys."""
 
 from __future__ import annotations
 
@@ -45,3 +46,59 @@ def test_bad_values_are_reported_on_their_key(tmp_path: Path, setting: str, fiel
 def test_an_unknown_key_under_accounts_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(BridgeError):
         load_config(env={"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)}, sets=["accounts.issuer=1"])
+
+
+def test_a_pool_of_homes_and_logins_is_accepted(tmp_path: Path) -> None:
+    sets = [
+        'accounts.policy="round_robin"',
+        "accounts.min_remaining_percent=15",
+        f'accounts.pool.personal.codex_home="{tmp_path / "codex"}"',
+        'accounts.pool.work.login="work-login"',
+        "accounts.pool.work.weight=3",
+        "accounts.pool.work.max_concurrent=2",
+        "accounts.pool.team.enabled=false",
+    ]
+    loaded = load_config(env={"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)}, sets=sets)
+    assert loaded.issues == []
+    pool = loaded.config.accounts.pool_accounts()
+    assert list(pool) == ["personal", "work"]  # configured order, enabled only
+    assert pool["work"].max_concurrent_value == 2
+
+
+@pytest.mark.parametrize(
+    ("sets", "issue"),
+    [
+        (['accounts.policy="fastest"'], ("accounts.policy", "invalid")),
+        (
+            ["accounts.min_remaining_percent=101"],
+            ("accounts.min_remaining_percent", "out_of_range"),
+        ),
+        (["accounts.refusal_cooldown_secs=0"], ("accounts.refusal_cooldown_secs", "out_of_range")),
+        (["accounts.pool.Work.weight=1"], ("accounts.pool", "invalid_key")),
+        (["accounts.pool.a.weight=0"], ("accounts.pool.a.weight", "out_of_range")),
+        (["accounts.pool.a.max_concurrent=0"], ("accounts.pool.a.max_concurrent", "out_of_range")),
+        (['accounts.pool.a.login="../x"'], ("accounts.pool.a.login", "invalid")),
+        (
+            ['accounts.pool.a.login="a"', 'accounts.pool.a.codex_home="/tmp/x"'],
+            ("accounts.pool.a.codex_home", "conflict"),
+        ),
+        (
+            ['accounts.pool.a.login="b"', "accounts.pool.b.weight=1"],
+            ("accounts.pool.b", "duplicate"),
+        ),
+        (["accounts.pool.a.enabled=false"], ("accounts.pool", "required")),
+        (['accounts.active="a"', "accounts.pool.b.weight=1"], ("accounts.active", "conflict")),
+    ],
+)
+def test_bad_pool_settings_have_stable_codes(
+    tmp_path: Path, sets: list[str], issue: tuple[str, str]
+) -> None:
+    assert issue in _issues(tmp_path, *sets)
+
+
+def test_an_unknown_key_in_a_pool_account_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(BridgeError):
+        load_config(
+            env={"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)},
+            sets=['accounts.pool.a.token="x"'],
+        )

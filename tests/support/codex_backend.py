@@ -61,6 +61,7 @@ __all__ = [
     "BehaviourKind",
     "CodexBackend",
     "CodexBridge",
+    "MockLogin",
     "MockQuota",
     "RecordedRequest",
     "Route",
@@ -154,6 +155,26 @@ class MockQuota:
     ``x-image-gen-primary-*`` headers and an ``additional_rate_limits`` entry."""
     image_window_minutes: int = 1_440
     image_resets_in_s: int = 7_200
+
+
+@dataclass(slots=True)
+class MockLogin:
+    """One ChatGPT login the mock knows by its bearer token: its own plan state and
+    scripted behaviours (used before the backend-wide ones)."""
+
+    quota: MockQuota = field(default_factory=MockQuota)
+    queues: dict[str, deque[Behaviour]] = field(default_factory=dict)
+    defaults: dict[str, Behaviour] = field(default_factory=dict)
+    refused_models: set[str] = field(default_factory=set)
+    """Carrier models this login's plan refuses (as :attr:`CodexBackend.refused_models`)."""
+
+    def script(self, *behaviours: Behaviour | str, route: Route = "responses") -> None:
+        """Queue behaviours for this login's next calls of ``route``."""
+        self.queues.setdefault(route, deque()).extend(_as_behaviour(b) for b in behaviours)
+
+    def set_default(self, behaviour: Behaviour | str, *, route: Route = "responses") -> None:
+        """What this login's calls of ``route`` get once its queue is empty."""
+        self.defaults[route] = _as_behaviour(behaviour)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +322,8 @@ class CodexBackend:
         real backend's 400 ``{"detail": "The '<model>' model is not supported when using
         Codex with a ChatGPT account."}`` (no scripted behaviour is used up)."""
         self.quota = MockQuota()
+        self.logins: dict[str, MockLogin] = {}
+        """Logins with their own plan state and scripts, by bearer token (:meth:`login`)."""
         self.usage_extra: dict[str, Any] = {
             "account_id": "acct-mock-secret-0001",
             "user_id": "user-mock-secret",
@@ -405,6 +428,16 @@ class CodexBackend:
         with self._cond:
             self._defaults[route] = _as_behaviour(behaviour)
 
+    def login(self, token: str) -> MockLogin:
+        """The login whose bearer token is ``token`` (created on first use): its own quota
+        and scripts; calls with another token use the backend-wide ones."""
+        with self._cond:
+            return self.logins.setdefault(token, MockLogin())
+
+    def calls_by(self, token: str, route: Route = "responses") -> int:
+        """How many requests of ``route`` carried ``Authorization: Bearer <token>``."""
+        return sum(1 for request in self.requests_for(route) if request.sent_token(token))
+
     def release(self) -> None:
         """End every current ``stall``: the mock then closes those connections."""
         with self._cond:
@@ -454,17 +487,30 @@ class CodexBackend:
 
     # -- used by the handler --------------------------------------------------------------------
 
-    def _next_behaviour(self, route: Route) -> Behaviour:
+    def _next_behaviour(self, route: Route, token: str | None = None) -> Behaviour:
         with self._cond:
+            login = self.logins.get(token) if token is not None else None
+            if login is not None:
+                own = login.queues.get(route)
+                if own:
+                    return own.popleft()
+                if route in login.defaults:
+                    return login.defaults[route]
             queue = self._queues[route]
             return queue.popleft() if queue else self._defaults[route]
 
-    def _refused_model(self, route: Route, raw: bytes) -> str | None:
-        if route != "responses" or not self.refused_models:
+    def _quota_for(self, token: str | None) -> MockQuota:
+        login = self.logins.get(token) if token is not None else None
+        return login.quota if login is not None else self.quota
+
+    def _refused_model(self, route: Route, raw: bytes, token: str | None = None) -> str | None:
+        login = self.logins.get(token) if token is not None else None
+        refused = self.refused_models | (login.refused_models if login is not None else set())
+        if route != "responses" or not refused:
             return None
         body = _json_or_none(raw)
         model = body.get("model") if isinstance(body, dict) else None
-        return model if isinstance(model, str) and model in self.refused_models else None
+        return model if isinstance(model, str) and model in refused else None
 
     def _record(self, request: RecordedRequest) -> None:
         with self._cond:
@@ -484,10 +530,10 @@ class CodexBackend:
         with self._cond:
             return not self._cond.wait_for(lambda: self._closing, seconds)
 
-    def rate_limit_headers(self) -> dict[str, str]:
+    def rate_limit_headers(self, quota: MockQuota | None = None) -> dict[str, str]:
         """The ``x-codex-*`` headers the real backend puts on generation answers."""
         now = int(time.time())
-        quota = self.quota
+        quota = quota or self.quota
         image: dict[str, str] = {}
         if quota.image_used_percent is not None:
             image = {
@@ -511,9 +557,9 @@ class CodexBackend:
             "x-codex-credits-balance": "0",
         }
 
-    def usage_payload(self) -> dict[str, Any]:
+    def usage_payload(self, quota: MockQuota | None = None) -> dict[str, Any]:
         now = int(time.time())
-        quota = self.quota
+        quota = quota or self.quota
         return {
             **self.usage_extra,
             "plan_type": quota.plan_type,
@@ -534,11 +580,10 @@ class CodexBackend:
                 },
             },
             "credits": {"has_credits": False, "unlimited": False, "balance": "0"},
-            "additional_rate_limits": self._image_rate_limits(now),
+            "additional_rate_limits": self._image_rate_limits(now, quota),
         }
 
-    def _image_rate_limits(self, now: int) -> list[dict[str, Any]]:
-        quota = self.quota
+    def _image_rate_limits(self, now: int, quota: MockQuota) -> list[dict[str, Any]]:
         if quota.image_used_percent is None:
             return []
         window = {
@@ -551,14 +596,15 @@ class CodexBackend:
         return [{"limit_name": "image_gen", "metered_feature": "image_gen",
                  "rate_limit": rate_limit}]  # fmt: skip
 
-    def usage_limit_error(self) -> dict[str, Any]:
+    def usage_limit_error(self, quota: MockQuota | None = None) -> dict[str, Any]:
         """The body of the real backend's quota 429 (``usage_limit_reached``)."""
-        wait = self.quota.limit_resets_in_s
+        quota = quota or self.quota
+        wait = quota.limit_resets_in_s
         return {
             "error": {
                 "type": "usage_limit_reached",
                 "message": "The usage limit has been reached",
-                "plan_type": self.quota.plan_type,
+                "plan_type": quota.plan_type,
                 "resets_at": int(time.time()) + wait,
                 "resets_in_seconds": wait,
             }
@@ -626,6 +672,8 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 10
     server: _Server
+    quota: MockQuota
+    """The plan state of the login this request came with."""
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the default stderr access log."""
@@ -650,13 +698,14 @@ class _Handler(BaseHTTPRequestHandler):
         route: Route | None = None
         behaviour = Behaviour("ok")
         refused = None
-        if expected is not None and expected[0] == self.command:
-            route = expected[1]
-            refused = backend._refused_model(route, raw)
-            if refused is None:
-                behaviour = backend._next_behaviour(route)
         authorization = self.headers.get("Authorization")
         token = authorization[7:] if authorization and authorization.startswith("Bearer ") else None
+        self.quota = backend._quota_for(token)
+        if expected is not None and expected[0] == self.command:
+            route = expected[1]
+            refused = backend._refused_model(route, raw, token)
+            if refused is None:
+                behaviour = backend._next_behaviour(route, token)
         rejected = (
             route is not None
             and backend.expected_token is not None
@@ -760,7 +809,7 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         elif kind == "usage_limit_in_stream":
-            error = backend.usage_limit_error()["error"]
+            error = backend.usage_limit_error(self.quota)["error"]
             blocks = _blocks(
                 _created(), {"type": "error", "error": {**error, "code": "usage_limit_reached"}}
             )
@@ -827,7 +876,7 @@ class _Handler(BaseHTTPRequestHandler):
             blocks = _without_usage(blocks)
         if backend.image_gen_usage is not None:
             blocks = _with_tool_usage(blocks, backend.image_gen_usage)
-        headers = {**backend.rate_limit_headers(), "x-oai-request-id": _request_id()}
+        headers = {**backend.rate_limit_headers(self.quota), "x-oai-request-id": _request_id()}
         if backend.sse_content_type is not None:
             headers["Content-Type"] = backend.sse_content_type
         headers["Cache-Control"] = "no-cache"
@@ -856,7 +905,7 @@ class _Handler(BaseHTTPRequestHandler):
         request = body if isinstance(body, dict) else {}
         kind = behaviour.kind
         headers = {
-            **backend.rate_limit_headers(),
+            **backend.rate_limit_headers(self.quota),
             "x-oai-request-id": _request_id(),
             "x-codex-imagegen-request-id": _request_id(),
         }
@@ -888,7 +937,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         if kind == "usage_limit_in_stream":
-            self._send_json(429, backend.usage_limit_error(), headers)
+            self._send_json(429, backend.usage_limit_error(self.quota), headers)
             return
         width, height = _parse_size(
             request.get("size") if backend.honour_size else None, backend.image_size
@@ -939,7 +988,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._common_fault(behaviour):
             return
         backend = self.server.backend
-        encoded = json.dumps(backend.usage_payload()).encode()
+        encoded = json.dumps(backend.usage_payload(self.quota)).encode()
         if behaviour.kind == "slow_ok" and not backend._sleep(behaviour.seconds):
             return
         if behaviour.kind == "malformed_json":
@@ -950,7 +999,7 @@ class _Handler(BaseHTTPRequestHandler):
         """HTTP errors, stalls and early disconnects look the same on every route."""
         backend = self.server.backend
         kind = behaviour.kind
-        rate_headers = backend.rate_limit_headers()
+        rate_headers = backend.rate_limit_headers(self.quota)
         if kind == "http_400":
             self._send_json(
                 400,
@@ -976,13 +1025,13 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         elif kind == "http_429":
-            wait = backend.quota.limit_resets_in_s
+            wait = self.quota.limit_resets_in_s
             limited = {
                 **rate_headers,
                 "x-codex-primary-used-percent": "100",
                 "Retry-After": str(wait),
             }
-            self._send_json(429, backend.usage_limit_error(), limited)
+            self._send_json(429, backend.usage_limit_error(self.quota), limited)
         elif kind == "http_500":
             self._send_json(
                 500,

@@ -18,23 +18,24 @@ from typing import Any, Protocol
 from imagebridge.application.codex import (
     build_codex_images,
     build_codex_responses,
+    shared_codex_pool,
 )
 from imagebridge.application.codex_app_server import build_codex_app_server_provider
 from imagebridge.application.inputs import build_input_loader, image_limits
+from imagebridge.application.limits import breaker_config, gate_limits
 from imagebridge.application.openai import build_openai_provider, is_openai_provider
 from imagebridge.artifacts.async_store import AsyncArtifactStore
 from imagebridge.artifacts.store import ArtifactStore
-from imagebridge.config.model import BridgeConfig, CircuitBreakerSettings, ConcurrencySettings
+from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
-from imagebridge.engine.breaker import BreakerConfig
 from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.idempotency import IdempotencyConfig
 from imagebridge.engine.materialize import MaterializeLimits, Materializer, PublishedArtifact
-from imagebridge.engine.orchestrator import GateLimits, ImageRuntime, ImageRuntimeSettings
+from imagebridge.engine.orchestrator import ImageRuntime, ImageRuntimeSettings
 from imagebridge.engine.provider import Provider, ProviderContext
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.validation import RequestLimits
@@ -168,36 +169,23 @@ PROVIDER_FACTORIES: dict[str, ProviderFactory] = {
 
 
 def build_providers(config: BridgeConfig) -> list[Provider]:
-    """Instantiate every enabled provider; an enabled one we cannot build is an error."""
+    """Instantiate every enabled provider; an enabled one we cannot build is an error.
+
+    The Codex transports built here share one account pool."""
     providers: list[Provider] = []
-    for name in config.enabled_providers():
-        factory = PROVIDER_FACTORIES.get(name)
-        if factory is None and is_openai_provider(config, name):
-            factory = _openai_family(name)
-        if factory is None:
-            raise BridgeError(
-                ErrorCode.CONFIGURATION,
-                "an enabled provider is not available in this build",
-                details={"provider": name},
-            )
-        providers.append(factory(config))
+    with shared_codex_pool():
+        for name in config.enabled_providers():
+            factory = PROVIDER_FACTORIES.get(name)
+            if factory is None and is_openai_provider(config, name):
+                factory = _openai_family(name)
+            if factory is None:
+                raise BridgeError(
+                    ErrorCode.CONFIGURATION,
+                    "an enabled provider is not available in this build",
+                    details={"provider": name},
+                )
+            providers.append(factory(config))
     return providers
-
-
-def _gate(settings: ConcurrencySettings) -> GateLimits:
-    return GateLimits(
-        settings.max_concurrent_value, settings.max_queued_value, settings.retry_after_ms
-    )
-
-
-def _breaker(settings: CircuitBreakerSettings) -> BreakerConfig:
-    return BreakerConfig(
-        enabled=settings.enabled,
-        failure_threshold=settings.failure_threshold,
-        open_duration_ms=settings.open_duration_ms,
-        half_open_max_calls=settings.half_open_max_calls,
-        success_threshold=settings.success_threshold,
-    )
 
 
 def runtime_settings(config: BridgeConfig, registered: Sequence[str]) -> ImageRuntimeSettings:
@@ -208,13 +196,15 @@ def runtime_settings(config: BridgeConfig, registered: Sequence[str]) -> ImageRu
         cancellation_grace_ms=runtime.cancellation_grace_ms,
         shutdown_grace_ms=runtime.shutdown_grace_ms,
         request_limits=request_limits(config),
-        global_gate=_gate(runtime.global_),
-        provider_default_gate=_gate(runtime.provider_default),
+        global_gate=gate_limits(runtime.global_),
+        provider_default_gate=gate_limits(runtime.provider_default),
         provider_gates={
-            name: _gate(gate) for name, gate in runtime.providers.items() if name in registered
+            name: gate_limits(gate)
+            for name, gate in runtime.providers.items()
+            if name in registered
         },
-        breaker=_breaker(runtime.circuit_breaker),
-        breakers={name: _breaker(runtime.circuit_breaker_for(name)) for name in registered},
+        breaker=breaker_config(runtime.circuit_breaker),
+        breakers={name: breaker_config(runtime.circuit_breaker_for(name)) for name in registered},
         idempotency=IdempotencyConfig(
             max_entries=idempotency.max_entries,
             max_completed_bytes=idempotency.max_completed_bytes,

@@ -6,7 +6,6 @@ ChatGPT account id. Never a token, an e-mail or an account id in full.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sys
 import time
@@ -16,7 +15,7 @@ from typing import Any
 from imagebridge.application.logins import issuer_from, own_login
 from imagebridge.cli.context import CliContext, CliUsageError
 from imagebridge.config.model import AccountSettings
-from imagebridge.contract.accounts import DEFAULT_ACCOUNT
+from imagebridge.contract.accounts import DEFAULT_ACCOUNT, short_hash
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers.codex.auth import JWT_AUTH_CLAIM, jwt_claims, read_auth_document
 from imagebridge.providers.codex.login.flows import browser_login, device_code_login, store_tokens
@@ -138,7 +137,7 @@ def login_summary(login: OwnLogin, settings: AccountSettings) -> dict[str, Any]:
         {
             "state": "expired" if expiry is not None and expiry <= now else "signed_in",
             "plan": plan if isinstance(plan, str) else None,
-            "account": _short_hash(account_id) if isinstance(account_id, str) else None,
+            "account": short_hash(account_id) if isinstance(account_id, str) else None,
             "expires_at": utc_stamp(expiry) if expiry is not None else None,
             "expires_in_seconds": int(expiry - now) if expiry is not None else None,
             "last_refresh": document.get("last_refresh")
@@ -148,10 +147,6 @@ def login_summary(login: OwnLogin, settings: AccountSettings) -> dict[str, Any]:
         }
     )
     return summary
-
-
-def _short_hash(value: str) -> str:
-    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:12]
 
 
 def _not_found(name: str) -> BridgeError:

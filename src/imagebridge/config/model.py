@@ -15,7 +15,9 @@ Keys added to the original's tree (all documented on their fields):
 ``providers.mock.call_log`` and the multi-instance keys of ``[server.jobs]``
 (``instance_id``, ``lease_secs``, ``heartbeat_secs``, ``poll_interval_ms``, ``postgres_*``).
 ``[accounts]`` and ``[accounts.login]`` (the bridge's own ChatGPT logins: where they live,
-which one the Codex HTTP transports use, refresh margin and the OAuth issuer).
+which one the Codex HTTP transports use, refresh margin and the OAuth issuer);
+``accounts.{policy, min_remaining_percent, refusal_cooldown_secs}`` and
+``[accounts.pool.<name>]`` (several logins scheduled by image quota, docs/accounts.md).
 ``server.jobs.database`` and ``providers.codex_app_server.session_database`` also accept a
 ``postgresql://`` URL (see :data:`~imagebridge.config._types.StoreLocation`).
 """
@@ -47,6 +49,7 @@ from imagebridge.config._types import (
 from imagebridge.config.paths import default_data_dir
 
 __all__ = [
+    "ACCOUNT_POLICIES",
     "CONFIG_VERSION",
     "PROVIDER_KEYS",
     "AccountSettings",
@@ -67,6 +70,7 @@ __all__ = [
     "OpenAICapabilityOverrides",
     "OpenAICompatibleSettings",
     "OpenAISettings",
+    "PoolAccountSettings",
     "ProviderSettings",
     "RemoteFetchSettings",
     "RequestLimitSettings",
@@ -629,12 +633,45 @@ def _default_accounts_directory() -> Path:
     return default_data_dir() / "accounts"
 
 
+ACCOUNT_POLICIES = ("quota", "round_robin", "primary_first")
+"""How the account pool picks an account for each upstream call (docs/accounts.md)."""
+
+
+class PoolAccountSettings(_Section):
+    """Added table ``[accounts.pool.<name>]``: one account of the Codex account pool.
+
+    Its login is ``login`` (an own login, refreshed by the bridge) or ``codex_home`` (a
+    codex home, borrowed: codex refreshes it, the bridge only reads it); with neither, the
+    own login named like the table. The name is the account's label in diagnostics,
+    metrics and errors.
+    """
+
+    enabled: Bool = True
+    login: Str | None = None
+    """An own login (``imagegen-bridge login --account <login>``)."""
+    codex_home: ConfigPath | None = None
+    """A codex home holding ``auth.json`` (``CODEX_HOME=<dir> codex login``); never written."""
+    weight: U32 = 1
+    """Share of calls under ``round_robin``; order under ``primary_first`` (highest first);
+    the last tie-breaker under ``quota``."""
+    max_concurrent: Capacity = UNLIMITED
+    """Upstream calls this account runs at once, across every Codex transport; a call that
+    finds every ready account full waits for a slot (within its deadline)."""
+
+    @property
+    def max_concurrent_value(self) -> int | None:
+        """The concurrency bound, ``None`` when unlimited."""
+        return capacity_value(self.max_concurrent)
+
+
 class AccountSettings(_Section):
     """Added table ``[accounts]``: the bridge's own logins (``imagegen-bridge login``).
 
     Each login is ``<directory>/<name>/auth.json`` in codex's shape, so that directory can
     serve a codex child as ``CODEX_HOME``. The bridge refreshes its own logins; a borrowed
-    ``$CODEX_HOME`` is only ever read.
+    ``$CODEX_HOME`` is only ever read. ``[accounts.pool.<name>]`` tables make an account
+    pool that every Codex transport draws from; without them there is one account, as
+    before (``active`` or ``$CODEX_HOME``).
     """
 
     directory: ConfigPath = Field(default_factory=_default_accounts_directory)
@@ -646,7 +683,21 @@ class AccountSettings(_Section):
     """Refresh an own login this long before its access token expires."""
     lock_timeout_ms: U64 = 30_000
     """Most time spent waiting for another process's refresh of the same login."""
+    policy: Str = "quota"
+    """Pool scheduling: ``quota`` (most remaining image quota), ``round_robin`` (by
+    weight) or ``primary_first`` (highest weight while it is ready)."""
+    min_remaining_percent: U8 = 0
+    """Skip a pool account whose image window has less than this percentage left."""
+    refusal_cooldown_secs: U64 = 300
+    """How long a pool account refused for its login or plan (or out of quota with no
+    reset time given) is skipped before it is tried again."""
     login: LoginIssuerSettings = Field(default_factory=LoginIssuerSettings)
+    pool: dict[str, PoolAccountSettings] = Field(default_factory=dict)
+    """The account pool, keyed by account name (empty: one account, as before)."""
+
+    def pool_accounts(self) -> dict[str, PoolAccountSettings]:
+        """The enabled pool accounts, in the order they were configured."""
+        return {name: account for name, account in self.pool.items() if account.enabled}
 
 
 # -- root ------------------------------------------------------------------------------

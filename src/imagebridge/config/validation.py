@@ -23,6 +23,7 @@ from imagebridge.config._net import (
 )
 from imagebridge.config._types import parallelism_value
 from imagebridge.config.model import (
+    ACCOUNT_POLICIES,
     CONFIG_VERSION,
     PROVIDER_KEYS,
     BridgeConfig,
@@ -676,3 +677,72 @@ def _check_accounts(config: BridgeConfig, report: Report) -> None:
         report("accounts.login.http_timeout_ms", "out_of_range", "must be at least 1 ms")
     if login.device_code_timeout_secs == 0:
         report("accounts.login.device_code_timeout_secs", "out_of_range", "must be at least 1 s")
+    _check_pool(config, report)
+
+
+_MAX_POOL_ACCOUNTS = 64
+_MAX_ACCOUNT_WEIGHT = 1000
+_MAX_REFUSAL_COOLDOWN_SECS = 7 * 24 * 60 * 60
+
+
+def _check_pool(config: BridgeConfig, report: Report) -> None:
+    """``accounts.policy`` … and each ``[accounts.pool.<name>]`` table."""
+    accounts = config.accounts
+    if accounts.policy not in ACCOUNT_POLICIES:
+        report("accounts.policy", "invalid", "must be one of: " + ", ".join(ACCOUNT_POLICIES))
+    if accounts.min_remaining_percent > 100:
+        report("accounts.min_remaining_percent", "out_of_range", "must be from 0 to 100")
+    if not 1 <= accounts.refusal_cooldown_secs <= _MAX_REFUSAL_COOLDOWN_SECS:
+        report(
+            "accounts.refusal_cooldown_secs",
+            "out_of_range",
+            f"must be from 1 to {_MAX_REFUSAL_COOLDOWN_SECS} seconds",
+        )
+    if not accounts.pool:
+        return
+    if len(accounts.pool) > _MAX_POOL_ACCOUNTS:
+        report("accounts.pool", "out_of_range", f"at most {_MAX_POOL_ACCOUNTS} accounts")
+    if not accounts.pool_accounts():
+        report("accounts.pool", "required", "at least one pool account must be enabled")
+    if accounts.active is not None:
+        report(
+            "accounts.active",
+            "conflict",
+            "accounts.active picks the one login when there is no pool; "
+            "with [accounts.pool.*] tables, name the login in a pool account instead",
+        )
+    homes: dict[str, str] = {}
+    for name, account in accounts.pool.items():
+        if not is_account_name(name):
+            report("accounts.pool", "invalid_key", f"account names: {ACCOUNT_NAME_RULE}")
+            continue
+        prefix = f"accounts.pool.{name}"
+        if account.login is not None and account.codex_home is not None:
+            report(
+                f"{prefix}.codex_home",
+                "conflict",
+                "an account has one login: set login or codex_home, not both",
+            )
+        if account.login is not None and not is_account_name(account.login):
+            report(f"{prefix}.login", "invalid", ACCOUNT_NAME_RULE)
+        if not 1 <= account.weight <= _MAX_ACCOUNT_WEIGHT:
+            report(f"{prefix}.weight", "out_of_range", f"must be from 1 to {_MAX_ACCOUNT_WEIGHT}")
+        if account.max_concurrent == 0:
+            report(
+                f"{prefix}.max_concurrent",
+                "out_of_range",
+                'maximum concurrency must be a positive integer or "unlimited"',
+            )
+        home = (
+            f"home:{account.codex_home}"
+            if account.codex_home is not None
+            else f"login:{account.login or name}"
+        )
+        if account.enabled and home in homes:
+            report(
+                f"{prefix}",
+                "duplicate",
+                f"uses the same login as account '{homes[home]}' (one login, one account)",
+            )
+        elif account.enabled:
+            homes[home] = name

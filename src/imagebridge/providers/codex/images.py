@@ -42,6 +42,7 @@ from imagebridge.providers.codex.hints import (
 )
 from imagebridge.providers.codex.http import read_limited
 from imagebridge.providers.codex.inputs import CodexInputs
+from imagebridge.providers.codex.pool import AccountPool
 from imagebridge.providers.codex.transport import (
     CallResult,
     CallState,
@@ -132,6 +133,7 @@ class CodexImagesProvider(CodexHttpProvider):
         options: CodexImagesOptions | None = None,
         *,
         credentials_loader: CredentialsLoader = load_codex_credentials_async,
+        pool: AccountPool | None = None,
     ) -> None:
         options = options or CodexImagesOptions()
         check_backend_url(options.base_url.rstrip("/"), field="base_url")
@@ -150,7 +152,7 @@ class CodexImagesProvider(CodexHttpProvider):
             usage_endpoint=options.usage_endpoint or images_usage_url(options.base_url),
             input_bounds=bounds,
         )
-        super().__init__(options, credentials_loader=credentials_loader)
+        super().__init__(options, credentials_loader=credentials_loader, pool=pool)
         self.options = options
 
     @property
@@ -182,8 +184,8 @@ class CodexImagesProvider(CodexHttpProvider):
             call = await self._build(credentials, prompt, inputs, background, size, model)
             return await self._exchange(call, credentials, state, context)
 
-        result, calls = await self._call(request, context, inputs, attempt)
-        response = self._response(request, context, model, result, calls, started)
+        served = await self._call(request, context, inputs, attempt)
+        response = self._response(request, context, model, served, started)
         if request.parameters.aspect_ratio is not None:
             _check_aspect(response, parse_aspect_ratio(request.parameters.aspect_ratio))
         return response

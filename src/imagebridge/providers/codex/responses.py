@@ -33,6 +33,7 @@ from imagebridge.providers.codex.capabilities import responses_capabilities, res
 from imagebridge.providers.codex.carriers import CarrierMemory, login_key
 from imagebridge.providers.codex.hints import size_for_hints, with_aspect_line
 from imagebridge.providers.codex.inputs import CodexInputs
+from imagebridge.providers.codex.pool import AccountPool
 from imagebridge.providers.codex.transport import (
     CallResult,
     CallState,
@@ -127,6 +128,7 @@ class CodexResponsesProvider(CodexHttpProvider):
         options: CodexResponsesOptions | None = None,
         *,
         credentials_loader: CredentialsLoader = load_codex_credentials_async,
+        pool: AccountPool | None = None,
     ) -> None:
         options = options or CodexResponsesOptions()
         check_backend_url(options.endpoint, field="endpoint")
@@ -136,7 +138,7 @@ class CodexResponsesProvider(CodexHttpProvider):
             name=options.name or CODEX_RESPONSES_PROVIDER,
             usage_endpoint=options.usage_endpoint or derive_usage_url(options.endpoint),
         )
-        super().__init__(options, credentials_loader=credentials_loader)
+        super().__init__(options, credentials_loader=credentials_loader, pool=pool)
         self.options = options
         self.carriers = CarrierMemory((options.responses_model, *options.responses_model_fallbacks))
 
@@ -163,25 +165,23 @@ class CodexResponsesProvider(CodexHttpProvider):
         model, inputs = await self._prepare(request, context, self.options.image_model)
         bodies: dict[str, bytes] = {}
         refused: list[ProviderAttempt] = []
+        refused_by_login: dict[str, set[str]] = {}
 
         async def attempt(credentials: CodexCredentials, state: CallState) -> CallResult:
             return await self._through_carriers(
-                request, inputs, model, bodies, refused, credentials, state, context
-            )
+                request, inputs, model, bodies, refused, refused_by_login, credentials, state,
+                context,
+            )  # fmt: skip
 
         try:
-            result, calls = await self._call(request, context, inputs, attempt)
+            served = await self._call(request, context, inputs, attempt)
         except BridgeError as error:
-            if refused:  # every upstream call counts; the last refusal is this error
-                extra = len(refused) - (1 if is_plan_model_refusal(error) else 0)
-                error.details["provider_attempts"] = (
-                    int(error.details.get("provider_attempts", 1)) + extra
-                )
+            if refused:  # every refused carrier is one upstream call, already counted
                 error.details["carrier_models_refused"] = [a.model for a in refused]
             raise
-        response = self._response(request, context, model, result, calls, started)
+        response = self._response(request, context, model, served, started)
         if refused:
-            response.attempts = refused
+            response.attempts[0:0] = refused
             response.add_warning(CARRIER_FALLBACK_WARNING)
         return response
 
@@ -202,6 +202,7 @@ class CodexResponsesProvider(CodexHttpProvider):
         model: str,
         bodies: dict[str, bytes],
         refused: list[ProviderAttempt],
+        refused_by_login: dict[str, set[str]],
         credentials: CodexCredentials,
         state: CallState,
         context: ProviderContext,
@@ -214,7 +215,7 @@ class CodexResponsesProvider(CodexHttpProvider):
         login = login_key(credentials)
         order = self.carriers.order
         index = self.carriers.start(login)
-        already = {attempt.model for attempt in refused}  # by an earlier, retried call
+        already = refused_by_login.setdefault(login, set())  # by an earlier, retried call
         while index + 1 < len(order) and order[index] in already:
             index += 1
         while True:
@@ -227,6 +228,7 @@ class CodexResponsesProvider(CodexHttpProvider):
             except BridgeError as error:
                 if not is_plan_model_refusal(error):
                     raise
+                already.add(carrier)
                 refused.append(
                     ProviderAttempt(
                         provider=self.name,
@@ -240,6 +242,7 @@ class CodexResponsesProvider(CodexHttpProvider):
                     raise error.with_suggestion(CARRIER_SUGGESTION) from None
                 index += 1
                 self.calls += 1
+                state.extra_calls += 1
                 continue
             self.carriers.accept(login, index)
             return result

@@ -11,9 +11,14 @@ sent, answered with 2xx, image data seen. That record decides how a failure is r
 * a definite upstream answer (HTTP status, in-stream failure) → its classification, which
   :class:`TransientRetryPolicy` may retry once when nothing reached the caller yet.
 
-The rate-limit headers of every answer feed the quota client; :meth:`diagnostics` shows
-the cached plan windows (never an account id). Nothing here logs or returns a token,
-an account id, a prompt or image bytes.
+Each call runs on an account of the pool (:mod:`imagebridge.providers.codex.pool`): one
+implicit account without ``[accounts.pool]``, else the one the pool's policy picks. A
+refusal at the door (quota, throttling, login, plan: :mod:`.pool.failover`) moves the call
+to the next ready account; nothing else does, and never an unknown outcome.
+
+The rate-limit headers of every answer feed that account's quota reading; :meth:`diagnostics`
+shows the cached plan windows and, with a pool, each account (never an account id). Nothing
+here logs or returns a token, an account id, a prompt or image bytes.
 """
 
 from __future__ import annotations
@@ -28,9 +33,18 @@ from typing import Any, Final, TypeVar
 
 import httpx
 
+from imagebridge.contract.accounts import DEFAULT_ACCOUNT
+from imagebridge.contract.enums import ProviderAttemptOutcome
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
-from imagebridge.contract.response import GeneratedImage, ImageResponse, Timings, Usage
+from imagebridge.contract.response import (
+    GeneratedImage,
+    ImageResponse,
+    Normalization,
+    ProviderAttempt,
+    Timings,
+    Usage,
+)
 from imagebridge.engine.interruption import wait_unless_interrupted
 from imagebridge.engine.provider import Provider, ProviderContext, inline_image
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
@@ -42,6 +56,7 @@ from imagebridge.providers.codex.auth import (
 )
 from imagebridge.providers.codex.http import CodexHttpClient, read_limited
 from imagebridge.providers.codex.inputs import CodexInputBounds, CodexInputs, codex_inputs
+from imagebridge.providers.codex.pool import AccountLease, AccountPool, AccountSpec, PoolAccount
 from imagebridge.providers.codex.quota import DEFAULT_QUOTA_CACHE_MS, CodexQuotaClient
 from imagebridge.providers.codex.retries import (
     RETRY_WARNING,
@@ -51,18 +66,21 @@ from imagebridge.providers.codex.retries import (
 from imagebridge.providers.codex.wire import (
     MAX_BASE64_CHARS,
     MAX_ERROR_BODY_BYTES,
+    QuotaSnapshot,
     TokenUsage,
     classify_http_error,
     decode_image_base64,
+    is_plan_model_refusal,
     transport_error,
     upstream_request_id,
 )
 
-__all__ = ["CallState", "CodexHttpProvider", "CodexOptions"]
+__all__ = ["ACCOUNT_FAILOVER_WARNING", "CallState", "CodexHttpProvider", "CodexOptions", "Served"]
 
 logger = logging.getLogger("imagebridge.providers.codex")
 
 _MIN_TIMEOUT_S: Final = 0.001
+ACCOUNT_FAILOVER_WARNING: Final = "account_failover_used"
 T = TypeVar("T")
 
 
@@ -97,6 +115,10 @@ class CallState:
     """The backend's request id, for support."""
     credentials: CodexCredentials | None = field(default=None, repr=False)
     """The login this call was sent with (a 401 names the token to refresh)."""
+    account: PoolAccount | None = field(default=None, repr=False)
+    """The pool account the call runs on (its quota learns from the answer's headers)."""
+    extra_calls: int = 0
+    """Further upstream calls this attempt made itself (a refused carrier model's next one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +128,38 @@ class CallResult:
     image: GeneratedImage
     revised_prompt: str | None
     usage: TokenUsage | None
+
+
+@dataclass(frozen=True, slots=True)
+class Tried:
+    """An account that refused a call at the door, before it moved on."""
+
+    account: str
+    error: BridgeError
+    reason: str
+    duration_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"account": self.account, "error_code": self.error.code.value, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What one call produced, how many upstream calls it took and on which account."""
+
+    result: CallResult
+    calls: int
+    """Upstream calls made, on every account (refused carriers and retries included)."""
+    repeated: bool
+    """A call was repeated on one account (the transient retry, or after a refresh)."""
+    account: str
+    tried: tuple[Tried, ...] = ()
+
+
+@dataclass(slots=True)
+class _Tally:
+    calls: int = 0
+    repeated: bool = False
 
 
 Attempt = Callable[[CodexCredentials, CallState], Awaitable[CallResult]]
@@ -119,46 +173,131 @@ class CodexHttpProvider(Provider):
         options: CodexOptions,
         *,
         credentials_loader: CredentialsLoader = load_codex_credentials_async,
+        pool: AccountPool | None = None,
     ) -> None:
         self._options = options
         self._retry = TransientRetryPolicy(
             options.max_transient_attempts, options.transient_retry_backoff_ms
         )
-        self._load_credentials = credentials_loader
         self._http = CodexHttpClient()
-        self.quota = CodexQuotaClient(
-            self._http.get, options.usage_endpoint, options.quota_cache_ms, credentials_loader
-        )
+        if pool is None:
+            own = isinstance(credentials_loader, RefreshingCredentialsLoader)
+            spec = AccountSpec(
+                DEFAULT_ACCOUNT, credentials_loader, kind="own" if own else "codex_home"
+            )
+            pool = AccountPool.single(spec)
+        self.pool = pool
+        """The accounts this transport's calls run on (shared with the other Codex ones)."""
+        self._quotas: dict[str, CodexQuotaClient] = {}
+        self._readings: dict[str, asyncio.Task[None]] = {}
+        self.quota = self._quota_for(pool.default)
+        """The first account's quota client (the only one without a pool)."""
         self.calls = 0
         """Upstream calls started (for tests and diagnostics; never reset)."""
 
     # -- readiness, diagnostics, lifecycle ---------------------------------------------------
 
     async def check_ready(self) -> None:
-        """Ready when the ChatGPT login loads (no network call)."""
-        await self._credentials()
+        """Ready when a login loads (no network call): the account's, or with a pool any
+        account's (the others are then skipped for the refusal cooldown)."""
+        if not self.pool.explicit:
+            await self._credentials()
+            return
+        first: BridgeError | None = None
+        for account in self.pool.accounts:
+            try:
+                await self._credentials(account)
+            except BridgeError as error:
+                self.pool.login_failed(account, error)
+                first = first or error
+            else:
+                return
+        assert first is not None
+        raise first
 
     async def diagnostics(self) -> dict[str, Any]:
-        """The plan's usage windows (cached; read from ``wham/usage`` when stale)."""
+        """The plan's usage windows (cached; read from ``wham/usage`` when stale); with a
+        pool, every account as well (``accounts``: ready or why not, image windows,
+        breaker, calls and failures of the last 24 hours)."""
+        if self.pool.explicit:
+            await asyncio.gather(*(self._read_quota(a) for a in self.pool.accounts))
         status = await self.quota.status()
+        self._observe(self.pool.default, status.snapshot)
         quota: dict[str, Any] = {"status": status.state}
         if status.snapshot is not None:
             quota.update(status.snapshot.to_dict())
         if status.error_code is not None:
             quota["error"] = {"code": status.error_code, "message": status.message}
-        return {"provider": self.name, "quota": quota}
+        body: dict[str, Any] = {"provider": self.name, "quota": quota}
+        if self.pool.explicit:
+            body["accounts"] = self.pool.describe(self.name)
+        return body
 
     async def shutdown(self) -> None:
+        readings = list(self._readings.values())
+        for task in readings:
+            task.cancel()
+        if readings:
+            await asyncio.gather(*readings, return_exceptions=True)
         with contextlib.suppress(Exception):
             await self._http.aclose()
 
+    # -- accounts and their quota --------------------------------------------------------------
+
+    def _quota_for(self, account: PoolAccount) -> CodexQuotaClient:
+        client = self._quotas.get(account.name)
+        if client is None:
+            options = self._options
+            client = CodexQuotaClient(
+                self._http.get,
+                options.usage_endpoint,
+                options.quota_cache_ms,
+                account.spec.credentials,
+            )
+            self._quotas[account.name] = client
+        return client
+
+    @staticmethod
+    def _observe(account: PoolAccount, snapshot: QuotaSnapshot | None) -> None:
+        if snapshot is not None:
+            account.observe(snapshot)
+
+    async def _read_quota(self, account: PoolAccount) -> None:
+        """A ``wham/usage`` reading of ``account`` (cached), fed to the pool; never raises."""
+        status = await self._quota_for(account).status()
+        self._observe(account, status.snapshot)
+
+    def _refresh_stale_readings(self) -> None:
+        """With a pool, read the quota of accounts whose reading is old, in the background
+        (a call never waits for it; an account with no reading yet counts as full)."""
+        if not self.pool.explicit:
+            return
+        stale_before = time.time() - self._options.quota_cache_ms / 1000
+        for account in self.pool.accounts:
+            snapshot = account.snapshot
+            if snapshot is not None and snapshot.observed_at >= stale_before:
+                continue
+            if account.name in self._readings:
+                continue
+            task = asyncio.ensure_future(self._read_quota(account))
+            self._readings[account.name] = task
+            task.add_done_callback(self._reading_done)
+
+    def _reading_done(self, task: asyncio.Task[None]) -> None:
+        for name, running in list(self._readings.items()):
+            if running is task:
+                del self._readings[name]
+
     # -- one call with its retry ------------------------------------------------------------
 
-    async def _credentials(self) -> CodexCredentials:
+    async def _credentials(self, account: PoolAccount | None = None) -> CodexCredentials:
+        chosen = account or self.pool.default
         try:
-            return await self._load_credentials()
+            credentials = await chosen.spec.credentials()
         except BridgeError as error:
             raise error.with_provider(self.name) from None
+        chosen.saw_credentials(credentials)
+        return credentials
 
     async def _prepare(
         self, request: ImageRequest, context: ProviderContext, default_model: str
@@ -190,21 +329,100 @@ class CodexHttpProvider(Provider):
         context: ProviderContext,
         inputs: CodexInputs,
         attempt: Attempt,
-    ) -> tuple[CallResult, int]:
-        """Run ``attempt`` until it succeeds or may not be repeated; returns (result, calls)."""
+    ) -> Served:
+        """Run ``attempt`` on the pool's accounts until one serves it or it may not move on."""
+        tried: list[Tried] = []
+        tally = _Tally()
+        self._refresh_stale_readings()
+        while True:
+            lease = await self._lease(context, tried, tally.calls)
+            began = time.monotonic()
+            states: list[CallState] = []
+            try:
+                result = await self._call_on(
+                    lease, request, context, inputs, attempt, states, tally
+                )
+            except BridgeError as error:
+                last = states[-1] if states else CallState()
+                refusal = lease.failed(
+                    error,
+                    answered=last.answered,
+                    output_seen=any(state.output_seen for state in states),
+                )
+                if refusal is None:
+                    raise self._on_account(error, lease, tried) from None
+                tried.append(Tried(lease.name, error, refusal, _ms_since(began)))
+                logger.info(
+                    "%s: account %s refused the call (%s); trying the next account",
+                    self.name,
+                    lease.name,
+                    refusal,
+                )
+                continue
+            except BaseException:
+                lease.abandon()
+                raise
+            else:
+                lease.succeeded()
+                return Served(result, tally.calls, tally.repeated, lease.name, tuple(tried))
+            finally:
+                lease.release()
+
+    async def _lease(
+        self, context: ProviderContext, tried: list[Tried], calls: int
+    ) -> AccountLease:
+        try:
+            return await self.pool.acquire(
+                self.name,
+                deadline=context.deadline,
+                cancellation=context.cancellation,
+                exclude=[entry.account for entry in tried],
+            )
+        except BridgeError as error:
+            if tried:
+                error.details["accounts_tried"] = [entry.to_dict() for entry in tried]
+                error.details["provider_attempts"] = calls
+            raise error.with_provider(self.name) from None
+
+    def _on_account(
+        self, error: BridgeError, lease: AccountLease, tried: list[Tried]
+    ) -> BridgeError:
+        """With a pool, say which account failed and which refused before it."""
+        if self.pool.explicit:
+            error.details["account"] = lease.name
+            if tried:
+                error.details["accounts_tried"] = [entry.to_dict() for entry in tried]
+        return error
+
+    async def _call_on(
+        self,
+        lease: AccountLease,
+        request: ImageRequest,
+        context: ProviderContext,
+        inputs: CodexInputs,
+        attempt: Attempt,
+        states: list[CallState],
+        tally: _Tally,
+    ) -> CallResult:
+        """Run ``attempt`` on one account until it succeeds or may not be repeated. Each
+        call's :class:`CallState` is appended to ``states``; ``tally`` counts the calls."""
         number = 0
         refreshed = False
         while True:
             number += 1
-            state = CallState()
+            tally.repeated = tally.repeated or number > 1
+            state = CallState(account=lease.account)
+            states.append(state)
             try:
-                return await self._attempt(attempt, state, context), number
+                return await self._attempt(attempt, state, context)
             except BridgeError as raw:
                 if not refreshed and self._refreshable(raw, state):
                     refreshed = True
                     await self._refresh_rejected(state)
                     continue
                 error = self._settle(raw, state, request, inputs)
+            finally:
+                tally.calls += 1 + state.extra_calls
             delay = self._retry.delay_before_next(
                 error,
                 number,
@@ -212,7 +430,7 @@ class CodexHttpProvider(Provider):
                 remaining_s=context.deadline.remaining(),
             )
             if delay is None:
-                error.details["provider_attempts"] = number
+                error.details["provider_attempts"] = tally.calls
                 raise error
             logger.warning(
                 "%s: transient upstream failure (%s), retrying once in %.3f s",
@@ -225,7 +443,7 @@ class CodexHttpProvider(Provider):
                     ErrorCode.CANCELLED,
                     "The generation was cancelled while waiting to retry a failed call.",
                     provider=self.name,
-                    details={"provider_attempts": number},
+                    details={"provider_attempts": tally.calls},
                 )
 
     def _refreshable(self, error: BridgeError, state: CallState) -> bool:
@@ -242,11 +460,13 @@ class CodexHttpProvider(Provider):
             and not state.answered
             and not state.output_seen
             and state.credentials is not None
-            and isinstance(self._load_credentials, RefreshingCredentialsLoader)
+            and state.account is not None
+            and isinstance(state.account.spec.credentials, RefreshingCredentialsLoader)
         )
 
     async def _refresh_rejected(self, state: CallState) -> None:
-        loader = self._load_credentials
+        assert state.account is not None
+        loader = state.account.spec.credentials
         assert isinstance(loader, RefreshingCredentialsLoader)
         assert state.credentials is not None
         refresh = loader.refresh_rejected
@@ -269,7 +489,7 @@ class CodexHttpProvider(Provider):
                 "The request deadline elapsed before the Codex call was sent.",
                 retryable=True,
             )
-        credentials = await self._credentials()
+        credentials = await self._credentials(state.account)
         state.credentials = credentials
         self.calls += 1
         return await self._guarded(attempt(credentials, state), state, context)
@@ -348,7 +568,8 @@ class CodexHttpProvider(Provider):
         except httpx.HTTPError as exc:
             raise transport_error(exc) from None
         try:
-            self.quota.update_from_headers(response.headers)
+            account = state.account or self.pool.default
+            self._observe(account, self._quota_for(account).update_from_headers(response.headers))
             state.request_id = upstream_request_id(response.headers)
             if not response.is_success:
                 body = await self._error_body(response)
@@ -401,15 +622,15 @@ class CodexHttpProvider(Provider):
         request: ImageRequest,
         context: ProviderContext,
         model: str,
-        result: CallResult,
-        calls: int,
+        served: Served,
         started: float,
     ) -> ImageResponse:
         elapsed = max(0, int((time.monotonic() - started) * 1000))
+        result = served.result
         image = result.image
         image.generation_ms = elapsed
         usage = result.usage.to_dict() if result.usage is not None else {}
-        return ImageResponse(
+        response = ImageResponse(
             id=context.request_id,
             created=int(time.time()),
             provider=self.name,
@@ -420,5 +641,36 @@ class CodexHttpProvider(Provider):
             revised_prompt=result.revised_prompt,
             usage=Usage.model_validate(usage),
             timings=Timings(provider_ms=elapsed, total_ms=elapsed),
-            warnings=[RETRY_WARNING] if calls > 1 else [],
+            warnings=[RETRY_WARNING] if served.repeated else [],
         )
+        if served.tried:
+            self._record_failover(response, model, served)
+        return response
+
+    def _record_failover(self, response: ImageResponse, model: str, served: Served) -> None:
+        """Each account that refused the call is a failed attempt; the switch of account is
+        a ``routing.account`` normalization (first account asked → the one that served)."""
+        response.attempts.extend(
+            ProviderAttempt(
+                provider=self.name,
+                model=model,
+                outcome=ProviderAttemptOutcome.FAILED,
+                error_code=entry.error.code,
+                duration_ms=entry.duration_ms,
+            )
+            for entry in served.tried
+            if not is_plan_model_refusal(entry.error)  # each refused carrier is one already
+        )
+        response.normalizations.append(
+            Normalization(
+                field="routing.account",
+                requested=served.tried[0].account,
+                effective=served.account,
+                reason=f"account_{served.tried[0].reason}_refused",
+            )
+        )
+        response.add_warning(ACCOUNT_FAILOVER_WARNING)
+
+
+def _ms_since(started: float) -> int:
+    return max(0, int((time.monotonic() - started) * 1000))

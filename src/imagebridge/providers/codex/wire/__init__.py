@@ -57,6 +57,7 @@ from imagebridge.providers.codex.wire._payload import (
     parse_json_body,
 )
 from imagebridge.providers.codex.wire._quota import (
+    IMAGE_LIMIT,
     QuotaSnapshot,
     QuotaWindow,
     parse_rate_limit_headers,
@@ -90,6 +91,7 @@ __all__ = [
     "DEFAULT_RESPONSES_ENDPOINT",
     "DEFAULT_RESPONSES_MODEL",
     "DEFAULT_RESPONSES_MODEL_FALLBACKS",
+    "IMAGE_LIMIT",
     "INPUT_MEDIA_TYPES",
     "MAX_BASE64_CHARS",
     "MAX_ERROR_BODY_BYTES",

@@ -26,6 +26,7 @@ from tests.support.codex_backend import (
     CodexBackend,
     CodexBridge,
     Route,
+    token_sha256,
     write_codex_auth,
 )
 
@@ -433,4 +434,60 @@ def test_the_separate_image_limit_is_shown_by_quota_and_doctor(
     assert doctor["status"] == "pass"
     assert doctor["details"]["image_limit_exhausted"] is True
     assert "image_gen.primary" in [window["name"] for window in doctor["details"]["windows"]]
+    assert_no_secrets(result.stdout, result.stderr)
+
+
+# -- an account pool ------------------------------------------------------------------------
+
+POOL_TOKENS = {"alpha": "tok-alpha-SECRET-quota-1", "beta": "tok-beta-SECRET-quota-2"}
+
+
+def pool_sets(cli: Cli) -> list[str]:
+    """Two pool accounts, each a codex home with its own token."""
+    sets: list[str] = []
+    for name, token in POOL_TOKENS.items():
+        home = cli.root / f"home-{name}"
+        write_codex_auth(home, access_token=token, account_id=f"acct-{name}-SECRET-quota")
+        sets += ["--set", f'accounts.pool.{name}.codex_home="{home}"']
+    return sets
+
+
+def test_with_a_pool_every_account_is_listed_without_secrets(
+    cli: Cli, codex_backend: CodexBackend
+) -> None:
+    codex_backend.login(POOL_TOKENS["beta"]).quota.image_used_percent = 60.0
+    env = codex_env(cli, codex_backend)
+    args = ("--json", *pool_sets(cli), "providers", "quota", "--provider", "codex-responses")
+    result = cli(*args, env=env)
+    assert result.code == 0, result.stderr
+    (item,) = result.json()["items"]
+    pool = item["accounts"]
+    assert (pool["policy"], pool["ready"]) == ("quota", 2)
+    alpha, beta = pool["accounts"]
+    assert (alpha["name"], beta["name"]) == ("alpha", "beta")
+    assert alpha["login"] == "codex_home" and alpha["login_id"].startswith("sha256:")
+    assert beta["quota"]["image_remaining_percent"] == 40.0
+    assert beta["quota"]["image_windows"][0]["limit"] == "image_gen"
+    assert {r.authorization_sha256 for r in codex_backend.requests_for("usage")} >= {
+        token_sha256(token) for token in POOL_TOKENS.values()
+    }
+    assert_no_secrets(result.stdout, result.stderr)
+    for secret in (*POOL_TOKENS.values(), "acct-alpha-SECRET-quota", "acct-beta-SECRET-quota"):
+        assert secret not in result.stdout + result.stderr
+
+
+def test_doctor_checks_every_pool_login_and_account(cli: Cli, codex_backend: CodexBackend) -> None:
+    env = codex_env(cli, codex_backend)
+    sets = pool_sets(cli)
+    (cli.root / "home-beta" / "auth.json").unlink()
+    cli.write("imagegen-bridge.toml", "version = 1\n")
+    result = cli("--json", *sets, "doctor", "--provider", "codex-responses", env=env)
+    checks = {c["name"]: c for c in result.json()["checks"]}
+    login = checks["codex_oauth"]
+    assert login["status"] == "warn"
+    assert login["details"]["accounts"] == {"alpha": "ok", "beta": "missing"}
+    accounts = checks["provider_accounts"]
+    assert accounts["status"] == "warn" and accounts["message"].endswith(
+        "1 of 2 pool accounts ready"
+    )
     assert_no_secrets(result.stdout, result.stderr)

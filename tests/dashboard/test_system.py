@@ -31,7 +31,23 @@ class QuotaProvider(FakeProvider):
                     {"name": "secondary", "used_percent": 7.0, "window_minutes": 10080},
                 ],
             },
-        }
+            "accounts": {
+                "pool": True,
+                "policy": "quota",
+                "ready": 1,
+                "accounts": [
+                    {"name": "work", "login": "own", "login_id": "sha256:0123456789ab",
+                     "ready": True, "in_flight": 1, "calls_24h": 7, "failures_24h": 1,
+                     "breaker": {"state": "closed"},
+                     "quota": {"image_remaining_percent": 64.0, "image_windows": [
+                         {"name": "image_gen.primary", "label": "1d",
+                          "resets_at": 1_900_000_000}]}},
+                    {"name": "personal", "login": "codex_home", "ready": False,
+                     "reason": "quota_exhausted", "ready_at": 1_900_000_000,
+                     "breaker": {"state": "closed"}, "quota": None},
+                ],
+            },
+        }  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +101,12 @@ def test_the_operator_view_summarizes_the_bridge(server: LiveServer, open_page: 
     expect(quota.locator("tbody tr")).to_have_count(2)
     expect(quota.locator("tbody tr").first).to_contain_text("42.5%")
     expect(quota.locator("tbody tr").first).to_contain_text("300 min")
+
+    accounts = summary.locator("table", has_text="Image quota left").locator("tbody tr")
+    expect(accounts).to_have_count(2)
+    expect(accounts.first).to_contain_text("sha256:0123456789ab")
+    expect(accounts.first).to_contain_text("64%")
+    expect(accounts.nth(1)).to_contain_text("quota_exhausted until")
 
     events = dialog.locator("#sys-events")
     expect(events).to_contain_text("/v1/jobs")

@@ -304,6 +304,27 @@ async def _quota(doctor: Doctor, app: Any, name: str) -> None:
         doctor.add("provider_quota", "warn", f"{name} quota is unavailable", reading.to_dict())
     else:
         doctor.add("provider_quota", "pass", f"{name} quota reported", reading.quota)
+    if reading.accounts is not None:
+        ready = reading.accounts.get("ready", 0)
+        total = len(reading.accounts.get("accounts", []))
+        status: Status = "pass" if ready == total else "warn" if ready else "fail"
+        message = f"{name}: {ready} of {total} pool accounts ready"
+        doctor.add("provider_accounts", status, message, reading.accounts)
+
+
+def _pool_logins(doctor: Doctor, config: BridgeConfig) -> None:
+    """Every pool account's login (read only): pass when all load, warn when some do."""
+    from imagebridge.cli.probes import pool_login_errors
+
+    errors = pool_login_errors(config)
+    details = {
+        name: "ok" if error is None else str(error.details.get("reason") or error.code.value)
+        for name, error in errors.items()
+    }
+    usable = sum(1 for error in errors.values() if error is None)
+    message = f"{usable} of {len(errors)} pool accounts have a usable ChatGPT login"
+    status: Status = "pass" if usable == len(errors) else "warn" if usable else "fail"
+    doctor.add("codex_oauth", status, message, {"accounts": details})
 
 
 def run_checks(ctx: CliContext, provider: str | None) -> tuple[Doctor, LoadedConfig | None]:
@@ -357,7 +378,9 @@ def run_checks(ctx: CliContext, provider: str | None) -> tuple[Doctor, LoadedCon
             "skip",
             "codex is not installed; only the disabled codex-app-server provider needs it",
         )
-    if oauth_needed(config):
+    if oauth_needed(config) and config.accounts.pool_accounts():
+        _pool_logins(doctor, config)
+    elif oauth_needed(config):
         login_error = oauth_error(ctx.env, config)
         if login_error is None:
             doctor.add("codex_oauth", "pass", "Codex ChatGPT login is present and protected")

@@ -111,6 +111,29 @@ def oauth_error(env: Mapping[str, str], config: BridgeConfig | None = None) -> B
     return None
 
 
+def pool_login_errors(config: BridgeConfig) -> dict[str, BridgeError | None]:
+    """Each enabled ``[accounts.pool.<name>]`` account → why its login cannot be used (or
+    ``None``). Read only, like :func:`oauth_error`: a check never spends a refresh token."""
+    from pathlib import Path
+
+    from imagebridge.application.logins import own_login
+    from imagebridge.providers.codex.auth import load_codex_credentials
+
+    found: dict[str, BridgeError | None] = {}
+    for name, account in config.accounts.pool_accounts().items():
+        if account.codex_home is not None:
+            home = Path(account.codex_home).expanduser()
+        else:
+            home = own_login(config.accounts, account.login or name).home
+        try:
+            load_codex_credentials(home)
+        except BridgeError as error:
+            found[name] = error
+        else:
+            found[name] = None
+    return found
+
+
 def codex_needed(config: BridgeConfig) -> bool:
     """Only the app-server transport runs the codex executable."""
     return config.providers.codex_app_server.enabled

@@ -9,7 +9,9 @@ Whatever the source, a reading is reduced to an allow-list of fields (plan type,
 names, used percent, window length, reset time, an error's code and message), so a token,
 an account id or an e-mail address can never reach the terminal, even from a provider or
 a bridge that put one in its diagnostics. A quota that cannot be read is a warning entry,
-never an exception.
+never an exception. With an account pool, each account is listed too (``accounts``: ready
+or why not, image windows with resets, breaker state, calls and failures over 24 hours),
+through an allow-list of its own; its login shows only as a short hash.
 """
 
 from __future__ import annotations
@@ -47,6 +49,24 @@ _QUOTA_FIELDS = (
     "observed_at",
 )
 _WINDOW_FIELDS = ("name", "limit", "label", "used_percent", "window_minutes", "resets_at")
+_POOL_FIELDS = ("policy", "min_remaining_percent", "ready")
+_ACCOUNT_FIELDS = (
+    "name",
+    "login",
+    "ready",
+    "reason",
+    "ready_at",
+    "weight",
+    "in_flight",
+    "max_concurrent",
+    "calls_24h",
+    "failures_24h",
+    "last_error",
+)
+_ACCOUNT_QUOTA_FIELDS = ("plan_type", "image_remaining_percent", "source", "observed_at")
+_BREAKER_FIELDS = ("state", "consecutive_failures", "retry_after_ms")
+MAX_ACCOUNTS = 64
+_SHORT_HASH_CHARS = len("sha256:") + 12
 _HOOK_FAILURES = {
     "timeout": ("timeout", "the provider did not report its quota in time"),
     "error": ("internal", "the provider's quota could not be read"),
@@ -61,6 +81,8 @@ class QuotaReading:
     status: QuotaState
     quota: dict[str, Any] | None = None
     warning: dict[str, str] | None = None
+    accounts: dict[str, Any] | None = None
+    """The account pool, when the provider draws from one."""
 
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"provider": self.provider, "status": self.status}
@@ -70,6 +92,8 @@ class QuotaReading:
             body["quota"] = self.quota
         if self.warning is not None:
             body["warning"] = self.warning
+        if self.accounts is not None:
+            body["accounts"] = self.accounts
         return body
 
 
@@ -100,12 +124,21 @@ async def read_quota(
     if failed is None:
         return reading
     return QuotaReading(
-        name, "unavailable", reading.quota, _warning_body(failed.code.value, failed.message)
+        name,
+        "unavailable",
+        reading.quota,
+        _warning_body(failed.code.value, failed.message),
+        reading.accounts,
     )
 
 
 async def _force_refresh(owner: object) -> BridgeError | None:
-    """Ask the owner's quota client for a new reading; the error if that failed."""
+    """Ask the owner for new readings (every account's, with a pool); the error if that
+    failed."""
+    refresh = getattr(owner, "refresh_quota", None)
+    if callable(refresh):
+        failed = await refresh()
+        return failed if isinstance(failed, BridgeError) else None
     client = getattr(owner, "quota", None)
     get = getattr(client, "get", None)
     if not callable(get):
@@ -126,6 +159,16 @@ def reading_from_detail(name: str, detail: object) -> QuotaReading:
     """
     if not isinstance(detail, Mapping):
         return QuotaReading(name, "not_reported")
+    reading = _reading(name, detail)
+    pool = detail.get("accounts")
+    if not isinstance(pool, Mapping):
+        return reading
+    return QuotaReading(
+        reading.provider, reading.status, reading.quota, reading.warning, _clean_pool(pool)
+    )
+
+
+def _reading(name: str, detail: Mapping[str, Any]) -> QuotaReading:
     quota = detail.get("quota")
     if not isinstance(quota, Mapping):
         reason = detail.get("reason")
@@ -150,6 +193,39 @@ def _warning(name: str, code: str, message: str) -> QuotaReading:
 
 def _warning_body(code: str, message: str) -> dict[str, str]:
     return {"code": code, "message": _text(message) or ""}
+
+
+def _clean_pool(raw: Mapping[str, Any]) -> dict[str, Any]:
+    cleaned: dict[str, Any] = {key: _scalar(raw[key]) for key in _POOL_FIELDS if key in raw}
+    accounts = raw.get("accounts")
+    cleaned["accounts"] = [
+        _clean_account(account)
+        for account in (accounts if isinstance(accounts, list) else [])[:MAX_ACCOUNTS]
+        if isinstance(account, Mapping)
+    ]
+    return cleaned
+
+
+def _clean_account(raw: Mapping[str, Any]) -> dict[str, Any]:
+    cleaned: dict[str, Any] = {key: _scalar(raw[key]) for key in _ACCOUNT_FIELDS if key in raw}
+    login_id = raw.get("login_id")
+    if isinstance(login_id, str) and login_id.startswith("sha256:"):
+        cleaned["login_id"] = login_id[:_SHORT_HASH_CHARS]  # a short hash, never more
+    breaker = raw.get("breaker")
+    if isinstance(breaker, Mapping):
+        cleaned["breaker"] = {k: _scalar(breaker[k]) for k in _BREAKER_FIELDS if k in breaker}
+    quota = raw.get("quota")
+    if isinstance(quota, Mapping):
+        kept: dict[str, Any] = {k: _scalar(quota[k]) for k in _ACCOUNT_QUOTA_FIELDS if k in quota}
+        windows = quota.get("image_windows")
+        if isinstance(windows, list):
+            kept["image_windows"] = [
+                {key: _scalar(window[key]) for key in _WINDOW_FIELDS if key in window}
+                for window in windows[:MAX_WINDOWS]
+                if isinstance(window, Mapping)
+            ]
+        cleaned["quota"] = kept
+    return cleaned
 
 
 def _clean_quota(raw: Mapping[str, Any]) -> dict[str, Any]:

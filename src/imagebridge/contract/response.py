@@ -47,6 +47,7 @@ KNOWN_WARNINGS = (
     # added by imagebridge (docs/providers.md)
     "responses_model_fallback_used",
     "c2pa_manifest_invalidated",
+    "account_failover_used",
 )
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse, SessionMetadata
-from imagebridge.engine.provider import Provider, ProviderContext
+from imagebridge.engine.provider import AccountCounters, Provider, ProviderContext
 
 __all__ = ["ProviderDecorator"]
 
@@ -42,6 +42,9 @@ class ProviderDecorator(Provider):
 
     def restart_count(self) -> int | None:
         return self.inner.restart_count()
+
+    def account_counters(self) -> list[AccountCounters]:
+        return self.inner.account_counters()
 
     async def shutdown(self) -> None:
         await self.inner.shutdown()

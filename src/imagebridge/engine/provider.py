@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the pixel layer (Pillow) stays unloaded for the interface a
     from imagebridge.imaging.inspect import ImageInfo
 
 __all__ = [
+    "AccountCounters",
     "EventSink",
     "Provider",
     "ProviderContext",
@@ -63,6 +64,18 @@ def diagnostics_owner(provider: object) -> Any:
             return current
         current = getattr(current, "inner", None)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class AccountCounters:
+    """One upstream account a provider spreads its calls over, for metrics: its configured
+    name (a label, never an identity), whether it takes calls now, and its call counts."""
+
+    account: str
+    ready: bool
+    in_flight: int
+    succeeded: int
+    failed: int
 
 
 @dataclass(slots=True)
@@ -144,6 +157,10 @@ class Provider(ABC):
     def restart_count(self) -> int | None:
         """Child-process restarts, for providers that run one; ``None`` otherwise."""
         return None
+
+    def account_counters(self) -> list[AccountCounters]:
+        """The upstream accounts this provider spreads calls over (none by default)."""
+        return []
 
     async def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Release resources; called once when the bridge stops."""

@@ -3,8 +3,8 @@
 Counters and histograms are kept here as plain numbers and rendered by a custom
 collector, so the families, label sets and ``le`` spellings are exactly the original's
 and every app (and every test server) has its own registry. Gauges for queue depth and
-circuit breakers are read from the runtime at scrape time. Labels hold provider names
-and error codes only — never prompts, tokens or ids.
+circuit breakers are read from the runtime at scrape time. Labels hold provider names,
+configured account names and error codes only — never prompts, tokens or ids.
 """
 
 from __future__ import annotations
@@ -210,3 +210,38 @@ class BridgeMetrics(Collector):
         yield state
         yield rejections
         yield transitions
+        yield from self._account_families()
+
+    def _account_families(self) -> Iterator[Metric]:
+        """Per upstream account (an account pool): only when some provider has accounts."""
+        rows = [
+            (provider.name, counters)
+            for provider in self._providers()
+            for counters in provider.account_counters()
+        ]
+        if not rows:
+            return
+        labels = ("provider", "account")
+        calls = CounterMetricFamily(
+            "imagegen_bridge_account_calls",
+            "Upstream calls per pool account, by result.",
+            labels=(*labels, "result"),
+        )
+        ready = GaugeMetricFamily(
+            "imagegen_bridge_account_ready",
+            "Whether a pool account takes calls now (1) or is skipped (0).",
+            labels=labels,
+        )
+        in_flight = GaugeMetricFamily(
+            "imagegen_bridge_account_in_flight",
+            "Upstream calls running on a pool account.",
+            labels=labels,
+        )
+        for provider, counters in sorted(rows, key=lambda row: (row[0], row[1].account)):
+            calls.add_metric([provider, counters.account, "success"], float(counters.succeeded))
+            calls.add_metric([provider, counters.account, "error"], float(counters.failed))
+            ready.add_metric([provider, counters.account], 1.0 if counters.ready else 0.0)
+            in_flight.add_metric([provider, counters.account], float(counters.in_flight))
+        yield calls
+        yield ready
+        yield in_flight

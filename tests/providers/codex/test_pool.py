@@ -327,3 +327,20 @@ async def test_without_a_pool_nothing_changes(codex_bridge: CodexBridge) -> None
     response = await codex_bridge.run()  # a single account is never skipped
     assert response.data
     assert "accounts" not in await codex_bridge.provider().diagnostics()
+
+
+async def test_metrics_label_each_account(pool_bridge: Any) -> None:
+    from imagebridge.server.metrics import BridgeMetrics
+
+    bridge = await pool_bridge()
+    bridge.backend.login(TOKENS["beta"]).script("http_500", "http_500")
+    await bridge.run()  # alpha
+    await bridge.fail()  # beta, after its one retry
+    text = BridgeMetrics(bridge.runtime, lambda: bridge.app.providers).render().decode()
+
+    calls_total = "imagegen_bridge_account_calls_total"
+    assert calls_total + '{account="alpha",provider="codex-responses",result="success"} 1.0' in text
+    assert calls_total + '{account="beta",provider="codex-responses",result="error"} 1.0' in text
+    assert 'imagegen_bridge_account_ready{account="alpha",provider="codex-responses"} 1.0' in text
+    for secret in (*TOKENS.values(), *ACCOUNT_IDS.values()):
+        assert secret not in text

@@ -46,7 +46,7 @@ from imagebridge.contract.response import (
     Usage,
 )
 from imagebridge.engine.interruption import wait_unless_interrupted
-from imagebridge.engine.provider import Provider, ProviderContext, inline_image
+from imagebridge.engine.provider import AccountCounters, Provider, ProviderContext, inline_image
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
 from imagebridge.providers.codex.auth import (
     CodexCredentials,
@@ -199,21 +199,20 @@ class CodexHttpProvider(Provider):
 
     async def check_ready(self) -> None:
         """Ready when a login loads (no network call): the account's, or with a pool any
-        account's (the others are then skipped for the refusal cooldown)."""
+        account's; every pool account whose login does not load is skipped for the
+        refusal cooldown."""
         if not self.pool.explicit:
             await self._credentials()
             return
-        first: BridgeError | None = None
+        failures: list[BridgeError] = []
         for account in self.pool.accounts:
             try:
                 await self._credentials(account)
             except BridgeError as error:
                 self.pool.login_failed(account, error)
-                first = first or error
-            else:
-                return
-        assert first is not None
-        raise first
+                failures.append(error)
+        if len(failures) == len(self.pool.accounts):
+            raise failures[0]
 
     async def diagnostics(self) -> dict[str, Any]:
         """The plan's usage windows (cached; read from ``wham/usage`` when stale); with a
@@ -232,6 +231,21 @@ class CodexHttpProvider(Provider):
         if self.pool.explicit:
             body["accounts"] = self.pool.describe(self.name)
         return body
+
+    def account_counters(self) -> list[AccountCounters]:
+        """With a pool, each account's counters (the metrics' ``account`` label)."""
+        return self.pool.counters(self.name) if self.pool.explicit else []
+
+    async def refresh_quota(self) -> BridgeError | None:
+        """New ``wham/usage`` readings now, for every account (``providers quota
+        --refresh``); the first failure, if any (the other readings are still taken)."""
+        failed: BridgeError | None = None
+        for account in self.pool.accounts:
+            try:
+                self._observe(account, await self._quota_for(account).get(force=True))
+            except BridgeError as error:
+                failed = failed or error.with_provider(self.name)
+        return failed
 
     async def shutdown(self) -> None:
         readings = list(self._readings.values())
@@ -252,7 +266,7 @@ class CodexHttpProvider(Provider):
                 self._http.get,
                 options.usage_endpoint,
                 options.quota_cache_ms,
-                account.spec.credentials,
+                account.load_credentials,
             )
             self._quotas[account.name] = client
         return client
@@ -293,11 +307,9 @@ class CodexHttpProvider(Provider):
     async def _credentials(self, account: PoolAccount | None = None) -> CodexCredentials:
         chosen = account or self.pool.default
         try:
-            credentials = await chosen.spec.credentials()
+            return await chosen.load_credentials()
         except BridgeError as error:
             raise error.with_provider(self.name) from None
-        chosen.saw_credentials(credentials)
-        return credentials
 
     async def _prepare(
         self, request: ImageRequest, context: ProviderContext, default_model: str

@@ -124,6 +124,8 @@ class PoolAccount:
         self.breakers: dict[str, CircuitBreaker] = {}
         self.in_flight = 0
         self.counts: dict[str, RollingCounts] = {}
+        self.totals: dict[str, list[int]] = {}
+        """Per transport: [succeeded, failed] calls since the bridge started (metrics)."""
         self.last_error: dict[str, str] = {}
         self.identity: str | None = None
         """``sha256:`` + 12 hex digits of the account id (or token), once a login was read."""
@@ -141,6 +143,12 @@ class PoolAccount:
 
     # -- what was learnt ---------------------------------------------------------------------
 
+    async def load_credentials(self) -> CodexCredentials:
+        """The account's login, read now (an own login is refreshed first when due)."""
+        credentials = await self.spec.credentials()
+        self.saw_credentials(credentials)
+        return credentials
+
     def saw_credentials(self, credentials: CodexCredentials) -> None:
         identity = credentials.account_id or credentials.access_token
         self.identity = short_hash(identity)
@@ -156,6 +164,7 @@ class PoolAccount:
     def record(self, provider: str, *, error_code: str | None) -> None:
         now = self._clock()
         self.counts.setdefault(provider, RollingCounts()).add(now, failed=error_code is not None)
+        self.totals.setdefault(provider, [0, 0])[0 if error_code is None else 1] += 1
         if error_code is None:
             self.last_error.pop(provider, None)
         else:

@@ -36,7 +36,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.breaker import BreakerConfig, BreakerPermit
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.interruption import wait_unless_interrupted
-from imagebridge.providers.codex.auth import CodexCredentials
+from imagebridge.engine.provider import AccountCounters
 from imagebridge.providers.codex.pool.account import AccountSpec, Blocker, PoolAccount
 from imagebridge.providers.codex.pool.failover import Refusal, refusal_of
 
@@ -85,12 +85,6 @@ class AccountLease:
     @property
     def name(self) -> str:
         return self.account.name
-
-    async def credentials(self) -> CodexCredentials:
-        """The account's login, read now (an own login is refreshed first when due)."""
-        credentials = await self.account.spec.credentials()
-        self.account.saw_credentials(credentials)
-        return credentials
 
     def succeeded(self) -> None:
         self.account.record(self.provider, error_code=None)
@@ -387,6 +381,20 @@ class AccountPool:
         details["retry_after_ms"] = max(0, math.ceil((earliest - now) * 1000))
 
     # -- diagnostics ---------------------------------------------------------------------------
+
+    def counters(self, provider: str) -> list[AccountCounters]:
+        """Per account, for metrics: ready now, in flight, calls since start."""
+        blocked = self.blockers(provider)
+        return [
+            AccountCounters(
+                account=account.name,
+                ready=account.name not in blocked,
+                in_flight=account.in_flight,
+                succeeded=account.totals.get(provider, [0, 0])[0],
+                failed=account.totals.get(provider, [0, 0])[1],
+            )
+            for account in self.accounts
+        ]
 
     def describe(self, provider: str) -> dict[str, Any]:
         """The pool as one transport sees it (never a token, e-mail or whole account id)."""

@@ -67,6 +67,13 @@ function renderSummary(diagnostics) {
     if (!(snapshot.windows || []).length) windows.push([name, quota.status || "unavailable", "–", "–", quota.error ? quota.error.message : "–"]);
   }
   if (windows.length) parts.push(h("h4", { text: "Quota windows" }), table(["Provider", "Window", "Used", "Length", "Resets"], windows));
+  const accounts = accountRows(diagnostics.providers_detail || {});
+  if (accounts.length) {
+    parts.push(
+      h("h4", { text: "Accounts" }),
+      table(["Provider", "Account", "Login", "State", "Image quota left", "Image resets", "Breaker", "In flight", "Calls (24 h)", "Failures (24 h)"], accounts),
+    );
+  }
   $("sys-summary").replaceChildren(...parts);
   $("sys-events").replaceChildren(
     diagnostics.events.items.length
@@ -74,6 +81,27 @@ function renderSummary(diagnostics) {
       : h("p", { class: "muted", text: "No requests recorded yet." }),
   );
   renderProvenance(diagnostics);
+}
+
+// One row per pool account and transport (providers_detail.<provider>.accounts): ready or
+// why not, the image windows, the breaker, the calls of the last 24 hours. The login shows
+// only as the short hash the bridge sends.
+function accountRows(details) {
+  const rows = [];
+  for (const [name, detail] of Object.entries(details)) {
+    const pool = detail && detail.accounts;
+    if (!pool || !Array.isArray(pool.accounts)) continue;
+    for (const account of pool.accounts) {
+      const quota = account.quota || {};
+      const windows = quota.image_windows || [];
+      const resets = windows.map((window) => (window.resets_at ? `${window.label || window.name} ${formatTime(window.resets_at)}` : "")).filter(Boolean).join(", ");
+      const state = account.ready ? "ready" : `${account.reason || "not ready"}${account.ready_at ? ` until ${formatTime(account.ready_at)}` : ""}`;
+      const left = quota.image_remaining_percent ?? null;
+      const breaker = account.breaker || {};
+      rows.push([name, account.name, `${account.login}${account.login_id ? ` · ${account.login_id}` : ""}`, state, left === null ? "–" : `${left}%`, resets || "–", breaker.state || "–", String(account.in_flight ?? 0), String(account.calls_24h ?? 0), String(account.failures_24h ?? 0)]);
+    }
+  }
+  return rows;
 }
 
 function renderProvenance(diagnostics) {

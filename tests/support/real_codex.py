@@ -18,6 +18,9 @@ How it fits together:
   ``codex app-server`` with stdin/stdout passed straight through and
   ``CODEX_CA_CERTIFICATE`` trusting the mock. Without the namespace, dead HTTP(S) proxy
   settings catch any request that is not for 127.0.0.1.
+* With ``--home-from-env`` the launcher uses the ``CODEX_HOME`` the bridge gave the child
+  (one home per pool account, each prepared by :meth:`RealCodexHarness.add_home`), so
+  several accounts can run their own codex; every logged request names its home.
 * The mock's behaviour for ``/responses`` is read from ``<state>/mode`` at each request
   (``auto``: the ``image_gen.imagegen`` function-call flow plus the images API;
   ``policy``: ``response.failed`` with a content-policy error; ``http429``), so a test can
@@ -349,8 +352,9 @@ def _after_tool_output(body: dict[str, Any]) -> bool:
 class MockCodexBackend:
     """A loopback HTTPS stand-in for ``chatgpt.com/backend-api`` as codex 0.169 uses it."""
 
-    def __init__(self, state: Path, cert: Path, key: Path) -> None:
+    def __init__(self, state: Path, cert: Path, key: Path, home: str = "") -> None:
         self.state = state
+        self.home = home
         self._counter = 0
         self._lock = threading.Lock()
         backend = self
@@ -400,6 +404,7 @@ class MockCodexBackend:
             "path": handler.path,
             "headers": _redact_headers(handler.headers),
             "mode": self.mode(),
+            "home": self.home,
         }
         if body is not None:
             entry["tools"] = _tool_names(body)
@@ -571,7 +576,7 @@ def _die_with_parent() -> None:
 
 def launch(home: Path, state: Path, codex: Path, args: list[str]) -> int:
     """Start the mock, write the config for its port, run codex with our stdio."""
-    backend = MockCodexBackend(state, home / "tls.crt", home / "tls.key")
+    backend = MockCodexBackend(state, home / "tls.crt", home / "tls.key", home.name)
     write_config(home, backend.origin)
     (state / "origin").write_text(backend.origin, encoding="utf-8")
     env = dict(os.environ)
@@ -616,17 +621,22 @@ class RealCodexHarness:
         self.home = self.root / "codex-home"
         self.state = self.root / "mock-state"
         self.workdir = self.root / "work"
+        self.homes: list[Path] = [self.home]
         for folder in (self.home, self.state, self.workdir):
             folder.mkdir(parents=True, exist_ok=True)
         write_auth(self.home)
         make_certificate(self.home)
         self.set_mode("auto")
-        self.wrapper = self.root / "codex-wrapper"
+        self.wrapper = self._wrapper("codex-wrapper", "--home", str(self.home))
+        self.pool_wrapper = self._wrapper("codex-pool-wrapper", "--home-from-env")
+        """For pool accounts: runs codex in the ``CODEX_HOME`` the bridge sets."""
+
+    def _wrapper(self, name: str, *home: str) -> Path:
         command = [
             sys.executable,
             str(Path(__file__).resolve()),
             "launch",
-            "--home", str(self.home),
+            *home,
             "--state", str(self.state),
             "--codex", str(self.binary),
             "--",
@@ -634,8 +644,19 @@ class RealCodexHarness:
         if self.isolated_network:
             command.insert(0, str(LOOPBACK_ONLY))
         quoted = " ".join(_shell_quote(part) for part in command)
-        self.wrapper.write_text(f'#!/bin/sh\nexec {quoted} "$@"\n', encoding="utf-8")
-        self.wrapper.chmod(0o755)
+        wrapper = self.root / name
+        wrapper.write_text(f'#!/bin/sh\nexec {quoted} "$@"\n', encoding="utf-8")
+        wrapper.chmod(0o755)
+        return wrapper
+
+    def add_home(self, name: str) -> Path:
+        """Another codex home (a pool account's): a login and the mock's certificate."""
+        home = self.root / name
+        home.mkdir(parents=True, exist_ok=True)
+        write_auth(home)
+        make_certificate(home)
+        self.homes.append(home)
+        return home
 
     def set_mode(self, mode: str) -> None:
         """``auto`` | ``policy`` | ``http429`` — read by the mock at each /responses call."""
@@ -681,7 +702,8 @@ class RealCodexHarness:
         """Started PIDs still alive, plus any process still carrying this CODEX_HOME."""
         started = {pid for pids in self.started_pids().values() for pid in pids}
         alive = {pid for pid in started if _alive(pid)}
-        return sorted(alive | set(processes_with_home(self.home)))
+        carrying = {pid for home in self.homes for pid in processes_with_home(home)}
+        return sorted(alive | carrying)
 
     async def assert_no_process_left(self, timeout: float = 5.0) -> None:
         """Fail (after killing them) if any process this test started outlives it.
@@ -713,13 +735,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("launch", help="run codex behind the mock backend (stdio passthrough)")
-    run.add_argument("--home", type=Path, required=True)
+    where = run.add_mutually_exclusive_group(required=True)
+    where.add_argument("--home", type=Path)
+    where.add_argument("--home-from-env", action="store_true", help="use $CODEX_HOME")
     run.add_argument("--state", type=Path, required=True)
     run.add_argument("--codex", type=Path, required=True)
     run.add_argument("args", nargs=argparse.REMAINDER)
     parsed = parser.parse_args(argv)
     args = parsed.args[1:] if parsed.args[:1] == ["--"] else parsed.args
-    return launch(parsed.home, parsed.state, parsed.codex, args)
+    home = Path(os.environ["CODEX_HOME"]) if parsed.home_from_env else parsed.home
+    return launch(home, parsed.state, parsed.codex, args)
 
 
 if __name__ == "__main__":

@@ -166,9 +166,7 @@ def build_codex_responses(config: BridgeConfig) -> CodexBuild:
         image_limits=image_limits(config),
     )
     return CodexBuild(
-        provider=CodexResponsesProvider(
-            options, pool=codex_pool(config)
-        ),
+        provider=CodexResponsesProvider(options, pool=codex_pool(config)),
         max_outputs=table.max_outputs,
         max_parallel_outputs=table.max_parallel_outputs_value,
     )
@@ -188,9 +186,7 @@ def build_codex_images(config: BridgeConfig) -> CodexBuild:
         image_limits=image_limits(config),
     )
     return CodexBuild(
-        provider=CodexImagesProvider(
-            options, pool=codex_pool(config)
-        ),
+        provider=CodexImagesProvider(options, pool=codex_pool(config)),
         max_outputs=table.max_outputs,
         max_parallel_outputs=table.max_parallel_outputs_value,
     )

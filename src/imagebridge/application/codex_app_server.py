@@ -7,7 +7,8 @@ schema, pool and password come from the ``server.jobs.postgres_*`` keys, so that
 bridge instance shares the bindings. Input images are staged under
 ``<session_database folder>/codex-staging`` (``<data dir>/codex-staging`` for a URL: staging
 is always local) after the engine loaded them (:mod:`.inputs`); every image bound comes from
-``artifacts.image``.
+``artifacts.image``. With ``[accounts.pool]`` each account with a codex home runs its own
+child (the pool is the one the HTTP transports use).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from imagebridge.application.codex import CodexBuild
+from imagebridge.application.codex import CodexBuild, codex_pool
 from imagebridge.application.inputs import image_limits
 from imagebridge.config.model import BridgeConfig, CodexAppServerSettings
 from imagebridge.config.paths import default_data_dir
@@ -87,6 +88,7 @@ def build_codex_app_server_provider(
         open_sessions,
         staging_root=staging_root(settings),
         settings=AppServerProviderSettings(codex_model=settings.codex_model, image_limits=limits),
+        pool=codex_pool(config),
     )
     return CodexBuild(
         provider=provider,

@@ -132,4 +132,5 @@ class BridgeHarness:
             os.kill(pid, signal.SIGKILL)
         assert not leftovers, f"fake codex processes outlived the test: {leftovers}"
         for app in self.apps:
-            assert_reaped(self.provider(app).client.spawned_pids)
+            for client in self.provider(app).clients:
+                assert_reaped(client.spawned_pids)

@@ -165,3 +165,51 @@ async def test_policy_and_429_failures_map_to_their_codes(
     assert decoded(response.data[0].b64_json) == MOCK_PNG
     assert BridgeHarness.provider(app).restart_count() == 0
     assert_only_the_mock_was_contacted(real)
+
+
+async def test_two_pool_accounts_each_run_their_own_codex(
+    tmp_path: Path, real: RealCodexHarness
+) -> None:
+    """The real codex, once per account: a fan-out spreads over both children, and a
+    persistent session's turns all run in the home that holds its thread."""
+    homes = {name: real.add_home(f"home-{name}") for name in ("alpha", "beta")}
+    config = load_config(
+        env={"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path / "pool-data")},
+        sets=[
+            f'default_provider="{PROVIDER}"',
+            "providers.codex_responses.enabled=false",
+            "providers.mock.enabled=false",
+            f'providers.codex_app_server.executable="{real.pool_wrapper}"',
+            f'providers.codex_app_server.cwd="{real.workdir}"',
+            "providers.codex_app_server.rpc_timeout_ms=30000",
+            *(f'accounts.pool.{name}.codex_home="{home}"' for name, home in homes.items()),
+        ],
+        cwd=tmp_path,
+    ).require_valid()
+    application = build_application(config)
+    provider = BridgeHarness.provider(application)
+    try:
+        fanned = await application.runtime.execute(image_request(parameters={"n": 2}))
+        assert [decoded(image.b64_json) for image in fanned.data] == [MOCK_PNG, MOCK_PNG]
+        generations = [r for r in real.requests() if r["path"].endswith("/images/generations")]
+        assert sorted(r["home"] for r in generations) == ["home-alpha", "home-beta"]
+
+        session: dict[str, Any] = {"session": {"mode": "persistent", "key": "pool-poster"}}
+        first = await application.runtime.execute(image_request(**session))
+        second = await application.runtime.execute(image_request(**session))
+        assert first.session is not None and second.session is not None
+        assert second.session.reused and second.session.thread_id == first.session.thread_id
+        turns = [
+            r
+            for r in real.requests()
+            if r["path"].endswith("/codex/responses")
+            and r["headers"].get("thread-id") == first.session.thread_id
+        ]
+        assert len({r["home"] for r in turns}) == 1, "the session's turns stayed on one account"
+        assert {client.codex_home for client in provider.clients} == set(homes.values())
+        assert_only_the_mock_was_contacted(real)
+    finally:
+        await application.aclose()
+        for client in provider.clients:
+            assert_reaped(client.spawned_pids)
+        await real.assert_no_process_left()

@@ -21,6 +21,9 @@ Scenario keys (all optional)::
     on_method          {method: "oversize" | "malformed" | "non_object" | "crash"}
     oversize_bytes     size of the oversize line (default 2 MiB)
     turns              [turn, ...] used in order, across restarts
+    by_home            {CODEX_HOME folder name: {key: value}}: overrides for the child
+                       started with that home (one account of a pool); its ``turns``
+                       are counted per home
     default_turn       turn used when ``turns`` is exhausted (default {"mode": "result"})
 
 A turn is ``{"mode": ..., ...}`` (optional ``delay_seconds``: time the image takes, cut
@@ -102,6 +105,13 @@ class FakeCodex:
         self.state = Path(os.environ.get("FAKE_CODEX_STATE", str(default_state)))
         self.state.mkdir(parents=True, exist_ok=True)
         self.codex_home = Path(os.environ.get("CODEX_HOME", str(self.state / "codex-home")))
+        # Threads live in their codex home, as real codex keeps them (one home per account).
+        self.threads_dir = self.state if "CODEX_HOME" not in os.environ else self.codex_home
+        self.home_name = self.codex_home.name
+        override = self.scenario.get("by_home", {}).get(self.home_name)
+        if isinstance(override, dict):
+            self.scenario = {**self.scenario, **override}
+        self.turn_counter = "turn_index" if not override else f"turn_index-{self.home_name}"
         self.lock = threading.Lock()
         self.threads: dict[str, dict[str, Any]] = self._load_threads()
         self.waiting: dict[Any, tuple[threading.Event, list[Any]]] = {}
@@ -112,14 +122,15 @@ class FakeCodex:
     # -- persistence ---------------------------------------------------------------------
 
     def _load_threads(self) -> dict[str, dict[str, Any]]:
-        path = self.state / "threads.json"
+        path = self.threads_dir / "threads.json"
         if path.exists():
             return dict(json.loads(path.read_text(encoding="utf-8")))
         return {}
 
     def _save_threads(self) -> None:
         durable = {k: v for k, v in self.threads.items() if not v.get("ephemeral")}
-        path = self.state / "threads.json"
+        self.threads_dir.mkdir(parents=True, exist_ok=True)
+        path = self.threads_dir / "threads.json"
         path.write_text(json.dumps(durable), encoding="utf-8")
 
     def _bump(self, name: str) -> int:
@@ -129,7 +140,7 @@ class FakeCodex:
         return value
 
     def log(self, entry: dict[str, Any]) -> None:
-        entry = {"run": self.run, "pid": os.getpid(), **entry}
+        entry = {"run": self.run, "pid": os.getpid(), "home": self.home_name, **entry}
         with self.lock, (self.state / "log.jsonl").open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
 
@@ -322,7 +333,7 @@ class FakeCodex:
         thread["turns"] += 1
         self._save_threads()
         turns = self.scenario.get("turns", [])
-        index = self._bump("turn_index") - 1
+        index = self._bump(self.turn_counter) - 1
         spec = (
             turns[index]
             if index < len(turns)

@@ -83,6 +83,8 @@ class _Failure:
 
     def error(self, details: Mapping[str, Any]) -> BridgeError:
         merged = {**details, "limit": self.limit} if self.limit is not None else dict(details)
+        if self.limit == "usage":  # the plan's quota, as the HTTP transports mark it
+            merged["quota_exhausted"] = True
         if self.code is ErrorCode.SAFETY_REJECTED:
             return BridgeError.safety_rejected(self.message, **merged)
         return BridgeError(
@@ -223,7 +225,11 @@ def classify_image_failure(
                 details={"upstream_code": _safe(kind)},
             )
         return None
-    details: dict[str, Any] = {"upstream_code": "usageLimitExceeded", "limit": "image_usage"}
+    details: dict[str, Any] = {
+        "upstream_code": "usageLimitExceeded",
+        "limit": "image_usage",
+        "quota_exhausted": True,
+    }
     limit_id = failure.get("limitId")
     if isinstance(limit_id, str) and limit_id:
         details["limit_id"] = _safe(limit_id)

@@ -16,6 +16,11 @@ interrupted before the error is returned.
 
 The child process starts lazily (first readiness probe or request) and a dead child is
 replaced on the next call; the call that saw it die gets an ``unknown`` outcome.
+
+With an account pool (:mod:`.accounts`) each account has its own child; a call runs on
+the account the pool picks, a persistent session on the account it is bound to. An
+isolated call refused at the door (the login, or the plan's quota before any image)
+moves to the next account; a session's call never does.
 """
 
 from __future__ import annotations
@@ -25,23 +30,39 @@ import base64
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 from imagebridge._version import __version__
+from imagebridge.contract.accounts import DEFAULT_ACCOUNT
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
-from imagebridge.contract.enums import Operation, SessionMode
+from imagebridge.contract.enums import Operation, ProviderAttemptOutcome, SessionMode
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import ProgressEvent, StartedEvent
 from imagebridge.contract.request import ImageRequest
-from imagebridge.contract.response import ImageResponse, SessionMetadata, Timings
+from imagebridge.contract.response import (
+    ImageResponse,
+    Normalization,
+    ProviderAttempt,
+    SessionMetadata,
+    Timings,
+)
 from imagebridge.engine.inputs import LoadedImage
 from imagebridge.engine.interruption import wait_unless_interrupted
-from imagebridge.engine.provider import Provider, ProviderContext, inline_image
+from imagebridge.engine.provider import AccountCounters, Provider, ProviderContext, inline_image
 from imagebridge.engine.sessions import SessionBindings
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
+from imagebridge.providers.codex.auth import load_codex_credentials_async
+from imagebridge.providers.codex.pool import AccountLease, AccountPool, AccountSpec
+from imagebridge.providers.codex_app_server.accounts import (
+    AccountClients,
+    decode_binding,
+    encode_binding,
+)
 from imagebridge.providers.codex_app_server.capabilities import (
     DEFAULT_IMAGE_MODEL,
     MAX_INPUT_BYTES_EACH,
@@ -76,6 +97,15 @@ SessionStoreOpener = Callable[[], Awaitable[SessionBindings]]
 """Opens the session store on first use (opening SQLite is asynchronous)."""
 
 _INTERRUPTED_STATUSES = frozenset({"interrupted", "failed"})
+_MAX_THREAD_HOMES = 4096
+_FAILOVER_WARNING = "account_failover_used"
+
+
+@dataclass(slots=True)
+class _Progress:
+    """How far one call on one account got (whether it may move to another account)."""
+
+    turn_started: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +158,19 @@ class CodexAppServerProvider(Provider):
         staging_root: Path,
         settings: AppServerProviderSettings | None = None,
         client: AppServerClient | None = None,
+        pool: AccountPool | None = None,
     ) -> None:
         self.options = options
         self.settings = settings or AppServerProviderSettings()
         self._client = client or AppServerClient(options)
+        if pool is None:
+            home = partial(load_codex_credentials_async, options.codex_home)
+            pool = AccountPool.single(AccountSpec(DEFAULT_ACCOUNT, home))
+        self.pool = pool
+        """The accounts this provider's turns run on (shared with the HTTP transports)."""
+        self._clients = AccountClients(options, pool, self._client, PROVIDER_NAME)
+        self._thread_homes: OrderedDict[str, str] = OrderedDict()
+        """Thread id → the account whose child created or resumed it (this process)."""
         if callable(session_store):
             self._store: SessionBindings | None = None
             self._open_store: SessionStoreOpener | None = session_store
@@ -168,7 +207,13 @@ class CodexAppServerProvider(Provider):
 
     @property
     def client(self) -> AppServerClient:
-        return self._client
+        """The (first) account's child."""
+        return self._clients.default
+
+    @property
+    def clients(self) -> list[AppServerClient]:
+        """Every child made so far (one per account that was used)."""
+        return self._clients.started()
 
     @property
     def staging_root(self) -> Path:
@@ -186,12 +231,41 @@ class CodexAppServerProvider(Provider):
         """Signed in and image generation available (``account/read`` + capabilities).
 
         Each call is bounded by ``rpc_timeout_ms``, the whole probe (including a first
-        spawn and handshake) by ``readiness_timeout_ms``.
+        spawn and handshake) by ``readiness_timeout_ms``. With a pool every served
+        account's child is probed; one ready account makes the provider ready, and an
+        account whose login codex refuses is skipped for the refusal cooldown.
         """
+        if not self.pool.explicit:
+            await self._probe(self._client)
+            return
+        accounts = self._clients.served()
+        if not accounts:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "No pool account has a codex home for codex-app-server (own logins are "
+                "not given to a codex child).",
+                provider=self.name,
+                suggestions=("Add an account with codex_home to [accounts.pool].",),
+            )
+        results = await asyncio.gather(
+            *(self._probe(self._clients.for_account(a)) for a in accounts),
+            return_exceptions=True,
+        )
+        failures: list[BridgeError] = []
+        for account, result in zip(accounts, results, strict=True):
+            if isinstance(result, BridgeError):
+                self.pool.login_failed(account, result)
+                failures.append(result)
+            elif isinstance(result, BaseException):
+                raise result
+        if len(failures) == len(accounts):
+            raise failures[0]
+
+    async def _probe(self, client: AppServerClient) -> None:
         budget = self.settings.readiness_timeout_ms / 1000
         try:
             async with asyncio.timeout(budget):
-                await self._client.check_ready()
+                await client.check_ready()
         except TimeoutError:
             raise BridgeError(
                 ErrorCode.TIMEOUT,
@@ -204,7 +278,17 @@ class CodexAppServerProvider(Provider):
             raise error.with_provider(self.name) from None
 
     def restart_count(self) -> int:
-        return self._client.restart_count()
+        return sum(client.restart_count() for client in self._clients.started())
+
+    def account_counters(self) -> list[AccountCounters]:
+        """With a pool, each account's counters (the metrics' ``account`` label)."""
+        return self.pool.counters(self.name) if self.pool.explicit else []
+
+    async def diagnostics(self) -> dict[str, Any]:
+        """With a pool, every account as this transport sees it (no quota of its own)."""
+        if not self.pool.explicit:
+            return {"provider": self.name}
+        return {"provider": self.name, "accounts": self.pool.describe(self.name)}
 
     # -- sessions ------------------------------------------------------------------------
 
@@ -218,9 +302,10 @@ class CodexAppServerProvider(Provider):
             return self._store
 
     async def get_session(self, key: str) -> SessionMetadata:
-        thread_id = await (await self._sessions()).get(key)
-        if thread_id is None:
+        bound = await (await self._sessions()).get(key)
+        if bound is None:
             raise _session_not_found(self.name)
+        _, thread_id = decode_binding(bound)
         return SessionMetadata(key=key, thread_id=thread_id, reused=True)
 
     async def delete_session(self, key: str) -> None:
@@ -245,7 +330,8 @@ class CodexAppServerProvider(Provider):
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         try:
-            await self._client.shutdown()
+            for client in self._clients.started():
+                await client.shutdown()
         finally:
             if self._open_store is not None and self._store is not None:
                 store, self._store = self._store, None
@@ -290,19 +376,132 @@ class CodexAppServerProvider(Provider):
                 )
             except OSError as error:  # housekeeping only: never fails a request
                 logger.warning("could not sweep the codex staging folder (errno %s)", error.errno)
+        if not self.pool.explicit:
+            return await self._execute_on(self._client, request, context, started, _Progress())
+        return await self._execute_pooled(request, context, started)
+
+    async def _execute_on(
+        self,
+        client: AppServerClient,
+        request: ImageRequest,
+        context: ProviderContext,
+        started: float,
+        progress: _Progress,
+        account: str | None = None,
+    ) -> ImageResponse:
+        """One call on one account's child, with its clean-up."""
         cleanup = TurnCleanup(
-            client=self._client,
+            client=client,
             batch=self._staging.batch(),
             interrupt_timeout=self.settings.interrupt_timeout_ms / 1000,
             archive_timeout=self.settings.archive_timeout_ms / 1000,
         )
         try:
-            return await self._execute(request, context, cleanup, started)
+            return await self._execute(request, context, cleanup, started, progress, account)
         except BridgeError as error:
             raise error.with_provider(self.name) from None
         finally:
             cleanup.release_if_idle()
             self._spawn(cleanup.run())
+
+    async def _execute_pooled(
+        self, request: ImageRequest, context: ProviderContext, started: float
+    ) -> ImageResponse:
+        """Pick the account (a session's own one), run there; an isolated call refused at
+        the door moves to the next account."""
+        home = await self._home_of(request, context)
+        movable = home is None and request.session.mode is SessionMode.ISOLATED
+        tried: list[tuple[str, BridgeError, str, int]] = []
+        while True:
+            lease = await self._lease(context, home, tried)
+            began = time.monotonic()
+            progress = _Progress()
+            client = self._clients.for_account(lease.account)
+            try:
+                response = await self._execute_on(
+                    client, request, context, started, progress, lease.name
+                )
+            except BridgeError as error:
+                refusal = lease.failed(error, answered=progress.turn_started, output_seen=False)
+                if refusal is not None and movable:
+                    elapsed = int((time.monotonic() - began) * 1000)
+                    tried.append((lease.name, error, refusal, elapsed))
+                    continue
+                error.details["account"] = lease.name
+                raise
+            except BaseException:
+                lease.abandon()
+                raise
+            else:
+                lease.succeeded()
+                if tried:
+                    _record_failover(response, tried, lease.name)
+                return response
+            finally:
+                lease.release()
+
+    async def _lease(
+        self,
+        context: ProviderContext,
+        home: str | None,
+        tried: list[tuple[str, BridgeError, str, int]],
+    ) -> AccountLease:
+        try:
+            return await self.pool.acquire(
+                self.name,
+                deadline=context.deadline,
+                cancellation=context.cancellation,
+                exclude=[entry[0] for entry in tried],
+                only=home,
+            )
+        except BridgeError as error:
+            if tried:
+                error.details["accounts_tried"] = [
+                    {"account": name, "error_code": failed.code.value, "reason": reason}
+                    for name, failed, reason, _ in tried
+                ]
+            if home is not None and error.code is not ErrorCode.SESSION:
+                error.details["session_account"] = home
+            raise error.with_provider(self.name) from None
+
+    async def _home_of(self, request: ImageRequest, context: ProviderContext) -> str | None:
+        """The account a session's call must run on (``None``: any, as the pool picks)."""
+        options = request.session
+        if options.mode is SessionMode.PERSISTENT and options.key is not None:
+            bound = await (await self._sessions()).get(options.key)
+            return None if bound is None else decode_binding(bound)[0]
+        if options.mode is SessionMode.THREAD and options.thread_id is not None:
+            return await self._thread_home(options.thread_id, context)
+        return None
+
+    async def _thread_home(self, thread_id: str, context: ProviderContext) -> str:
+        """The account whose codex home holds ``thread_id``: known from this process, else
+        found by asking each account's child to resume it (only its home can)."""
+        known = self._thread_homes.get(thread_id)
+        if known is not None:
+            return known
+        for account in self._clients.served():
+            client = self._clients.for_account(account)
+            try:
+                await self._resume(thread_id, context, persistent_key=None, client=client)
+            except BridgeError as error:
+                if error.code is ErrorCode.SESSION:
+                    continue
+                raise
+            self._remember_thread(thread_id, account.name)
+            return account.name
+        raise BridgeError(
+            ErrorCode.SESSION,
+            "No account of the pool has this codex thread.",
+            details={"session_mode": "thread"},
+            suggestions=["Check the thread id, or use a persistent session instead."],
+        )
+
+    def _remember_thread(self, thread_id: str, account: str) -> None:
+        self._thread_homes[thread_id] = account
+        self._thread_homes.move_to_end(thread_id)
+        while len(self._thread_homes) > _MAX_THREAD_HOMES:
+            self._thread_homes.popitem(last=False)
 
     async def _execute(
         self,
@@ -310,7 +509,10 @@ class CodexAppServerProvider(Provider):
         context: ProviderContext,
         cleanup: TurnCleanup,
         started: float,
+        progress: _Progress,
+        account: str | None,
     ) -> ImageResponse:
+        client = cleanup.client
         paths, edit_sources = await self._stage_inputs(request, context, cleanup.batch)
         lock_key = _lock_key(request, context)
         if self._locks.held(lock_key):
@@ -319,7 +521,7 @@ class CodexAppServerProvider(Provider):
             [lock_key], context.deadline, context.cancellation
         )
         await context.emit(ProgressEvent(stage="preparing_session"))
-        session = await self._open_thread(request, context, cleanup.lease)
+        session = await self._open_thread(request, context, cleanup.lease, client, account)
         assert session.thread_id is not None
         thread_id = session.thread_id
         if request.session.mode is SessionMode.ISOLATED:
@@ -331,10 +533,11 @@ class CodexAppServerProvider(Provider):
         _raise_if_interrupted(context, "before the codex turn started")
         # turn/start is side-effecting: it is not raced against cancellation (its answer
         # carries the turn id needed to interrupt); its own timeout bounds it.
-        turn = await self._client.start_turn(thread_id, items, timeout=self._rpc_budget(context))
+        progress.turn_started = True
+        turn = await client.start_turn(thread_id, items, timeout=self._rpc_budget(context))
         cleanup.turn = turn
         await context.emit(ProgressEvent(stage="generating"))
-        captured = await self._collect(turn, request, context)
+        captured = await self._collect(turn, request, context, client)
         cleanup.stop_turn_now()  # the image is in: codex need not go on
         return await self._response(request, context, captured, session, started)
 
@@ -369,32 +572,64 @@ class CodexAppServerProvider(Provider):
         return (self.options.cwd or Path.cwd()).absolute()
 
     async def _open_thread(
-        self, request: ImageRequest, context: ProviderContext, lease: SessionLease
+        self,
+        request: ImageRequest,
+        context: ProviderContext,
+        lease: SessionLease,
+        client: AppServerClient,
+        account: str | None,
     ) -> SessionMetadata:
+        """The thread of the call; ``account`` is set with a pool (bindings then name it)."""
         options = request.session
         if options.mode is SessionMode.PERSISTENT:
             assert options.key is not None
             store = await self._sessions()
             bound = await store.get(options.key)
             if bound is not None:
+                owner, thread_id = decode_binding(bound)
+                self._check_home(owner, account)
                 # Also hold the thread itself, so an explicit-thread request for the same
                 # thread cannot run a turn alongside (session key first: no lock cycle).
-                await lease.extend(_thread_lock_key(bound), context.deadline, context.cancellation)
-                await self._resume(bound, context, persistent_key=options.key)
-                return SessionMetadata(key=options.key, thread_id=bound, reused=True)
-            thread_id = await self._start_thread(context, ephemeral=False)
-            await store.put(options.key, thread_id)
+                await lease.extend(
+                    _thread_lock_key(thread_id), context.deadline, context.cancellation
+                )
+                await self._resume(thread_id, context, persistent_key=options.key, client=client)
+                return SessionMetadata(key=options.key, thread_id=thread_id, reused=True)
+            thread_id = await self._start_thread(context, client, ephemeral=False)
+            stored = thread_id if account is None else encode_binding(account, thread_id)
+            await store.put(options.key, stored)
+            self._note_thread(thread_id, account)
             return SessionMetadata(key=options.key, thread_id=thread_id, reused=False)
         if options.mode is SessionMode.THREAD:
             assert options.thread_id is not None
-            await self._resume(options.thread_id, context, persistent_key=None)
+            known = account is not None and self._thread_homes.get(options.thread_id) == account
+            if not known:  # with a pool, finding its home has already resumed it
+                await self._resume(options.thread_id, context, persistent_key=None, client=client)
+            self._note_thread(options.thread_id, account)
             return SessionMetadata(thread_id=options.thread_id, reused=True)
-        thread_id = await self._start_thread(context, ephemeral=True)
+        thread_id = await self._start_thread(context, client, ephemeral=True)
         return SessionMetadata(thread_id=thread_id, reused=False)
 
-    async def _start_thread(self, context: ProviderContext, *, ephemeral: bool) -> str:
+    def _check_home(self, owner: str, account: str | None) -> None:
+        """A persistent session runs on the account it is bound to, never elsewhere."""
+        if owner == (account if account is not None else DEFAULT_ACCOUNT):
+            return
+        raise BridgeError(
+            ErrorCode.SESSION,
+            f"The session is bound to the account '{owner}', which cannot serve it here.",
+            details={"session_account": owner, "reason": "session_bound_elsewhere"},
+            suggestions=("Delete the session to start over on another account.",),
+        )
+
+    def _note_thread(self, thread_id: str, account: str | None) -> None:
+        if account is not None:
+            self._remember_thread(thread_id, account)
+
+    async def _start_thread(
+        self, context: ProviderContext, client: AppServerClient, *, ephemeral: bool
+    ) -> str:
         return await self._interruptible(
-            self._client.start_thread(
+            client.start_thread(
                 cwd=self._thread_cwd(),
                 ephemeral=ephemeral,
                 model=self.settings.codex_model,
@@ -405,11 +640,16 @@ class CodexAppServerProvider(Provider):
         )
 
     async def _resume(
-        self, thread_id: str, context: ProviderContext, *, persistent_key: str | None
+        self,
+        thread_id: str,
+        context: ProviderContext,
+        *,
+        persistent_key: str | None,
+        client: AppServerClient,
     ) -> None:
         try:
             await self._interruptible(
-                self._client.resume_thread(thread_id, timeout=self._rpc_budget(context)),
+                client.resume_thread(thread_id, timeout=self._rpc_budget(context)),
                 context,
                 "while resuming the codex thread",
             )
@@ -435,7 +675,11 @@ class CodexAppServerProvider(Provider):
     # -- the turn ------------------------------------------------------------------------
 
     async def _collect(
-        self, turn: ActiveTurn, request: ImageRequest, context: ProviderContext
+        self,
+        turn: ActiveTurn,
+        request: ImageRequest,
+        context: ProviderContext,
+        client: AppServerClient,
     ) -> TurnImages:
         """The turn's image, or the classified failure; interrupts on deadline or cancel."""
         limits = self.settings.image_limits
@@ -443,7 +687,7 @@ class CodexAppServerProvider(Provider):
             thread_id=turn.thread_id,
             turn_id=turn.turn_id,
             expected_images=1,
-            codex_home=self._client.codex_home,
+            codex_home=client.codex_home,
             limits=CaptureLimits(
                 max_encoded_bytes=limits.max_encoded_bytes,
                 max_revised_prompt_bytes=self.settings.max_revised_prompt_bytes,
@@ -589,6 +833,33 @@ def _interrupted(*, cancelled: bool, status: str | None) -> BridgeError:
         error.mark_unknown_outcome()
         error.details["terminal_status"] = status or "unconfirmed"
     return error
+
+
+def _record_failover(
+    response: ImageResponse, tried: list[tuple[str, BridgeError, str, int]], served: str
+) -> None:
+    """The accounts that refused the call: failed attempts, a ``routing.account``
+    normalization and the ``account_failover_used`` warning (as the HTTP transports)."""
+    response.attempts.extend(
+        ProviderAttempt(
+            provider=response.provider,
+            model=response.model,
+            outcome=ProviderAttemptOutcome.FAILED,
+            error_code=error.code,
+            duration_ms=elapsed,
+        )
+        for _, error, _, elapsed in tried
+    )
+    first, _, reason, _ = tried[0]
+    response.normalizations.append(
+        Normalization(
+            field="routing.account",
+            requested=first,
+            effective=served,
+            reason=f"account_{reason}_refused",
+        )
+    )
+    response.add_warning(_FAILOVER_WARNING)
 
 
 def _session_not_found(provider: str) -> BridgeError:

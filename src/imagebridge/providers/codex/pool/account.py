@@ -121,6 +121,8 @@ class PoolAccount:
         """The login was refused (401/403) or could not be read, until ``until``."""
         self.plan_refused: dict[str, Blocker] = {}
         """Per transport: the plan refused it (no carrier model, no image feature)."""
+        self.unsupported: dict[str, Blocker] = {}
+        """Per transport: it never serves it (an own login is not given to a codex child)."""
         self.breakers: dict[str, CircuitBreaker] = {}
         self.in_flight = 0
         self.counts: dict[str, RollingCounts] = {}
@@ -199,6 +201,8 @@ class PoolAccount:
 
     def blocker(self, provider: str, *, min_remaining_percent: int, now: float) -> Blocker | None:
         """Why this account may not take a call of ``provider`` now (``None``: it may)."""
+        if provider in self.unsupported:
+            return self.unsupported[provider]
         if self.login_refused is not None:
             until = self.login_refused.until
             if until is None or until > now:

@@ -344,3 +344,41 @@ async def test_metrics_label_each_account(pool_bridge: Any) -> None:
     assert 'imagegen_bridge_account_ready{account="alpha",provider="codex-responses"} 1.0' in text
     for secret in (*TOKENS.values(), *ACCOUNT_IDS.values()):
         assert secret not in text
+
+
+# -- own logins in the pool ----------------------------------------------------------------------
+
+
+async def test_an_own_login_in_the_pool_is_refreshed_once_on_a_401_and_stays_in_rotation(
+    pool_bridge: Any, tmp_path: Path
+) -> None:
+    from imagebridge.providers.codex.login.store import OwnLogin
+    from tests.support.mock_issuer import MockIssuer
+
+    with MockIssuer() as issuer:
+        login = OwnLogin.under(tmp_path / "accounts", "work")
+        stale = issuer.seed_login(login, refresh_token="rt_SECRET_pool", expires_in_s=3600)
+        fresh = "tok-SECRET-pool-after-refresh"
+        issuer.next_access_tokens.append(fresh)
+        bridge = await pool_bridge(
+            *issuer.config_sets(),
+            f'accounts.directory="{login.home.parent}"',
+            'accounts.pool.work.login="work"',
+            'accounts.policy="primary_first"',
+            "accounts.pool.work.weight=5",
+            names=("alpha",),
+        )
+        bridge.backend.login(stale).script("http_401")
+
+        response = await bridge.run()
+
+        assert issuer.calls["refresh"] == 1  # refreshed once, the call repeated on "work"
+        assert "account_failover_used" not in response.warnings
+        assert bridge.backend.calls_by(stale) == 1 and bridge.backend.calls_by(fresh) == 1
+        assert calls(bridge.backend)["alpha"] == 0
+        [work] = [
+            a
+            for a in (await bridge.provider().diagnostics())["accounts"]["accounts"]
+            if a["name"] == "work"
+        ]
+        assert (work["login"], work["ready"]) == ("own", True)

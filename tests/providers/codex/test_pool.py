@@ -176,16 +176,25 @@ async def test_a_refused_login_moves_the_call_to_the_next_account(pool_bridge: A
     [switch] = [n for n in response.normalizations if n.field == "routing.account"]
     assert switch.reason == "account_login_refused"
 
+    await bridge.provider().diagnostics()  # reading the file again does not clear a 401
     await bridge.run()  # alpha is skipped for the refusal cooldown
     assert calls(bridge.backend) == {"alpha": 1, "beta": 2, "gamma": 0}
 
 
 async def test_an_unreadable_login_is_skipped(pool_bridge: Any, tmp_path: Path) -> None:
     bridge = await pool_bridge()
-    (tmp_path / "home-alpha" / "auth.json").unlink()
+    auth = tmp_path / "home-alpha" / "auth.json"
+    saved = auth.read_bytes()
+    auth.unlink()
     response = await bridge.run(parameters={"n": 2})
     assert len(response.data) == 2
     assert calls(bridge.backend) == {"alpha": 0, "beta": 2, "gamma": 0}
+
+    auth.write_bytes(saved)
+    auth.chmod(0o600)
+    await bridge.provider().check_ready()  # the readiness probe reads it again: back in
+    await bridge.run(parameters={"n": 2})  # no reading of alpha yet: it counts as full
+    assert calls(bridge.backend) == {"alpha": 2, "beta": 2, "gamma": 0}
 
 
 async def test_a_refused_account_moves_the_call_to_the_next_account(pool_bridge: Any) -> None:

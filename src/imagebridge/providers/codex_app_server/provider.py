@@ -254,7 +254,7 @@ class CodexAppServerProvider(Provider):
         failures: list[BridgeError] = []
         for account, result in zip(accounts, results, strict=True):
             if isinstance(result, BridgeError):
-                self.pool.login_failed(account, result)
+                self.pool.login_failed(account, result, read=False)
                 failures.append(result)
             elif isinstance(result, BaseException):
                 raise result

@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 LoginKind = Literal["own", "codex_home"]
+UNREADABLE: Final = "login_unreadable"
 _HOUR: Final = 3600
 _DAY_HOURS: Final = 24
 
@@ -118,7 +119,8 @@ class PoolAccount:
         self.cooling_until: float | None = None
         """Throttled (a plain 429) until then."""
         self.login_refused: Blocker | None = None
-        """The login was refused (401/403) or could not be read, until ``until``."""
+        """The backend refused the login (401/403: ``login_refused``), or it could not be
+        read (``login_unreadable``, cleared as soon as it reads again), until ``until``."""
         self.plan_refused: dict[str, Blocker] = {}
         """Per transport: the plan refused it (no carrier model, no image feature)."""
         self.unsupported: dict[str, Blocker] = {}
@@ -154,7 +156,8 @@ class PoolAccount:
     def saw_credentials(self, credentials: CodexCredentials) -> None:
         identity = credentials.account_id or credentials.access_token
         self.identity = short_hash(identity)
-        self.login_refused = None
+        if self.login_refused is not None and self.login_refused.reason == UNREADABLE:
+            self.login_refused = None  # it reads again; a refusal by the backend stays
 
     def observe(self, snapshot: QuotaSnapshot) -> None:
         """A quota reading from either source (headers merge in, ``wham/usage`` replaces)."""

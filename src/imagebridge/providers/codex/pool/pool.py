@@ -37,7 +37,12 @@ from imagebridge.engine.breaker import BreakerConfig, BreakerPermit
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.interruption import wait_unless_interrupted
 from imagebridge.engine.provider import AccountCounters
-from imagebridge.providers.codex.pool.account import AccountSpec, Blocker, PoolAccount
+from imagebridge.providers.codex.pool.account import (
+    UNREADABLE,
+    AccountSpec,
+    Blocker,
+    PoolAccount,
+)
 from imagebridge.providers.codex.pool.failover import Refusal, refusal_of
 
 __all__ = ["POLICIES", "AccountLease", "AccountPool", "Policy", "PoolSettings"]
@@ -319,15 +324,20 @@ class AccountPool:
         elif refusal == "rate_limited":
             account.cooling_until = told if told is not None else cooldown
         elif refusal == "login":
-            account.login_refused = Blocker("login_refused", cooldown, error.code.value)
+            reason = "login_refused" if "http_status" in error.details else UNREADABLE
+            account.login_refused = Blocker(reason, cooldown, error.code.value)
         else:
             account.plan_refused[provider] = Blocker("plan_refused", cooldown, error.code.value)
 
-    def login_failed(self, account: PoolAccount, error: BridgeError) -> None:
-        """A readiness probe could not read ``account``'s login: skip it for the cooldown."""
+    def login_failed(self, account: PoolAccount, error: BridgeError, *, read: bool = True) -> None:
+        """A readiness probe found ``account``'s login unusable: skip it for the cooldown.
+
+        ``read``: the login file could not be read (ends as soon as it reads again);
+        otherwise codex or the backend refused it."""
         if self.explicit and error.code is ErrorCode.AUTHENTICATION:
             until = self._now() + self.settings.refusal_cooldown_s
-            account.login_refused = Blocker("login_refused", until, error.code.value)
+            reason = UNREADABLE if read else "login_refused"
+            account.login_refused = Blocker(reason, until, error.code.value)
 
     # -- when nothing is ready ---------------------------------------------------------------
 

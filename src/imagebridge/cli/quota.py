@@ -219,11 +219,7 @@ def _clean_account(raw: Mapping[str, Any]) -> dict[str, Any]:
         kept: dict[str, Any] = {k: _scalar(quota[k]) for k in _ACCOUNT_QUOTA_FIELDS if k in quota}
         windows = quota.get("image_windows")
         if isinstance(windows, list):
-            kept["image_windows"] = [
-                {key: _scalar(window[key]) for key in _WINDOW_FIELDS if key in window}
-                for window in windows[:MAX_WINDOWS]
-                if isinstance(window, Mapping)
-            ]
+            kept["image_windows"] = _clean_windows(windows)
         cleaned["quota"] = kept
     return cleaned
 
@@ -232,12 +228,16 @@ def _clean_quota(raw: Mapping[str, Any]) -> dict[str, Any]:
     cleaned: dict[str, Any] = {key: _scalar(raw[key]) for key in _QUOTA_FIELDS if key in raw}
     windows = raw.get("windows")
     if isinstance(windows, list):
-        cleaned["windows"] = [
-            {key: _scalar(window[key]) for key in _WINDOW_FIELDS if key in window}
-            for window in windows[:MAX_WINDOWS]
-            if isinstance(window, Mapping)
-        ]
+        cleaned["windows"] = _clean_windows(windows)
     return cleaned
+
+
+def _clean_windows(windows: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {key: _scalar(window[key]) for key in _WINDOW_FIELDS if key in window}
+        for window in windows[:MAX_WINDOWS]
+        if isinstance(window, Mapping)
+    ]
 
 
 def _scalar(value: object) -> str | int | float | bool | None:

@@ -34,14 +34,11 @@ from typing import Any, Final, TypeVar
 import httpx
 
 from imagebridge.contract.accounts import DEFAULT_ACCOUNT
-from imagebridge.contract.enums import ProviderAttemptOutcome
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import (
     GeneratedImage,
     ImageResponse,
-    Normalization,
-    ProviderAttempt,
     Timings,
     Usage,
 )
@@ -56,7 +53,15 @@ from imagebridge.providers.codex.auth import (
 )
 from imagebridge.providers.codex.http import CodexHttpClient, read_limited
 from imagebridge.providers.codex.inputs import CodexInputBounds, CodexInputs, codex_inputs
-from imagebridge.providers.codex.pool import AccountLease, AccountPool, AccountSpec, PoolAccount
+from imagebridge.providers.codex.pool import (
+    AccountLease,
+    AccountPool,
+    AccountSpec,
+    PoolAccount,
+    Tried,
+    record_failover,
+    tried_details,
+)
 from imagebridge.providers.codex.quota import DEFAULT_QUOTA_CACHE_MS, CodexQuotaClient
 from imagebridge.providers.codex.retries import (
     RETRY_WARNING,
@@ -70,17 +75,15 @@ from imagebridge.providers.codex.wire import (
     TokenUsage,
     classify_http_error,
     decode_image_base64,
-    is_plan_model_refusal,
     transport_error,
     upstream_request_id,
 )
 
-__all__ = ["ACCOUNT_FAILOVER_WARNING", "CallState", "CodexHttpProvider", "CodexOptions", "Served"]
+__all__ = ["CallState", "CodexHttpProvider", "CodexOptions", "Served"]
 
 logger = logging.getLogger("imagebridge.providers.codex")
 
 _MIN_TIMEOUT_S: Final = 0.001
-ACCOUNT_FAILOVER_WARNING: Final = "account_failover_used"
 T = TypeVar("T")
 
 
@@ -128,19 +131,6 @@ class CallResult:
     image: GeneratedImage
     revised_prompt: str | None
     usage: TokenUsage | None
-
-
-@dataclass(frozen=True, slots=True)
-class Tried:
-    """An account that refused a call at the door, before it moved on."""
-
-    account: str
-    error: BridgeError
-    reason: str
-    duration_ms: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"account": self.account, "error_code": self.error.code.value, "reason": self.reason}
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,13 +378,12 @@ class CodexHttpProvider(Provider):
                 self.name,
                 deadline=context.deadline,
                 cancellation=context.cancellation,
-                exclude=[entry.account for entry in tried],
+                tried=tried,
             )
         except BridgeError as error:
             if tried:
-                error.details["accounts_tried"] = [entry.to_dict() for entry in tried]
                 error.details["provider_attempts"] = calls
-            raise error.with_provider(self.name) from None
+            raise
 
     def _on_account(
         self, error: BridgeError, lease: AccountLease, tried: list[Tried]
@@ -403,7 +392,7 @@ class CodexHttpProvider(Provider):
         if self.pool.explicit:
             error.details["account"] = lease.name
             if tried:
-                error.details["accounts_tried"] = [entry.to_dict() for entry in tried]
+                error.details["accounts_tried"] = tried_details(tried)
         return error
 
     async def _call_on(
@@ -656,32 +645,8 @@ class CodexHttpProvider(Provider):
             warnings=[RETRY_WARNING] if served.repeated else [],
         )
         if served.tried:
-            self._record_failover(response, model, served)
+            record_failover(response, served.tried, served.account)
         return response
-
-    def _record_failover(self, response: ImageResponse, model: str, served: Served) -> None:
-        """Each account that refused the call is a failed attempt; the switch of account is
-        a ``routing.account`` normalization (first account asked → the one that served)."""
-        response.attempts.extend(
-            ProviderAttempt(
-                provider=self.name,
-                model=model,
-                outcome=ProviderAttemptOutcome.FAILED,
-                error_code=entry.error.code,
-                duration_ms=entry.duration_ms,
-            )
-            for entry in served.tried
-            if not is_plan_model_refusal(entry.error)  # each refused carrier is one already
-        )
-        response.normalizations.append(
-            Normalization(
-                field="routing.account",
-                requested=served.tried[0].account,
-                effective=served.account,
-                reason=f"account_{served.tried[0].reason}_refused",
-            )
-        )
-        response.add_warning(ACCOUNT_FAILOVER_WARNING)
 
 
 def _ms_since(started: float) -> int:

@@ -40,14 +40,12 @@ from typing import Any, TypeVar
 from imagebridge._version import __version__
 from imagebridge.contract.accounts import DEFAULT_ACCOUNT
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
-from imagebridge.contract.enums import Operation, ProviderAttemptOutcome, SessionMode
+from imagebridge.contract.enums import Operation, SessionMode
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import ProgressEvent, StartedEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import (
     ImageResponse,
-    Normalization,
-    ProviderAttempt,
     SessionMetadata,
     Timings,
 )
@@ -57,7 +55,13 @@ from imagebridge.engine.provider import AccountCounters, Provider, ProviderConte
 from imagebridge.engine.sessions import SessionBindings
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
 from imagebridge.providers.codex.auth import load_codex_credentials_async
-from imagebridge.providers.codex.pool import AccountLease, AccountPool, AccountSpec
+from imagebridge.providers.codex.pool import (
+    AccountLease,
+    AccountPool,
+    AccountSpec,
+    Tried,
+    record_failover,
+)
 from imagebridge.providers.codex_app_server.accounts import (
     AccountClients,
     decode_binding,
@@ -98,7 +102,6 @@ SessionStoreOpener = Callable[[], Awaitable[SessionBindings]]
 
 _INTERRUPTED_STATUSES = frozenset({"interrupted", "failed"})
 _MAX_THREAD_HOMES = 4096
-_FAILOVER_WARNING = "account_failover_used"
 
 
 @dataclass(slots=True)
@@ -411,7 +414,7 @@ class CodexAppServerProvider(Provider):
         the door moves to the next account."""
         home = await self._home_of(request, context)
         movable = home is None and request.session.mode is SessionMode.ISOLATED
-        tried: list[tuple[str, BridgeError, str, int]] = []
+        tried: list[Tried] = []
         while True:
             lease = await self._lease(context, home, tried)
             began = time.monotonic()
@@ -425,7 +428,7 @@ class CodexAppServerProvider(Provider):
                 refusal = lease.failed(error, answered=progress.turn_started, output_seen=False)
                 if refusal is not None and movable:
                     elapsed = int((time.monotonic() - began) * 1000)
-                    tried.append((lease.name, error, refusal, elapsed))
+                    tried.append(Tried(lease.name, error, refusal, elapsed))
                     continue
                 error.details["account"] = lease.name
                 raise
@@ -435,7 +438,7 @@ class CodexAppServerProvider(Provider):
             else:
                 lease.succeeded()
                 if tried:
-                    _record_failover(response, tried, lease.name)
+                    record_failover(response, tried, lease.name)
                 return response
             finally:
                 lease.release()
@@ -444,25 +447,20 @@ class CodexAppServerProvider(Provider):
         self,
         context: ProviderContext,
         home: str | None,
-        tried: list[tuple[str, BridgeError, str, int]],
+        tried: list[Tried],
     ) -> AccountLease:
         try:
             return await self.pool.acquire(
                 self.name,
                 deadline=context.deadline,
                 cancellation=context.cancellation,
-                exclude=[entry[0] for entry in tried],
+                tried=tried,
                 only=home,
             )
         except BridgeError as error:
-            if tried:
-                error.details["accounts_tried"] = [
-                    {"account": name, "error_code": failed.code.value, "reason": reason}
-                    for name, failed, reason, _ in tried
-                ]
             if home is not None and error.code is not ErrorCode.SESSION:
                 error.details["session_account"] = home
-            raise error.with_provider(self.name) from None
+            raise
 
     async def _home_of(self, request: ImageRequest, context: ProviderContext) -> str | None:
         """The account a session's call must run on (``None``: any, as the pool picks)."""
@@ -833,33 +831,6 @@ def _interrupted(*, cancelled: bool, status: str | None) -> BridgeError:
         error.mark_unknown_outcome()
         error.details["terminal_status"] = status or "unconfirmed"
     return error
-
-
-def _record_failover(
-    response: ImageResponse, tried: list[tuple[str, BridgeError, str, int]], served: str
-) -> None:
-    """The accounts that refused the call: failed attempts, a ``routing.account``
-    normalization and the ``account_failover_used`` warning (as the HTTP transports)."""
-    response.attempts.extend(
-        ProviderAttempt(
-            provider=response.provider,
-            model=response.model,
-            outcome=ProviderAttemptOutcome.FAILED,
-            error_code=error.code,
-            duration_ms=elapsed,
-        )
-        for _, error, _, elapsed in tried
-    )
-    first, _, reason, _ = tried[0]
-    response.normalizations.append(
-        Normalization(
-            field="routing.account",
-            requested=first,
-            effective=served,
-            reason=f"account_{reason}_refused",
-        )
-    )
-    response.add_warning(_FAILOVER_WARNING)
 
 
 def _session_not_found(provider: str) -> BridgeError:

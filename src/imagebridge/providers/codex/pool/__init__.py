@@ -1,7 +1,14 @@
 """The Codex account pool: several ChatGPT logins behind one bridge (docs/accounts.md)."""
 
 from imagebridge.providers.codex.pool.account import AccountSpec, Blocker, PoolAccount
-from imagebridge.providers.codex.pool.failover import Refusal, refusal_of
+from imagebridge.providers.codex.pool.failover import (
+    ACCOUNT_FAILOVER_WARNING,
+    Refusal,
+    Tried,
+    record_failover,
+    refusal_of,
+    tried_details,
+)
 from imagebridge.providers.codex.pool.pool import (
     POLICIES,
     AccountLease,
@@ -11,6 +18,7 @@ from imagebridge.providers.codex.pool.pool import (
 )
 
 __all__ = [
+    "ACCOUNT_FAILOVER_WARNING",
     "POLICIES",
     "AccountLease",
     "AccountPool",
@@ -20,5 +28,8 @@ __all__ = [
     "PoolAccount",
     "PoolSettings",
     "Refusal",
+    "Tried",
+    "record_failover",
     "refusal_of",
+    "tried_details",
 ]

@@ -17,12 +17,25 @@ answer.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
+from imagebridge.contract.enums import ProviderAttemptOutcome
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.response import ImageResponse, Normalization, ProviderAttempt
 from imagebridge.providers.codex.wire import is_plan_model_refusal
 
-__all__ = ["Refusal", "refusal_of"]
+__all__ = [
+    "ACCOUNT_FAILOVER_WARNING",
+    "Refusal",
+    "Tried",
+    "record_failover",
+    "refusal_of",
+    "tried_details",
+]
+
+ACCOUNT_FAILOVER_WARNING: Final = "account_failover_used"
 
 Refusal = Literal["quota", "rate_limited", "login", "plan"]
 _PLAN_WORDS: Final = ("not_included", "entitlement")
@@ -49,3 +62,48 @@ def refusal_of(error: BridgeError, *, answered: bool, output_seen: bool) -> Refu
     if error.code is ErrorCode.PERMISSION_DENIED and status == 403:
         return "login"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Tried:
+    """An account that refused a call at the door, before the call moved on."""
+
+    account: str
+    error: BridgeError
+    reason: Refusal
+    duration_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"account": self.account, "error_code": self.error.code.value, "reason": self.reason}
+
+
+def tried_details(tried: Sequence[Tried]) -> list[dict[str, Any]]:
+    """``details.accounts_tried`` of an error after the call moved."""
+    return [entry.to_dict() for entry in tried]
+
+
+def record_failover(response: ImageResponse, tried: Sequence[Tried], served: str) -> None:
+    """What a response says about the accounts that refused its call, in the original's
+    shapes: a failed ``attempts`` entry each (a refused carrier model is one already), a
+    ``routing.account`` normalization (first account asked → the one that served) and
+    the ``account_failover_used`` warning."""
+    response.attempts.extend(
+        ProviderAttempt(
+            provider=response.provider,
+            model=response.model,
+            outcome=ProviderAttemptOutcome.FAILED,
+            error_code=entry.error.code,
+            duration_ms=entry.duration_ms,
+        )
+        for entry in tried
+        if not is_plan_model_refusal(entry.error)
+    )
+    response.normalizations.append(
+        Normalization(
+            field="routing.account",
+            requested=tried[0].account,
+            effective=served,
+            reason=f"account_{tried[0].reason}_refused",
+        )
+    )
+    response.add_warning(ACCOUNT_FAILOVER_WARNING)

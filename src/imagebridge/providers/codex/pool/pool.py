@@ -28,7 +28,7 @@ import asyncio
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -43,7 +43,7 @@ from imagebridge.providers.codex.pool.account import (
     Blocker,
     PoolAccount,
 )
-from imagebridge.providers.codex.pool.failover import Refusal, refusal_of
+from imagebridge.providers.codex.pool.failover import Refusal, Tried, refusal_of, tried_details
 
 __all__ = ["POLICIES", "AccountLease", "AccountPool", "Policy", "PoolSettings"]
 
@@ -191,15 +191,31 @@ class AccountPool:
         *,
         deadline: Deadline,
         cancellation: CancelToken,
-        exclude: Iterable[str] = (),
+        tried: Sequence[Tried] = (),
         only: str | None = None,
     ) -> AccountLease:
         """A lease on the account that takes the next call of ``provider``.
 
-        ``exclude``: accounts this call already tried. ``only``: the one account the call
-        must run on (a session bound to it); it fails when that account is not ready.
+        ``tried``: accounts that already refused this call (skipped; listed in the error
+        when no account is left). ``only``: the one account the call must run on (a
+        session bound to it); it fails when that account is not ready.
         """
-        skipped = set(exclude)
+        try:
+            return await self._acquire(provider, deadline, cancellation, tried, only)
+        except BridgeError as error:
+            if tried:
+                error.details["accounts_tried"] = tried_details(tried)
+            raise error.with_provider(provider) from None
+
+    async def _acquire(
+        self,
+        provider: str,
+        deadline: Deadline,
+        cancellation: CancelToken,
+        tried: Sequence[Tried],
+        only: str | None,
+    ) -> AccountLease:
+        skipped = {entry.account for entry in tried}
         if not self.explicit:
             account = self.default
             account.in_flight += 1

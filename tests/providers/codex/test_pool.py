@@ -193,8 +193,8 @@ async def test_an_unreadable_login_is_skipped(pool_bridge: Any, tmp_path: Path) 
     auth.write_bytes(saved)
     auth.chmod(0o600)
     await bridge.provider().check_ready()  # the readiness probe reads it again: back in
-    await bridge.run(parameters={"n": 2})  # no reading of alpha yet: it counts as full
-    assert calls(bridge.backend) == {"alpha": 2, "beta": 2, "gamma": 0}
+    await bridge.run(parameters={"n": 2})  # alpha, not read yet, ranks with beta: they share
+    assert calls(bridge.backend) == {"alpha": 1, "beta": 3, "gamma": 0}
 
 
 async def test_a_refused_account_moves_the_call_to_the_next_account(pool_bridge: Any) -> None:

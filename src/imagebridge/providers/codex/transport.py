@@ -273,7 +273,7 @@ class CodexHttpProvider(Provider):
 
     def _refresh_stale_readings(self) -> None:
         """With a pool, read the quota of accounts whose reading is old, in the background
-        (a call never waits for it; an account with no reading yet counts as full)."""
+        (a call never waits for it; an account not read yet ranks with the best one read)."""
         if not self.pool.explicit:
             return
         stale_before = time.time() - self._options.quota_cache_ms / 1000

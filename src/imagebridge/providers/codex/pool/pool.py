@@ -6,9 +6,9 @@ so a fan-out of ``n`` spreads its calls. :meth:`AccountPool.acquire` picks among
 ``min_remaining_percent`` of an image window, not throttled, not refused for their login
 or plan (for ``refusal_cooldown``), breaker not open — by the policy:
 
-* ``quota`` (default): the most image quota left (an account with no reading yet counts
-  as full), then the fewest calls in flight, then the highest weight, then the one
-  chosen longest ago;
+* ``quota`` (default): the most image quota left (an account with no reading yet ranks
+  with the best one read, as full when none is), then the fewest calls in flight, then
+  the highest weight, then the one chosen longest ago;
 * ``round_robin``: smooth weighted round robin over the ready accounts;
 * ``primary_first``: the highest weight (then the configured order) while it is ready.
 
@@ -271,10 +271,15 @@ class AccountPool:
         if policy == "round_robin":
             return self._weighted_round_robin(accounts, provider)
         now = self._now()
+        readings = [account.remaining_percent(now) for account in accounts]
+        known = [math.floor(remaining) for remaining in readings if remaining is not None]
+        # An account not read yet ranks with the best one read (full when none is): a reading
+        # that arrives in the background then reorders only an account it shows worse off.
+        unread = max(known, default=100)
 
         def by_quota(account: PoolAccount) -> tuple[float, int, int, int]:
             remaining = account.remaining_percent(now)
-            left = 100 if remaining is None else math.floor(remaining)
+            left = unread if remaining is None else math.floor(remaining)
             return (
                 -left,
                 account.in_flight,

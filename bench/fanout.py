@@ -23,6 +23,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 
+from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fanout import FanoutProvider
@@ -46,7 +47,8 @@ def runtime(latency_ms: int) -> tuple[ImageRuntime, MockProvider]:
         inner, max_outputs=255, max_parallel_outputs=255, limits=RequestLimits()
     )
     registry = ProviderRegistry([provider], default=provider.name)
-    return ImageRuntime(registry, Materializer()), inner
+    # inline inputs only: the fan-out requests carry none (the engine loads inputs once)
+    return ImageRuntime(registry, Materializer(), inputs=InputLoader([])), inner
 
 
 def request(n: int, execution: str = "auto", prompt: str = "benchmark") -> ImageRequest:

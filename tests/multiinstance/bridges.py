@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,8 +85,8 @@ class BridgeProcess:
         return int(self.process.returncode)
 
 
-def _pump(stream: Sequence[str] | object, lines: queue.Queue[str | None], keep: list[str]) -> None:
-    for line in stream:  # type: ignore[attr-defined]
+def _pump(stream: Iterable[str], lines: queue.Queue[str | None], keep: list[str]) -> None:
+    for line in stream:
         keep.append(line.rstrip("\n"))
         del keep[:-200]
         lines.put(line)

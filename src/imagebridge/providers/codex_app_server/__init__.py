@@ -4,7 +4,8 @@ Layers, bottom up: :mod:`.process` (spawn, drain stderr, restart, bounded stop),
 :mod:`.framing` + :mod:`.rpc` (JSONL JSON-RPC "lite" with size limits, server requests
 declined, bounded notification channels), :mod:`.client` (handshake, health, typed
 methods, turns), :mod:`.images` (image capture and failure mapping) and
-:mod:`.staging` (input images as files). :mod:`.provider` (with :mod:`.session_locks`,
+:mod:`.staging` (input images as files). :mod:`.provider` (with :mod:`.accounts`,
+:mod:`.session_threads`, :mod:`.session_locks`, :mod:`.capture`, :mod:`.deadlines`,
 :mod:`.turn_cleanup`, :mod:`.partials`, :mod:`.capabilities`) is the provider class built
 on :class:`AppServerClient`; :mod:`imagebridge.application.codex_app_server` builds it.
 """

@@ -8,9 +8,10 @@ Session bindings need no glue here: providers open them with
 PostgreSQL database (shared mode, :mod:`imagebridge.jobs.shared_mode`).
 """
 
-from imagebridge.jobs.manager import JobManager, progress_stage
+from imagebridge.jobs.manager import JobManager
 from imagebridge.jobs.presets import PresetService, template_request, validate_template
 from imagebridge.jobs.previews import PartialPreview
+from imagebridge.jobs.progress import progress_stage
 from imagebridge.jobs.query import JobQuery, job_query
 from imagebridge.jobs.settings import JobManagerSettings
 from imagebridge.jobs.shared_mode import SharedQueueSettings, default_instance_id

@@ -14,8 +14,11 @@ instance's providers under a lease, heartbeats keep the leases, expired leases e
 (:mod:`imagebridge.jobs.shared_mode`). Nothing is recovered at start: another instance's
 ``running`` jobs are alive until their lease says otherwise.
 
-Every blocking step (SQLite, JSON of large requests, preview decoding) runs off the event
-loop. Logs name job ids and error codes only, never prompts or image bytes.
+Running one claimed job and recording its outcome is :mod:`imagebridge.jobs.execution`,
+its progress :mod:`imagebridge.jobs.progress`, history pruning
+:mod:`imagebridge.jobs.retention`; this module submits, schedules, cancels and lists. Every
+blocking step (SQLite, JSON of large requests, preview decoding) runs off the event loop.
+Logs name job ids and error codes only, never prompts or image bytes.
 """
 
 from __future__ import annotations
@@ -30,64 +33,36 @@ from typing import Any
 
 from imagebridge.contract.enums import ImageJobStatus, ResponseFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.contract.events import (
-    CompletedEvent,
-    PartialImageEvent,
-    ProgressEvent,
-    StartedEvent,
-)
 from imagebridge.contract.jobs import ImageJob, ImageJobPage, ImageJobUpdate
 from imagebridge.contract.request import ImageRequest
-from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.idempotency import request_fingerprint
-from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
-from imagebridge.engine.provider import ProviderEventT
+from imagebridge.engine.orchestrator import ImageRuntime
 from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.imaging.ids import uuid7
-from imagebridge.jobs.previews import PartialPreview, PreviewCache
+from imagebridge.jobs.execution import SHUTDOWN_REASON, JobRunner
+from imagebridge.jobs.previews import JobKey, PartialPreview, PreviewCache
 from imagebridge.jobs.query import job_query
+from imagebridge.jobs.retention import Retention
 from imagebridge.jobs.settings import JobManagerSettings
 from imagebridge.jobs.shared_mode import (
     CANCEL_REASON,
-    LEASE_LOST_REASON,
     SharedQueue,
     SharedQueueSettings,
     default_instance_id,
 )
-from imagebridge.jobs.trimming import fit_result, result_text
+from imagebridge.jobs.trimming import result_text
 from imagebridge.jobs.views import job_view, page_view
 from imagebridge.storage.interfaces import JobStore, SharedJobStore
 from imagebridge.storage.records import JobEventKind, JobIdentity, JobRecord, JobVisibility
 
-__all__ = ["EVENT_BUFFER", "QUEUED_PAGE", "JobManager", "progress_stage"]
+__all__ = ["QUEUED_PAGE", "JobManager"]
 
 logger = logging.getLogger("imagebridge.jobs")
 
-JobKey = tuple[str, str]
-"""(owner scope, job id): a job is only ever addressed together with its owner."""
-
-EVENT_BUFFER = 16
-"""Provider events buffered per job before the provider waits for progress to be recorded."""
-
 QUEUED_PAGE = 500
 """Queued rows read per query while scheduling at start."""
-_SHUTDOWN_REASON = "shutdown"
 _CANCEL_REASON = CANCEL_REASON
-_RECOVERY = "inspect_history_before_retrying"
-
-
-def progress_stage(event: ProviderEventT) -> str:
-    """The durable progress stage a provider event moves a job to."""
-    if isinstance(event, StartedEvent):
-        return "provider"
-    if isinstance(event, ProgressEvent):
-        return "provider_progress"
-    if isinstance(event, PartialImageEvent):
-        return "partial_image"
-    if isinstance(event, CompletedEvent):
-        return "materializing"
-    raise TypeError(f"not a provider event: {type(event).__name__}")
 
 
 def _prepare_submission(
@@ -105,87 +80,6 @@ def _prepare_submission(
     validate_request(forced, limits)
     stored = forced.model_copy(update={"idempotency_key": None})
     return stored, result_text(stored.to_wire()), request_fingerprint(stored)
-
-
-def _stored_request(record: JobRecord, route: str | None = None) -> ImageRequest:
-    """Blocking: the request a worker executes, read back from the durable row.
-
-    ``route`` is the provider the shared queue routed the job to; a request that names no
-    provider runs there, so the instance that claims it uses the submitter's choice.
-    """
-    request = job_view(record).request
-    if route is None or request.routing.provider is not None:
-        return request
-    routing = request.routing.model_copy(update={"provider": route})
-    return request.model_copy(update={"routing": routing})
-
-
-class _ProgressRelay:
-    """Turns one job's provider events into progress rows and previews, off the provider.
-
-    Events pass through a small buffer to a single consumer task, so a provider only waits
-    when progress falls :data:`EVENT_BUFFER` events behind. Events that arrive together are
-    recorded together: one progress write with the latest stage and count, and only the
-    newest preview decoded. Failures are logged, never raised.
-    """
-
-    def __init__(self, manager: JobManager, key: JobKey) -> None:
-        self._manager = manager
-        self._key = key
-        self._queue: asyncio.Queue[ProviderEventT | None] = asyncio.Queue(EVENT_BUFFER)
-        self._closed = False
-        self.partial_images = 0
-        self._task = asyncio.create_task(self._consume(), name="imagebridge-job-progress")
-
-    async def sink(self, event: ProviderEventT) -> None:
-        if not self._closed:
-            await self._queue.put(event)
-
-    async def close(self) -> None:
-        """Record every event already delivered, then stop."""
-        self._closed = True
-        if self._task.done():
-            return
-        try:
-            await self._queue.put(None)
-            await self._task
-        except BaseException:
-            self._task.cancel()
-            raise
-
-    async def _consume(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            while not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            events = [event for event in batch if event is not None]
-            if events:
-                try:
-                    await self._record(events)
-                except Exception:  # progress is best effort; the job itself goes on
-                    logger.exception("durable job progress handling failed")
-            if len(events) < len(batch):
-                return
-
-    async def _record(self, events: list[ProviderEventT]) -> None:
-        manager, (scope, job_id) = self._manager, self._key
-        partials = [event for event in events if isinstance(event, PartialImageEvent)]
-        if partials:
-            self.partial_images = min(self.partial_images + len(partials), 4_294_967_295)
-            await manager._previews.offer(self._key, partials[-1])
-        try:
-            await manager._store.progress(
-                scope,
-                job_id,
-                stage=progress_stage(events[-1]),
-                partial_images=self.partial_images,
-                now=manager._now(),
-            )
-        except BridgeError as error:
-            logger.warning(
-                "could not record durable job progress",
-                extra={"job_id": job_id, "code": error.code.value},
-            )
 
 
 class JobManager:
@@ -216,6 +110,7 @@ class JobManager:
         self._settle_timeout_s = settle_timeout_s
         self._queued_page = queued_page
         self._previews = PreviewCache(self._settings.partial_preview_max_bytes)
+        self._runner = JobRunner(runtime, store, self._previews, self._now)
         self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
         self._scheduled: set[JobKey] = set()
         self._tokens: dict[JobKey, CancelToken] = {}
@@ -223,9 +118,7 @@ class JobManager:
         self._slots = asyncio.Semaphore(self._settings.max_running)
         self._dispatcher: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
-        self._pruner: asyncio.Task[None] | None = None
-        self._prune_wanted = False
-        self._retention_healthy = True
+        self._pruning = Retention(store, self._settings, self._now)
         self._start_lock = asyncio.Lock()
         self._started = False
         self._stopping = False
@@ -270,7 +163,7 @@ class JobManager:
 
     @property
     def retention_healthy(self) -> bool:
-        return self._retention_healthy
+        return self._pruning.healthy
 
     @property
     def shared(self) -> bool:
@@ -321,7 +214,7 @@ class JobManager:
             if self._shared is None:
                 self._dispatcher = asyncio.create_task(self._dispatch(), name="imagebridge-jobs")
             self._retention = asyncio.create_task(
-                self._retention_loop(), name="imagebridge-jobs-retention"
+                self._pruning.loop(), name="imagebridge-jobs-retention"
             )
 
     async def _schedule_queued(self) -> None:
@@ -365,8 +258,7 @@ class JobManager:
         finally:
             if self._shared is not None:
                 await self._shared.stop()
-        if self._pruner is not None:
-            await asyncio.gather(self._pruner, return_exceptions=True)
+        await self._pruning.settle()
 
     async def _drain(self, timeout_s: float) -> None:
         pending = set(self._tasks)
@@ -378,7 +270,7 @@ class JobManager:
                 extra={"count": len(pending)},
             )
             for token in list(self._tokens.values()):
-                token.cancel(_SHUTDOWN_REASON)
+                token.cancel(SHUTDOWN_REASON)
             _, pending = await asyncio.wait(pending, timeout=self._settle_timeout_s)
             for task in pending:  # left running: recovered at next start (or lease expiry)
                 task.cancel()
@@ -386,57 +278,16 @@ class JobManager:
 
     async def healthy(self) -> bool:
         """Ready to take work: started, not stopping, retention working, store answering."""
-        if not self._started or self._stopping or not self._retention_healthy:
+        if not self._started or self._stopping or not self._pruning.healthy:
             return False
         return await self._store.healthy()
 
     # -- retention ---------------------------------------------------------------------------
 
     async def run_retention(self) -> int:
-        """Prune terminal history once; returns the rows removed.
-
-        A failure marks retention unhealthy (new submissions are refused) until a later
-        run succeeds, and is re-raised.
-        """
-        settings = self._settings
-        try:
-            removed = await self._store.prune(
-                now=self._now(),
-                retention_secs=settings.retention_secs,
-                max_retained=settings.max_retained,
-                max_retained_bytes=settings.max_retained_bytes,
-            )
-        except BridgeError as error:
-            if self._retention_healthy:
-                logger.error("durable job retention failed", extra={"code": error.code.value})
-            self._retention_healthy = False
-            raise
-        self._retention_healthy = True
-        return removed
-
-    async def _retention_loop(self) -> None:
-        period = self._settings.retention_period_s
-        while True:
-            await asyncio.sleep(period)
-            try:
-                await self.run_retention()
-            except BridgeError:
-                pass  # already logged and recorded as unhealthy
-            except Exception:  # a store bug must not end the loop silently
-                logger.exception("durable job retention failed unexpectedly")
-                self._retention_healthy = False
-
-    def _request_prune(self) -> None:
-        """Prune soon; prunes requested while one runs collapse into one more run."""
-        self._prune_wanted = True
-        if self._pruner is None or self._pruner.done():
-            self._pruner = asyncio.create_task(self._prune_pending(), name="imagebridge-prune")
-
-    async def _prune_pending(self) -> None:
-        while self._prune_wanted:
-            self._prune_wanted = False
-            with contextlib.suppress(BridgeError):
-                await self.run_retention()
+        """Prune terminal history once; returns the rows removed (a failure marks
+        retention unhealthy until a later run succeeds, and is re-raised)."""
+        return await self._pruning.run()
 
     # -- caller operations -------------------------------------------------------------------
 
@@ -447,7 +298,7 @@ class JobManager:
                 "durable job manager is shutting down",
                 retryable=True,
             )
-        if not self._retention_healthy:
+        if not self._pruning.healthy:
             raise BridgeError(
                 ErrorCode.OVERLOADED,
                 "durable job retention is unhealthy",
@@ -664,7 +515,7 @@ class JobManager:
             await self._run_claimed(key, token, None)
         finally:
             self._tokens.pop(key, None)
-        self._request_prune()
+        self._pruning.request()
 
     def _launch_claimed(self, record: JobRecord) -> None:
         """Shared mode: run a job the store just gave this instance (its slot is held)."""
@@ -684,89 +535,14 @@ class JobManager:
         finally:
             self._tokens.pop(key, None)
             self._running_ids.pop(key[1], None)
-        self._request_prune()
+        self._pruning.request()
 
     async def _run_claimed(self, key: JobKey, token: CancelToken, route: str | None) -> None:
         self._previews.open(key)
         try:
-            outcome = await self._execute(key, token, route)
+            outcome = await self._runner.execute(key, token, route)
         finally:
             self._previews.close(key)
             # Settled here: heartbeats stop renewing it while its outcome is written.
             self._running_ids.pop(key[1], None)
-        await self._record(key, token, outcome)
-
-    async def _execute(
-        self, key: JobKey, token: CancelToken, route: str | None
-    ) -> ImageResponse | BridgeError:
-        scope, job_id = key
-        try:
-            record = await self._store.get(scope, job_id)
-            if record.cancel_requested:
-                token.cancel(_CANCEL_REASON)
-            request = await asyncio.to_thread(_stored_request, record, route)
-        except BridgeError as error:
-            return error
-        if token.cancelled:
-            return BridgeError(ErrorCode.CANCELLED, "durable job was cancelled before it started")
-        relay = _ProgressRelay(self, key)
-        context = ExecutionContext(
-            request_id=job_id,
-            idempotency_scope=f"job:{job_id}",
-            owner=scope,
-            cancellation=token,
-            events=relay.sink,
-        )
-        try:
-            return await self._runtime.execute(request, context)
-        except BridgeError as error:
-            return error
-        except Exception:
-            logger.exception("durable job execution failed unexpectedly", extra={"job_id": job_id})
-            return BridgeError(ErrorCode.INTERNAL, "durable job failed unexpectedly")
-        finally:
-            await relay.close()
-
-    def _failure_status(self, token: CancelToken) -> ImageJobStatus:
-        if token.cancelled:
-            if token.reason == _SHUTDOWN_REASON:
-                return ImageJobStatus.INTERRUPTED
-            return ImageJobStatus.CANCELLED
-        if self._runtime.shutting_down:
-            return ImageJobStatus.INTERRUPTED
-        return ImageJobStatus.FAILED
-
-    async def _record(
-        self, key: JobKey, token: CancelToken, outcome: ImageResponse | BridgeError
-    ) -> None:
-        scope, job_id = key
-        if token.reason == LEASE_LOST_REASON:
-            # Another instance already recorded the job interrupted: its row is final.
-            logger.warning(
-                "durable job outcome dropped after its lease was lost", extra={"job_id": job_id}
-            )
-            return
-        if isinstance(outcome, ImageResponse):
-            text, trimmed = await asyncio.to_thread(
-                fit_result, outcome, self._store.max_result_bytes
-            )
-            if trimmed:
-                logger.warning("durable job result trimmed to fit", extra={"job_id": job_id})
-            try:
-                await self._store.succeed(scope, job_id, text, now=self._now())
-                return
-            except BridgeError as refused:  # still too large: fail with the store's reason
-                outcome = refused
-            status = ImageJobStatus.FAILED
-        else:
-            status = self._failure_status(token)
-        failure = outcome
-        if status is ImageJobStatus.INTERRUPTED:
-            failure = failure.copy().with_detail("recovery", _RECOVERY)
-        try:
-            await self._store.fail(scope, job_id, status, failure.to_dict(), now=self._now())
-        except BridgeError as error:  # left running: the next start records it interrupted
-            logger.error(
-                "could not record durable job outcome",
-                extra={"job_id": job_id, "code": error.code.value},
-            )
+        await self._runner.record(key, token, outcome)

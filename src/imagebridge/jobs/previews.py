@@ -22,6 +22,7 @@ __all__ = ["PartialPreview", "PreviewCache", "decode_preview"]
 logger = logging.getLogger("imagebridge.jobs")
 
 JobKey = tuple[str, str]
+"""(owner scope, job id): a job is only ever addressed together with its owner."""
 
 
 @dataclass(frozen=True, slots=True)

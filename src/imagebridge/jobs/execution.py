@@ -1,0 +1,143 @@
+"""One claimed job: read its request back, run it through the runtime, record the outcome.
+
+The request is read from the durable row (a job routed by the shared queue runs on the
+route's provider when it names none). Provider events become progress through
+:class:`~imagebridge.jobs.progress.ProgressRelay`. A result is trimmed to the store's bound
+if needed; a failure is recorded ``cancelled``, ``interrupted`` (shutdown, with a recovery
+hint: its upstream call may have happened) or ``failed``. A job whose shared-mode lease was
+lost is left to the instance that recorded it interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from imagebridge.contract.enums import ImageJobStatus
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.request import ImageRequest
+from imagebridge.contract.response import ImageResponse
+from imagebridge.engine.cancellation import CancelToken
+from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
+from imagebridge.jobs.previews import JobKey, PreviewCache
+from imagebridge.jobs.progress import ProgressRelay
+from imagebridge.jobs.shared_mode import CANCEL_REASON, LEASE_LOST_REASON
+from imagebridge.jobs.trimming import fit_result
+from imagebridge.jobs.views import job_view
+from imagebridge.storage.interfaces import JobStore
+from imagebridge.storage.records import JobRecord
+
+__all__ = ["SHUTDOWN_REASON", "JobRunner"]
+
+logger = logging.getLogger("imagebridge.jobs")
+
+SHUTDOWN_REASON = "shutdown"
+"""The cancel reason of a job still running when the manager's shutdown timeout ran out."""
+_RECOVERY = "inspect_history_before_retrying"
+
+
+def _stored_request(record: JobRecord, route: str | None = None) -> ImageRequest:
+    """Blocking: the request a worker executes, read back from the durable row.
+
+    ``route`` is the provider the shared queue routed the job to; a request that names no
+    provider runs there, so the instance that claims it uses the submitter's choice.
+    """
+    request = job_view(record).request
+    if route is None or request.routing.provider is not None:
+        return request
+    routing = request.routing.model_copy(update={"provider": route})
+    return request.model_copy(update={"routing": routing})
+
+
+class JobRunner:
+    """Executes claimed jobs through the runtime and writes their outcomes to the store."""
+
+    def __init__(
+        self,
+        runtime: ImageRuntime,
+        store: JobStore,
+        previews: PreviewCache,
+        now: Callable[[], int],
+    ) -> None:
+        self._runtime = runtime
+        self._store = store
+        self._previews = previews
+        self._now = now
+
+    async def execute(
+        self, key: JobKey, token: CancelToken, route: str | None
+    ) -> ImageResponse | BridgeError:
+        """The job's response, or the error it ended with (never raised)."""
+        scope, job_id = key
+        try:
+            record = await self._store.get(scope, job_id)
+            if record.cancel_requested:
+                token.cancel(CANCEL_REASON)
+            request = await asyncio.to_thread(_stored_request, record, route)
+        except BridgeError as error:
+            return error
+        if token.cancelled:
+            return BridgeError(ErrorCode.CANCELLED, "durable job was cancelled before it started")
+        relay = ProgressRelay(self._store, self._previews, key, self._now)
+        context = ExecutionContext(
+            request_id=job_id,
+            idempotency_scope=f"job:{job_id}",
+            owner=scope,
+            cancellation=token,
+            events=relay.sink,
+        )
+        try:
+            return await self._runtime.execute(request, context)
+        except BridgeError as error:
+            return error
+        except Exception:
+            logger.exception("durable job execution failed unexpectedly", extra={"job_id": job_id})
+            return BridgeError(ErrorCode.INTERNAL, "durable job failed unexpectedly")
+        finally:
+            await relay.close()
+
+    def _failure_status(self, token: CancelToken) -> ImageJobStatus:
+        if token.cancelled:
+            if token.reason == SHUTDOWN_REASON:
+                return ImageJobStatus.INTERRUPTED
+            return ImageJobStatus.CANCELLED
+        if self._runtime.shutting_down:
+            return ImageJobStatus.INTERRUPTED
+        return ImageJobStatus.FAILED
+
+    async def record(
+        self, key: JobKey, token: CancelToken, outcome: ImageResponse | BridgeError
+    ) -> None:
+        """Write the job's final row (a refusal or store failure is logged, not raised)."""
+        scope, job_id = key
+        if token.reason == LEASE_LOST_REASON:
+            # Another instance already recorded the job interrupted: its row is final.
+            logger.warning(
+                "durable job outcome dropped after its lease was lost", extra={"job_id": job_id}
+            )
+            return
+        if isinstance(outcome, ImageResponse):
+            text, trimmed = await asyncio.to_thread(
+                fit_result, outcome, self._store.max_result_bytes
+            )
+            if trimmed:
+                logger.warning("durable job result trimmed to fit", extra={"job_id": job_id})
+            try:
+                await self._store.succeed(scope, job_id, text, now=self._now())
+                return
+            except BridgeError as refused:  # still too large: fail with the store's reason
+                outcome = refused
+            status = ImageJobStatus.FAILED
+        else:
+            status = self._failure_status(token)
+        failure = outcome
+        if status is ImageJobStatus.INTERRUPTED:
+            failure = failure.copy().with_detail("recovery", _RECOVERY)
+        try:
+            await self._store.fail(scope, job_id, status, failure.to_dict(), now=self._now())
+        except BridgeError as error:  # left running: the next start records it interrupted
+            logger.error(
+                "could not record durable job outcome",
+                extra={"job_id": job_id, "code": error.code.value},
+            )

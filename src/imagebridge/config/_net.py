@@ -11,6 +11,9 @@ import re
 from urllib.parse import SplitResult, urlsplit
 
 __all__ = [
+    "ENV_NAME_RULE",
+    "NO_QUERY_RULE",
+    "UPSTREAM_URL_RULE",
     "is_env_name",
     "is_loopback_host",
     "is_provider_name",
@@ -22,6 +25,12 @@ __all__ = [
 _PROVIDER_NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,127}")
 _LOOPBACK_NAMES = frozenset({"localhost"})
+
+UPSTREAM_URL_RULE = "URL must be https (or http to a loopback host) without credentials or fragment"
+"""The message for a value :func:`valid_upstream_url` refuses."""
+NO_QUERY_RULE = "the API root must not carry a query: routes are appended to its path"
+ENV_NAME_RULE = "must be an environment variable name matching [A-Z][A-Z0-9_]{0,127}"
+"""The message for a value :func:`is_env_name` refuses."""
 
 
 def is_provider_name(value: str) -> bool:

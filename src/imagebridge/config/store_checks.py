@@ -20,12 +20,14 @@ from imagebridge.config.model import JobSettings
 
 __all__ = [
     "MAX_LEASE_SECS",
+    "Report",
     "check_shared_jobs",
     "check_store_location",
     "is_postgres_location",
 ]
 
 Report = Callable[[str, str, str], None]
+"""Records one issue: (dotted field, stable code, message without the value)."""
 
 MAX_LEASE_SECS = 7 * 24 * 3600
 """The storage layer's longest lease."""

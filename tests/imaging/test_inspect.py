@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import random
+import struct
 import warnings
 import zlib
+from typing import Any
 
 import pytest
 from PIL import Image, PngImagePlugin
@@ -14,12 +17,13 @@ from imagebridge.imaging.inspect import (
     ImageLimits,
     ainspect_image,
     amake_thumbnail,
-    describe_image,
+    decode_verified,
+    examine_image,
     inspect_image,
     make_thumbnail,
     sniff_format,
 )
-from tests.artifacts.images import encode, jpeg, png, png_bomb, png_chunk, webp
+from tests.artifacts.images import encode, jpeg, noise, png, png_bomb, png_chunk, webp
 
 
 def input_error(data: bytes, limits: ImageLimits | None = None) -> BridgeError:
@@ -196,24 +200,176 @@ def test_decoded_pixels_are_not_needed_to_read_header_of_bytes_io() -> None:
 
 
 @pytest.mark.parametrize("data", [png(40, 30), jpeg(40, 30), webp(40, 30)])
-def test_describe_image_reports_what_a_full_inspection_proves(data: bytes) -> None:
-    assert describe_image(data) == inspect_image(data)
+def test_examine_image_reports_what_a_full_inspection_proves(data: bytes) -> None:
+    for max_decoded_pixels in (0, 40 * 30):
+        info, verified = examine_image(data, ImageLimits(), max_decoded_pixels=max_decoded_pixels)
+        assert info == inspect_image(data)
+        # A PNG's pixels are checked without a pixel buffer, so always; the others only
+        # when their pixel buffer is allowed.
+        assert verified is (max_decoded_pixels > 0 or data.startswith(b"\x89PNG"))
 
 
-def test_describe_image_refuses_what_the_container_alone_shows() -> None:
+def test_examine_image_refuses_what_the_container_alone_shows() -> None:
     whole = png(40, 30)
     for bad in (b"hello", whole[:-20], png_bomb()):
         with pytest.raises(BridgeError) as caught:
-            describe_image(bad, ImageLimits(max_pixels=1_000_000))
+            examine_image(bad, ImageLimits(max_pixels=1_000_000), max_decoded_pixels=0)
         assert caught.value.code is ErrorCode.INPUT
 
 
-def test_describe_image_leaves_the_pixel_decode_to_inspect_image() -> None:
-    # Framing and CRCs intact, pixel stream garbage: only a full decode can tell.
-    whole = png(40, 30)
-    ihdr_end = 8 + 12 + 13
-    garbage = png_chunk(b"IDAT", zlib.compress(b"\x07" * 10))
-    broken = whole[:ihdr_end] + garbage + png_chunk(b"IEND", b"")
-    assert describe_image(broken).width == 40
+def test_examine_image_leaves_a_large_pixel_decode_to_inspect_image() -> None:
+    # Framing and CRCs intact, pixel stream garbage: only a full decode can tell. With no
+    # pixel buffer allowed, it is not decided here (not verified, not refused).
+    whole = jpeg(40, 30)
+    broken = whole[: len(whole) // 2] + bytes(len(whole) // 2 - 2) + b"\xff\xd9"
+    info, verified = examine_image(broken, ImageLimits(), max_decoded_pixels=0)
+    assert (info.width, verified) == (40, False)
+    with pytest.raises(BridgeError, match="malformed or incomplete"):
+        inspect_image(broken)
+    with pytest.raises(BridgeError, match="malformed or incomplete"):
+        examine_image(broken, ImageLimits(), max_decoded_pixels=40 * 30)
+
+
+# -- plain PNGs are verified by inflating every scanline, with Pillow's verdict ----------
+
+
+def _raw_png(
+    width: int,
+    height: int,
+    depth: int,
+    color: int,
+    stream: bytes,
+    *,
+    interlace: int = 0,
+    before_idat: bytes = b"",
+    idat_pieces: int = 1,
+    between: bytes = b"",
+    after_idat: bytes = b"",
+) -> bytes:
+    """A PNG built by hand around ``stream`` (the zlib stream of its image data)."""
+    header = struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, interlace)
+    palette = png_chunk(b"PLTE", bytes(range(48))) if color == 3 else b""
+    step = max(1, -(-len(stream) // idat_pieces))
+    pieces = [stream[i : i + step] for i in range(0, len(stream), step)] or [b""]
+    idat = (between or b"").join(png_chunk(b"IDAT", piece) for piece in pieces)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", header)
+        + palette
+        + before_idat
+        + idat
+        + after_idat
+        + png_chunk(b"IEND", b"")
+    )
+
+
+def _rows(width: int, height: int, depth: int, channels: int, filters: bytes = b"\x01") -> bytes:
+    stride = (width * channels * depth + 7) // 8
+    rng = random.Random(width * 1000 + height)
+    return b"".join(
+        filters[y % len(filters) : y % len(filters) + 1] + rng.randbytes(stride)
+        for y in range(height)
+    )
+
+
+def _pillow_verdict(data: bytes) -> str:
+    """What a full Pillow decode says: the verdict ``inspect_image`` must keep."""
+    try:
+        _, image = decode_verified(data, ImageLimits())
+    except BridgeError as error:
+        return f"refused: {error.message}"
+    image.close()
+    return "accepted"
+
+
+def _fast_verdict(data: bytes) -> str:
+    try:
+        inspect_image(data)
+    except BridgeError as error:
+        return f"refused: {error.message}"
+    return "accepted"
+
+
+_LAYOUTS = [  # (depth, colour type, channels)
+    (1, 0, 1),
+    (2, 0, 1),
+    (4, 0, 1),
+    (8, 0, 1),
+    (16, 0, 1),
+    (8, 2, 3),
+    (16, 2, 3),
+    (1, 3, 1),
+    (4, 3, 1),
+    (8, 3, 1),
+    (8, 4, 2),
+    (16, 4, 2),
+    (8, 6, 4),
+    (16, 6, 4),
+]
+
+
+@pytest.mark.parametrize(("depth", "color", "channels"), _LAYOUTS)
+@pytest.mark.parametrize("size", [(1, 1), (7, 3), (33, 17)])
+def test_plain_png_scanline_check_matches_a_full_decode(
+    depth: int, color: int, channels: int, size: tuple[int, int]
+) -> None:
+    width, height = size
+    rows = _rows(width, height, depth, channels, filters=b"\x00\x01\x02\x03\x04")
+    if color == 3:  # palette indices within the 16-entry PLTE
+        rows = bytes(b & 0x0F if depth == 8 else b for b in rows)
+    stride = 1 + (width * channels * depth + 7) // 8
+    bad_filter = bytearray(rows)
+    bad_filter[stride * (height - 1)] = 5
+    cases = {
+        "valid": zlib.compress(rows),
+        "valid, many IDAT chunks": zlib.compress(rows, 0),
+        "a row short": zlib.compress(rows[:-stride]),
+        "a byte short": zlib.compress(rows[:-1]),
+        "a row too many": zlib.compress(rows + rows[:stride]),
+        "filter type 5": zlib.compress(bytes(bad_filter)),
+        "stream cut": zlib.compress(rows)[:-6],
+        "bad Adler-32": zlib.compress(rows)[:-1] + b"\x00",
+        "data after the stream": zlib.compress(rows) + b"\x00\x00",
+        "not zlib": b"\x00" * 16,
+        "empty": b"",
+    }
+    for name, stream in cases.items():
+        for pieces in (1, 3):
+            data = _raw_png(width, height, depth, color, stream, idat_pieces=pieces)
+            assert _fast_verdict(data) == _pillow_verdict(data), (name, pieces)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"interlace": 1},
+        {"between": png_chunk(b"tEXt", b"k\x00v"), "idat_pieces": 2},
+        {"after_idat": png_chunk(b"tEXt", b"k\x00v")},
+        {"after_idat": png_chunk(b"zTXt", b"k\x00\x00" + zlib.compress(b"v" * 10))},
+        {"before_idat": png_chunk(b"tRNS", b"\x00\x01")},
+    ],
+)
+def test_unusual_png_layouts_keep_pillows_verdict(layout: dict[str, Any]) -> None:
+    rows = _rows(9, 5, 8, 1, filters=b"\x00\x04")
+    for stream in (zlib.compress(rows), zlib.compress(rows[:-3]), b"\x00" * 8):
+        data = _raw_png(9, 5, 8, 0, stream, **layout)
+        assert _fast_verdict(data) == _pillow_verdict(data)
+
+
+def test_plain_png_is_verified_without_building_its_pixels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The scanline check holds ~1 MiB, never the image (RGB at 4 bytes a pixel): what
+    # keeps a large output's base64, bytes and verification within the memory bound.
+    data = encode(Image.fromarray(noise(300, 200, alpha=False)), "PNG")
+    broken = _raw_png(300, 200, 8, 2, zlib.compress(b"\x05" + bytes(900) * 200))
+
+    def refuse(self: Image.Image) -> None:
+        raise AssertionError("the pixels were decoded")
+
+    monkeypatch.setattr(PngImagePlugin.PngImageFile, "load", refuse)
+    info = inspect_image(data)
+    assert (info.width, info.height, info.has_alpha) == (300, 200, False)
+    monkeypatch.undo()
     with pytest.raises(BridgeError, match="malformed or incomplete"):
         inspect_image(broken)

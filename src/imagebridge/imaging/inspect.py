@@ -21,6 +21,7 @@ import hashlib
 import io
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,7 @@ __all__ = [
     "ainspect_image",
     "amake_thumbnail",
     "decode_verified",
-    "describe_image",
+    "examine_image",
     "inspect_image",
     "make_thumbnail",
     "sniff_format",
@@ -154,8 +155,21 @@ def _sniff_other(data: bytes) -> str | None:
 # -- header dimensions (no pixel allocation) --------------------------------------------
 
 
-def _png_dimensions(data: bytes) -> tuple[int, int]:
-    """Width/height from IHDR, after proving the chunk stream is complete.
+@dataclass(frozen=True, slots=True)
+class _PngLayout:
+    """What one walk over a PNG's chunks (framing and every CRC checked) found."""
+
+    width: int
+    height: int
+    idat: tuple[tuple[int, int], ...]
+    """``(start, end)`` of every IDAT chunk's data, in file order."""
+    plain: bool
+    """The IDAT chunks are consecutive, IEND follows them directly, no APNG chunk and a
+    PLTE wherever a palette is needed: the layout :func:`_png_pixels_verified` decides on."""
+
+
+def _png_layout(data: bytes) -> _PngLayout:
+    """Dimensions from IHDR, after proving the chunk stream is complete.
 
     Pillow decodes a PNG whose IEND chunk is cut off, so the framing and CRC of every
     chunk up to IEND are checked here (CRC in C, a few ms for the largest images).
@@ -163,6 +177,10 @@ def _png_dimensions(data: bytes) -> tuple[int, int]:
     if len(data) < 33 or data[12:16] != b"IHDR" or struct.unpack(">I", data[8:12])[0] != 13:
         raise _input_error("could not read image dimensions")
     width, height = struct.unpack(">II", data[16:24])
+    view = memoryview(data)
+    idat: list[tuple[int, int]] = []
+    plain = True
+    palette = False
     position = 8
     for _ in range(_MAX_PNG_CHUNKS):
         if position + 12 > len(data):
@@ -173,12 +191,78 @@ def _png_dimensions(data: bytes) -> tuple[int, int]:
             raise _input_error("image payload is malformed or incomplete")
         kind = data[position + 4 : position + 8]
         (expected_crc,) = struct.unpack(">I", data[end - 4 : end])
-        if zlib.crc32(data[position + 4 : end - 4]) != expected_crc:
+        if zlib.crc32(view[position + 4 : end - 4]) != expected_crc:
             raise _input_error("image payload is malformed or incomplete")
         if kind == b"IEND":
-            return width, height
+            return _PngLayout(width, height, tuple(idat), plain and bool(idat))
+        if kind == b"IDAT":
+            if idat and idat[-1][1] + 4 != position:
+                plain = False  # IDAT chunks split by another chunk
+            idat.append((position + 8, end - 4))
+        elif idat or kind in (b"acTL", b"fcTL", b"fdAT"):
+            plain = False  # a chunk after the image data, or an animation
+        elif kind == b"PLTE":
+            palette = True
+        if kind == b"IDAT" and data[25] == 3 and not palette:
+            plain = False
         position = end
     raise _input_error("image container has too many chunks")
+
+
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+"""Samples per pixel of each PNG colour type."""
+_PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
+_PNG_FILTER_TYPES = bytes(range(5))
+_INFLATE_INPUT = 256 * 1024
+"""Compressed bytes fed to zlib at a time (what it has not consumed is copied once)."""
+_INFLATE_OUTPUT = 1024 * 1024
+"""Decompressed bytes alive at a time while a PNG's scanlines are checked."""
+
+
+def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
+    """``True`` proves every scanline of this PNG decodes; ``False`` leaves it to Pillow.
+
+    A non-interlaced PNG's image data is one zlib stream holding, for each of ``height``
+    rows, a filter-type byte (0–4) and the row's packed samples. Inflating that whole
+    stream (zlib checks every Huffman code, distance and the Adler-32), finding that it
+    ends exactly after the last row and that every filter byte is valid is all a decoder
+    can fail on: unfiltering and unpacking such rows cannot fail. That inflate is also
+    most of Pillow's decode time; done here it builds no pixel buffer (Pillow keeps RGB at
+    4 bytes a pixel), holds at most :data:`_INFLATE_OUTPUT` bytes and runs with the GIL
+    released (zlib). Every chunk's CRC was checked by :func:`_png_layout`. Anything else
+    (interlacing, an unusual chunk layout, any anomaly in the stream) returns ``False`` and
+    Pillow's full decode decides, so the verdict is always the one Pillow would give.
+    """
+    if not layout.plain:
+        return False
+    depth, color, compression, filtering, interlace = data[24:29]
+    channels = _PNG_CHANNELS.get(color)
+    if channels is None or depth not in _PNG_DEPTHS[color] or compression or filtering:
+        return False
+    if interlace:
+        return False
+    stride = 1 + (layout.width * channels * depth + 7) // 8
+    expected = stride * layout.height
+    inflater = zlib.decompressobj()
+    view = memoryview(data)
+    produced = 0
+    try:
+        for start, end in layout.idat:
+            for offset in range(start, end, _INFLATE_INPUT):
+                pending: bytes | memoryview = view[offset : min(end, offset + _INFLATE_INPUT)]
+                while pending:
+                    if inflater.eof:
+                        return False  # image data after the end of the zlib stream
+                    rows = inflater.decompress(pending, _INFLATE_OUTPUT)
+                    pending = inflater.unconsumed_tail
+                    if produced + len(rows) > expected:
+                        return False
+                    if rows[-produced % stride :: stride].translate(None, _PNG_FILTER_TYPES):
+                        return False  # a filter type other than 0-4
+                    produced += len(rows)
+    except zlib.error:
+        return False
+    return inflater.eof and not inflater.unused_data and produced == expected
 
 
 _JPEG_SOF = frozenset(
@@ -234,12 +318,15 @@ def _webp_dimensions(data: bytes) -> tuple[int, int]:
     raise _input_error("could not read image dimensions")
 
 
-def _header_dimensions(data: bytes, image_format: OutputFormat) -> tuple[int, int]:
+def _header_dimensions(
+    data: bytes, image_format: OutputFormat
+) -> tuple[int, int, _PngLayout | None]:
     if image_format is OutputFormat.PNG:
-        return _png_dimensions(data)
+        layout = _png_layout(data)
+        return layout.width, layout.height, layout
     if image_format is OutputFormat.JPEG:
-        return _jpeg_dimensions(data)
-    return _webp_dimensions(data)
+        return (*_jpeg_dimensions(data), None)
+    return (*_webp_dimensions(data), None)
 
 
 # -- full inspection ----------------------------------------------------------------------
@@ -274,7 +361,14 @@ def _has_alpha(image: Image.Image) -> bool:
     return image.mode in _ALPHA_MODES or "transparency" in image.info
 
 
-def _opened(data: bytes, limits: ImageLimits) -> tuple[OutputFormat, Image.Image]:
+@dataclass(slots=True)
+class _Opened:
+    format: OutputFormat
+    image: Image.Image
+    png: _PngLayout | None
+
+
+def _opened(data: bytes, limits: ImageLimits) -> _Opened:
     """Size, format, header dimensions and limits checked; the image opened, not decoded."""
     if not data or len(data) > limits.max_encoded_bytes:
         raise _input_error(
@@ -287,7 +381,7 @@ def _opened(data: bytes, limits: ImageLimits) -> tuple[OutputFormat, Image.Image
         if other is not None:
             raise _input_error("input image format is not enabled", detected_format=other)
         raise _input_error("input is not a supported PNG, JPEG, or WebP image")
-    width, height = _header_dimensions(data, image_format)
+    width, height, png = _header_dimensions(data, image_format)
     _check_limits(width, height, limits)
     try:
         image = _PLUGINS[image_format](io.BytesIO(data))
@@ -296,7 +390,20 @@ def _opened(data: bytes, limits: ImageLimits) -> tuple[OutputFormat, Image.Image
     if image.size != (width, height):
         image.close()
         raise _input_error("image headers and decoded dimensions disagree")
-    return image_format, image
+    return _Opened(image_format, image, png)
+
+
+def _load(image: Image.Image) -> None:
+    """Decode every pixel of an opened image; on failure the image is closed."""
+    size = image.size
+    try:
+        image.load()
+    except Exception as exc:  # any decoder failure is a malformed input, never a crash
+        image.close()
+        raise _input_error("image payload is malformed or incomplete") from exc
+    if image.size != size:
+        image.close()
+        raise _input_error("image headers and decoded dimensions disagree")
 
 
 def _info(
@@ -322,45 +429,61 @@ def decode_verified(
     is a digest already computed in this process over this very ``data`` (bytes are
     immutable): it is reused instead of hashing the payload a second time.
     """
-    image_format, image = _opened(data, limits)
-    size = image.size
-    try:
-        image.load()
-    except Exception as exc:  # any decoder failure is a malformed input, never a crash
-        image.close()
-        raise _input_error("image payload is malformed or incomplete") from exc
-    if image.size != size:
-        image.close()
-        raise _input_error("image headers and decoded dimensions disagree")
-    return _info(data, image_format, image, sha256), image
+    opened = _opened(data, limits)
+    _load(opened.image)
+    return _info(data, opened.format, opened.image, sha256), opened.image
 
 
-def describe_image(data: bytes, limits: ImageLimits | None = None) -> ImageInfo:
-    """Everything :func:`inspect_image` proves except the pixel decode.
+def examine_image(
+    data: bytes, limits: ImageLimits, *, max_decoded_pixels: int
+) -> tuple[ImageInfo, bool]:
+    """The facts of ``data``, and whether they come from a full verification.
 
-    For a provider describing an output that the materializer is about to verify in
-    full anyway: the container, the header dimensions against ``limits``, the checksum
-    and the alpha channel come out the same, but the pixels (the largest single cost of
-    an image, bench/gateway.py) are decoded once per image, not twice. Never a
-    substitute for :func:`inspect_image` where bytes are accepted.
+    The container, the header dimensions against ``limits``, the checksum and the alpha
+    channel are always checked, as :func:`inspect_image` does. The pixels are verified
+    too (the flag is ``True``) when that builds no pixel buffer (a plain PNG's scanline
+    check) or one of at most ``max_decoded_pixels`` pixels; otherwise the flag is
+    ``False`` and the caller leaves the full verification to a later
+    :func:`inspect_image`, when less of the image's other copies is alive.
     """
-    image_format, image = _opened(data, limits or ImageLimits())
+    opened = _opened(data, limits)
+    image = opened.image
     try:
-        return _info(data, image_format, image)
+        if opened.png is not None and _png_pixels_verified(data, opened.png):
+            return _info(data, opened.format, image), True
+        if image.size[0] * image.size[1] > max_decoded_pixels:
+            return _info(data, opened.format, image), False
+        _load(image)
+        return _info(data, opened.format, image), True
     finally:
         image.close()
 
 
 def inspect_image(
-    data: bytes, limits: ImageLimits | None = None, *, sha256: str | None = None
+    data: bytes,
+    limits: ImageLimits | None = None,
+    *,
+    sha256: str | None = None,
+    before_pixel_buffer: Callable[[], object] | None = None,
 ) -> ImageInfo:
     """Fully verify ``data`` as a PNG, JPEG or WebP image within ``limits``.
 
-    ``sha256``: see :func:`decode_verified`.
+    Every pixel is decoded, by Pillow or, for a plain PNG, by inflating and checking every
+    scanline without building the image (:func:`_png_pixels_verified`: the same verdict,
+    in bounded memory). ``sha256``: see :func:`decode_verified`. ``before_pixel_buffer``
+    is called just before Pillow allocates the pixels, if it does: a caller keeping another
+    copy of the image (its base64) alive only while that is cheap releases it there.
     """
-    info, image = decode_verified(data, limits or ImageLimits(), sha256=sha256)
-    image.close()
-    return info
+    opened = _opened(data, limits or ImageLimits())
+    image = opened.image
+    try:
+        if opened.png is None or not _png_pixels_verified(data, opened.png):
+            if before_pixel_buffer is not None:
+                before_pixel_buffer()
+            _load(image)
+        return _info(data, opened.format, image, sha256)
+    finally:
+        image.close()
 
 
 def make_thumbnail(data: bytes, edge: int, limits: ImageLimits | None = None) -> bytes:

@@ -803,18 +803,29 @@ async def test_remote_image_urls_are_fetched_through_the_guarded_fetcher(
 # -- handing the decoded outputs to the materializer ----------------------------------------------
 
 
-@pytest.mark.parametrize(("early_max_pixels", "fully_verified"), [(2048 * 2048, True), (1, False)])
-async def test_outputs_reach_the_materializer_decoded_and_verified_when_small(
+@pytest.mark.parametrize(
+    ("early_max_pixels", "output_format", "fully_verified"),
+    [
+        (2048 * 2048, "webp", True),
+        (1, "webp", False),  # its check needs a pixel buffer: left to the materializer
+        (1, "png", True),  # a PNG's scanline check needs none, at any size
+    ],
+)
+async def test_outputs_reach_the_materializer_decoded_and_verified_when_cheap(
     openai_server: OpenAIImagesServer,
     monkeypatch: pytest.MonkeyPatch,
     early_max_pixels: int,
+    output_format: str,
     fully_verified: bool,
 ) -> None:
     from imagebridge.providers.openai import results as module
 
     monkeypatch.setattr(module, "EARLY_VERIFY_MAX_PIXELS", early_max_pixels)
     provider = make_provider(openai_server)
-    response = await run(provider, request(routing={"model": "gpt-image-1"}))
+    response = await run(
+        provider,
+        request(routing={"model": "gpt-image-1"}, parameters={"output_format": output_format}),
+    )
 
     [item] = response.data
     payload = take_decoded(item)

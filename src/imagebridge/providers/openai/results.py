@@ -28,7 +28,7 @@ from imagebridge.engine.decoded import DecodedPayload
 from imagebridge.engine.inputs import LoadedImage
 from imagebridge.engine.provider import inline_image
 from imagebridge.imaging.b64 import decode_strict, encode_text
-from imagebridge.imaging.inspect import ImageInfo, ImageLimits, describe_image, inspect_image
+from imagebridge.imaging.inspect import ImageLimits, examine_image
 from imagebridge.providers.openai.wire import WireImage, WireResult, merge_usage
 
 __all__ = ["EARLY_VERIFY_MAX_PIXELS", "OutputFetcher", "ResultReader", "unusable_answer"]
@@ -96,7 +96,9 @@ class ResultReader:
             raise self._unusable("the upstream returned malformed base64 image data") from None
         limits = self.limits
         try:
-            info, verified = await asyncio.to_thread(_examine, data, limits)
+            info, verified = await asyncio.to_thread(
+                examine_image, data, limits, max_decoded_pixels=EARLY_VERIFY_MAX_PIXELS
+            )
         except BridgeError as error:
             raise BridgeError(
                 ErrorCode.PROTOCOL,
@@ -166,24 +168,17 @@ class ResultReader:
 
 
 EARLY_VERIFY_MAX_PIXELS = 2048 * 2048
-"""Outputs up to this many pixels are fully decoded by the provider, larger ones later.
+"""Outputs whose verification needs a pixel buffer are fully decoded here up to this size.
 
-The full pixel decode (the largest cost of an image) runs here, in a worker thread as
+The full verification (the largest cost of an image) runs here, in a worker thread as
 soon as this call's answer arrived, and the materializer reuses it: in a fan-out the
-decodes overlap the calls still receiving (Pillow releases the GIL) instead of all
-starting after the slowest call. But here the upstream's base64 text is still alive; for
-a large image that text beside the bytes and the pixels would exceed the memory bound
-(bench/memory.py: 4x the encoded size per in-flight 4096² image), so those are decoded
-by the materializer after it released the text.
+checks overlap the calls still receiving instead of all starting after the slowest call.
+A plain PNG is checked scanline by scanline without a pixel buffer, at any size. Other
+images need Pillow's pixels, and here the upstream's base64 text is still alive: for a
+large image the text beside the bytes and the pixels would exceed the memory bound
+(bench/memory.py: 4x the encoded size per in-flight 4096² image), so those are decoded by
+the materializer after it released the text.
 """
-
-
-def _examine(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, bool]:
-    """The facts of ``data``, and whether its pixels were fully decoded to get them."""
-    info = describe_image(data, limits)
-    if info.width * info.height > EARLY_VERIFY_MAX_PIXELS:
-        return info, False
-    return inspect_image(data, limits, sha256=info.sha256), True
 
 
 def _b64decode(payload: str) -> bytes:

@@ -18,6 +18,7 @@ from imagebridge.engine.decoded import DecodedPayload, attach_decoded
 from imagebridge.engine.materialize import MaterializeLimits, Materializer, PublishedArtifact
 from imagebridge.engine.transparency import ChromaPlan
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
+from tests.artifacts.images import png_chunk
 from tests.support.fakes import image_item, png_bytes
 
 
@@ -283,25 +284,37 @@ async def test_embedded_record_reports_optional_fields_omitted_for_container_por
     assert len(json.dumps(record, separators=(",", ":"))) <= 40 * 1024
 
 
-async def test_the_provider_base64_is_released_before_the_pixels_are_decoded(
+def _noisy_png() -> bytes:
+    noisy = np.random.default_rng(3).integers(0, 256, (700, 700, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(noisy, "RGB").save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+async def test_the_provider_base64_is_released_before_pixels_are_decoded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Peak memory: the base64 text (1.33x the image) must not live during verification."""
+    """Peak memory: the base64 text (1.33x the image) must not live beside its pixels."""
     import tracemalloc
 
     from imagebridge.engine import materialize as module
 
-    noisy = np.random.default_rng(3).integers(0, 256, (700, 700, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(noisy, "RGB").save(buffer, format="PNG", compress_level=1)
-    data = buffer.getvalue()
+    plain = _noisy_png()
+    # a text chunk after the image data: a layout left to Pillow's full decode
+    data = plain[:-12] + png_chunk(b"tEXt", b"k\x00v") + plain[-12:]
     text_bytes = len(base64.b64encode(data))
     seen: list[int] = []
     real_inspect = module.inspect_image
 
     def inspect(payload: bytes, limits: Any, **options: Any) -> Any:
-        seen.append(tracemalloc.get_traced_memory()[0])
-        return real_inspect(payload, limits, **options)
+        release = options.pop("before_pixel_buffer", None)
+
+        def released() -> None:
+            if release is not None:
+                release()
+            seen.append(tracemalloc.get_traced_memory()[0])
+
+        return real_inspect(payload, limits, before_pixel_buffer=released, **options)
 
     monkeypatch.setattr(module, "inspect_image", inspect)
     tracemalloc.start()
@@ -315,6 +328,43 @@ async def test_the_provider_base64_is_released_before_the_pixels_are_decoded(
     assert provider_response.data[0].b64_json is None
     # while the pixels were decoded, the bridge held the decoded bytes, not bytes + text
     assert seen and seen[0] - before < len(data) + text_bytes // 2
+
+
+async def test_a_plain_png_keeps_and_passes_on_the_provider_base64() -> None:
+    """No pixel buffer: the provider's text is verified and delivered, not encoded again."""
+    import tracemalloc
+
+    data = _noisy_png()
+    text = base64.b64encode(data).decode()
+    provider_response = response([image_item(0, data)])
+    assert provider_response.data[0].b64_json == text
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = await Materializer().materialize(provider_response, request(), None, owner="o")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.data[0].b64_json == text
+    assert result.data[0].sha256 == hashlib.sha256(data).hexdigest()
+    # the decoded bytes and scanline pieces beside the text; never a second text
+    assert peak - before < len(data) + 4 * 1024 * 1024
+    assert provider_response.data[0].b64_json is None
+
+
+async def test_base64_with_stray_padding_bits_is_encoded_again() -> None:
+    data = png_bytes(5, 5)
+    text = base64.b64encode(data).decode()
+    assert text.endswith("=")  # the last character before "=" carries unused bits
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    tail = text.rstrip("=")
+    stray = tail[:-1] + alphabet[alphabet.index(tail[-1]) | 1] + text[len(tail) :]
+    assert base64.b64decode(stray) == data and stray != text
+    item = image_item(0, data)
+    item.b64_json = stray
+    result = await Materializer().materialize(response([item]), request(), None, owner="o")
+    assert result.data[0].b64_json == text
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from imagebridge.contract.request import ImageRequest, parse_size
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Normalization
 from imagebridge.engine.decoded import take_decoded
 from imagebridge.engine.transparency import ChromaPlan
-from imagebridge.imaging.b64 import decode_strict, encode_text
+from imagebridge.imaging.b64 import decode_strict, encode_text, is_canonical
 from imagebridge.imaging.chroma import inspect_transparent_alpha, remove_background
 from imagebridge.imaging.inspect import ImageInfo, ImageLimits, inspect_image
 from imagebridge.imaging.metadata import (
@@ -100,6 +100,12 @@ class VerifiedImage:
     data: bytes
     info: ImageInfo
     generation_ms: int | None
+    encoded: str | None = None
+    """The provider's base64 of exactly ``data`` (canonical), passed on instead of encoding
+    ``data`` again; ``None`` once ``data`` changes or when it was released."""
+
+    def replace_data(self, data: bytes, info: ImageInfo) -> None:
+        self.data, self.info, self.encoded = data, info, None
 
 
 def operation_summary(request: ImageRequest) -> dict[str, Any]:
@@ -155,14 +161,14 @@ def _delivered(response: ImageResponse, projected: list[GeneratedImage]) -> Imag
     )
 
 
-def _decode_taken(box: list[str]) -> bytes:
-    """Decode base64 text handed over in ``box``, emptying it in the worker thread.
+def _decode_boxed(box: list[str]) -> bytes:
+    """Decode the base64 text in ``box`` (a worker thread's argument).
 
     The executor's work item (and so its arguments) can outlive the ``await`` for a moment
-    on a busy machine; passing the text itself would keep it alive while the pixels are
-    verified, which is what releasing it early is for.
+    on a busy machine; passing the text itself would keep it alive after ``box`` released
+    it for the pixels' sake (:meth:`Materializer._inspect`).
     """
-    return decode_strict(box.pop())
+    return decode_strict(box[0])
 
 
 class Materializer:
@@ -296,28 +302,27 @@ class Materializer:
                 maximum_bytes=self.limits.max_base64_chars,
             )
         decoded = take_decoded(item)
+        # The provider's text, kept to be passed on unless the pixels need the memory:
+        # ``text[0]`` is its only reference from here on (bench/memory.py).
+        text = [item.b64_json.strip()]
+        item.b64_json = None
         if decoded is not None:
             # The provider decoded this payload and computed its facts over exactly these
             # bytes: no second base64 decode and hash of the same payload.
             data = decoded.data
         else:
-            text = item.b64_json.strip()
             try:
-                if len(text) <= INLINE_BYTES * 4 // 3:
-                    data = decode_strict(text)
+                if len(text[0]) <= INLINE_BYTES * 4 // 3:
+                    data = decode_strict(text[0])
                 else:
-                    data = await asyncio.to_thread(_decode_taken, [text])
+                    data = await asyncio.to_thread(_decode_boxed, text)
             except (binascii.Error, ValueError):
                 raise _protocol("provider returned malformed base64 image data") from None
-            del text
-        # The text is never read again: release it before the pixels are decoded, so a
-        # large image's base64 (1.33x its size) is not held alongside them (bench/memory.py).
-        item.b64_json = None
         try:
             if decoded is not None and decoded.verified_under == self.limits.image:
                 info = decoded.info  # fully decoded under these very limits, in this process
             else:
-                info = await self._inspect(data, decoded.info.sha256 if decoded else None)
+                info = await self._inspect(data, decoded.info.sha256 if decoded else None, text)
         except BridgeError as error:
             raise _verification_failure(error, item.index) from None
         expected = effective.parameters.output_format
@@ -335,10 +340,16 @@ class Materializer:
                 "provider output metadata does not match the decoded image",
                 output_index=item.index,
             )
-        return VerifiedImage(item.index, data, info, item.generation_ms)
+        encoded = text[0] if text and is_canonical(text[0]) else None
+        return VerifiedImage(item.index, data, info, item.generation_ms, encoded)
 
-    async def _inspect(self, data: bytes, sha256: str | None = None) -> ImageInfo:
-        """Full verification: on the loop for a small image, else in a worker thread."""
+    async def _inspect(self, data: bytes, sha256: str | None, text: list[str]) -> ImageInfo:
+        """Full verification: on the loop for a small image, else in a worker thread.
+
+        ``text`` (the payload's base64) is emptied if the check needs a pixel buffer: a
+        large image's base64 (1.33x its size) is not held alongside its pixels
+        (bench/memory.py). A plain PNG's check needs none, and its text is passed on.
+        """
         if len(data) <= INLINE_BYTES:
             small = replace(
                 self.limits.image, max_pixels=min(self.limits.image.max_pixels, INLINE_PIXELS)
@@ -347,7 +358,9 @@ class Materializer:
                 return inspect_image(data, small, sha256=sha256)
             except BridgeError:
                 pass  # more pixels than the loop should decode, or invalid: the full check
-        return await asyncio.to_thread(inspect_image, data, self.limits.image, sha256=sha256)
+        return await asyncio.to_thread(
+            inspect_image, data, self.limits.image, sha256=sha256, before_pixel_buffer=text.clear
+        )
 
     # -- transparency ------------------------------------------------------------------------
 
@@ -369,8 +382,7 @@ class Materializer:
             failure = _verification_failure(error, image.index)
             failure.details.setdefault("stage", "transparent_background")
             raise failure from None
-        image.data = result.data
-        image.info = result.info
+        image.replace_data(result.data, result.info)
         return [
             Normalization(
                 field=f"data[{image.index}].transparency.key_color",
@@ -447,7 +459,7 @@ class Materializer:
             return embed_metadata(image.data, image.info.format, encoded, self.limits.image)
 
         try:
-            image.data, image.info = await asyncio.to_thread(embed)
+            image.replace_data(*await asyncio.to_thread(embed))
         except BridgeError as error:
             if error.code is ErrorCode.ARTIFACT:
                 raise
@@ -565,7 +577,9 @@ class Materializer:
         }
         response_format = effective.output.response_format
         if response_format is ResponseFormat.B64_JSON:
-            if len(image.data) <= INLINE_BYTES:
+            if image.encoded is not None:
+                encoded = image.encoded  # verified, canonical: the same text encoding gives
+            elif len(image.data) <= INLINE_BYTES:
                 encoded = encode_text(image.data)
             else:
                 encoded = await asyncio.to_thread(encode_text, image.data)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pybase64
 
-__all__ = ["decode_strict", "encode_text"]
+__all__ = ["decode_strict", "encode_text", "is_canonical"]
 
 
 def decode_strict(text: str | bytes) -> bytes:
@@ -21,3 +21,22 @@ def decode_strict(text: str | bytes) -> bytes:
 def encode_text(data: bytes) -> str:
     """``data`` as standard base64 text (with padding)."""
     return pybase64.b64encode_as_string(data)
+
+
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def is_canonical(text: str) -> bool:
+    """Whether ``text``, which :func:`decode_strict` accepted, is exactly what
+    :func:`encode_text` makes of the bytes it decodes to.
+
+    The strict decode already refused anything outside the alphabet and bad padding; what
+    it lets through is the unused low bits of the last character before ``=`` (``QQ==``
+    and ``QR==`` both decode to ``A``). Then the text can be passed on instead of
+    encoding the bytes again: O(1).
+    """
+    if text.endswith("=="):
+        return _ALPHABET.find(text[-3:-2]) & 0x0F == 0
+    if text.endswith("="):
+        return _ALPHABET.find(text[-2:-1]) & 0x03 == 0
+    return True

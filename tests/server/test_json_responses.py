@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import json
+import base64
+import os
 from typing import Any
 
 import pytest
+from starlette.responses import StreamingResponse
 
 from imagebridge.contract.request import GenerationParameters
 from imagebridge.contract.response import ImageResponse
@@ -47,7 +49,12 @@ async def test_only_large_image_payloads_are_serialized_in_a_thread(
     answer = await routes.large_json_response(model)
 
     assert bool(offloaded) is threaded
-    assert json.loads(bytes(answer.body)) == json.loads(model.model_dump_json())
+    if isinstance(answer, StreamingResponse):
+        body = b"".join([bytes(piece) async for piece in answer.body_iterator])
+    else:
+        body = bytes(answer.body)
+    assert body == model.model_dump_json().encode()
+    assert answer.headers["content-length"] == str(len(body))
     assert answer.media_type == "application/json"
 
 
@@ -75,4 +82,30 @@ def test_the_large_path_writes_the_same_json_as_pydantic() -> None:
         }
     )
 
-    assert routes._dump_large(model) == model.model_dump_json().encode()
+    assert _joined(routes._dump_large(model)) == model.model_dump_json().encode()
+
+
+def _joined(pieces: list[bytes | str]) -> bytes:
+    return b"".join(piece if isinstance(piece, bytes) else piece.encode() for piece in pieces)
+
+
+@pytest.mark.parametrize("images", [1, 3])
+def test_large_images_go_out_as_pieces_of_the_same_json(images: int) -> None:
+    """Each large base64 is a piece of its own between the JSON around it, unescaped."""
+    model = image_response(png_bytes(8, 8))
+    text = base64.b64encode(os.urandom(300_000)).decode()
+    model.data = [image_item(i, png_bytes(8, 8)) for i in range(images)]
+    for item in model.data:
+        item.b64_json = text
+    model.revised_prompt = 'a "quoted" prompt with \\ and é'
+
+    pieces = routes._dump_large(model)
+
+    assert len(pieces) == 2 * images + 1
+    assert _joined(pieces) == model.model_dump_json().encode()
+
+
+def test_text_that_is_not_plain_base64_is_escaped_as_json() -> None:
+    model = image_response(png_bytes(8, 8))
+    model.data[0].b64_json = "A" * 100_000 + '"\\\n'
+    assert _joined(routes._dump_large(model)) == model.model_dump_json().encode()

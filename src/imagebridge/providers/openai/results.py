@@ -28,7 +28,7 @@ from imagebridge.engine.decoded import DecodedPayload
 from imagebridge.engine.inputs import LoadedImage
 from imagebridge.engine.provider import inline_image
 from imagebridge.imaging.b64 import decode_strict, encode_text
-from imagebridge.imaging.inspect import ImageLimits, examine_image
+from imagebridge.imaging.inspect import ImageInfo, ImageLimits, examine_image
 from imagebridge.providers.openai.wire import WireImage, WireResult, merge_usage
 
 __all__ = ["EARLY_VERIFY_MAX_PIXELS", "OutputFetcher", "ResultReader", "unusable_answer"]
@@ -90,21 +90,23 @@ class ResultReader:
         return fetched.data
 
     async def _verified(self, index: int, image: WireImage) -> GeneratedImage:
-        try:
-            data = await self._image_bytes(image)
-        except ValueError:
-            raise self._unusable("the upstream returned malformed base64 image data") from None
         limits = self.limits
         try:
-            info, verified = await asyncio.to_thread(
-                examine_image, data, limits, max_decoded_pixels=EARLY_VERIFY_MAX_PIXELS
-            )
-        except BridgeError as error:
+            if image.b64_json is not None:  # decoded and examined in one worker-thread hop
+                data, (info, verified) = await asyncio.to_thread(
+                    _decode_and_examine, image.b64_json, limits
+                )
+            else:
+                data = await self._image_bytes(image)
+                info, verified = await asyncio.to_thread(_examined, data, limits)
+        except ValueError:
+            raise self._unusable("the upstream returned malformed base64 image data") from None
+        except _Unverified as failure:
             raise BridgeError(
                 ErrorCode.PROTOCOL,
                 "the upstream returned an image that failed verification",
                 provider=self.provider,
-                details={"reason": error.message, "output_index": index},
+                details={"reason": failure.error.message, "output_index": index},
             ).mark_unknown_outcome() from None
         encoded = image.b64_json if image.b64_json is not None else None
         if encoded is None:
@@ -179,6 +181,28 @@ large image the text beside the bytes and the pixels would exceed the memory bou
 (bench/memory.py: 4x the encoded size per in-flight 4096² image), so those are decoded by
 the materializer after it released the text.
 """
+
+
+class _Unverified(Exception):
+    """An output's bytes failed :func:`examine_image` (kept apart from transport errors)."""
+
+    def __init__(self, error: BridgeError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _examined(data: bytes, limits: ImageLimits) -> tuple[ImageInfo, bool]:
+    try:
+        return examine_image(data, limits, max_decoded_pixels=EARLY_VERIFY_MAX_PIXELS)
+    except BridgeError as error:
+        raise _Unverified(error) from None
+
+
+def _decode_and_examine(payload: str, limits: ImageLimits) -> tuple[bytes, tuple[ImageInfo, bool]]:
+    """Worker thread: the bytes of ``payload`` (``ValueError`` if it is not base64) and
+    what :func:`examine_image` proved about them (``_Unverified`` if they fail)."""
+    data = _b64decode(payload)
+    return data, _examined(data, limits)
 
 
 def _b64decode(payload: str) -> bytes:

@@ -42,7 +42,7 @@ from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.interruption import wait_unless_interrupted
 from imagebridge.engine.provider import Provider, ProviderContext
 from imagebridge.imaging.inspect import ImageLimits
-from imagebridge.providers import base64_json
+from imagebridge.providers.openai import json_body
 from imagebridge.providers.openai.edits import UpstreamCall, prepare_call
 from imagebridge.providers.openai.models import (
     DEFAULT_OPENAI_MODEL,
@@ -491,7 +491,7 @@ class OpenAIImagesProvider(Provider):
         if received is None:
             raise self._too_large()
         try:
-            payload = await asyncio.to_thread(base64_json.loads, received)
+            payload = await asyncio.to_thread(json_body.loads, received)
         except (ValueError, RecursionError):
             raise self._unusable("the upstream answer is not valid JSON") from None
         try:

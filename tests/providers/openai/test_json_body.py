@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from imagebridge.providers import base64_json
-from imagebridge.providers.base64_json import LIFT_MIN_CHARS
+from imagebridge.providers.openai import json_body
+from imagebridge.providers.openai.json_body import LIFT_MIN_CHARS
 
 BIG = base64.b64encode(os.urandom(LIFT_MIN_CHARS)).decode()
 
@@ -20,7 +20,7 @@ BIG = base64.b64encode(os.urandom(LIFT_MIN_CHARS)).decode()
 def same(body: bytes) -> Any:
     expected = json.loads(body)
     for form in (body, bytearray(body)):
-        assert base64_json.loads(form) == expected
+        assert json_body.loads(form) == expected
     return expected
 
 
@@ -73,7 +73,7 @@ def test_malformed_answers_are_refused_like_json_loads(body: bytes) -> None:
     with pytest.raises((json.JSONDecodeError, UnicodeDecodeError)) as expected:
         json.loads(body)
     with pytest.raises(type(expected.value)):
-        base64_json.loads(body)
+        json_body.loads(body)
 
 
 _values = st.recursive(

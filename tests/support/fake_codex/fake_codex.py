@@ -39,6 +39,7 @@ short by an interrupt; every turn logs ``turn_start`` and ``turn_end``) with mod
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import signal
@@ -134,9 +135,13 @@ class FakeCodex:
         path.write_text(json.dumps(durable), encoding="utf-8")
 
     def _bump(self, name: str) -> int:
+        """Count in a file of the shared state folder. Several fakes (one per pool account)
+        start and take turns at once, so the read and the write happen under one lock."""
         path = self.state / name
-        value = int(path.read_text()) + 1 if path.exists() else 1
-        path.write_text(str(value))
+        with (self.state / "counters.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            value = int(path.read_text()) + 1 if path.exists() else 1
+            path.write_text(str(value))
         return value
 
     def log(self, entry: dict[str, Any]) -> None:

@@ -293,7 +293,13 @@ class OpenAIImagesServer:
         if behaviour.delay and await self._sleep(behaviour.delay):
             return
         if behaviour.raw_body is not None:
-            await _send_bytes(send, behaviour.status, behaviour.raw_body, behaviour.content_type)
+            await _send_bytes(
+                send,
+                behaviour.status,
+                behaviour.raw_body,
+                behaviour.content_type,
+                behaviour.headers,
+            )
             return
         if behaviour.status >= 400:
             body_bytes = json.dumps({"error": behaviour.error}).encode()

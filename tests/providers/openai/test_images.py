@@ -8,10 +8,8 @@ import io
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 from PIL import Image
 
@@ -840,31 +838,3 @@ async def test_outputs_reach_the_materializer_decoded_and_verified_when_cheap(
     )
     limits = provider.settings.image_limits
     assert payload.verified_under == (limits if fully_verified else None)
-
-
-# -- reading an answer's body ----------------------------------------------------------------
-
-
-class _Chunked(httpx.AsyncByteStream):
-    def __init__(self, body: bytes, size: int = 1000) -> None:
-        self.pieces = [body[i : i + size] for i in range(0, len(body), size)]
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for piece in self.pieces:
-            yield piece
-
-
-@pytest.mark.parametrize("declared", [True, False])
-@pytest.mark.parametrize("preallocate_max", [1 << 20, 100])
-async def test_a_body_is_read_whole_and_bounded_by_the_limit(
-    monkeypatch: pytest.MonkeyPatch, declared: bool, preallocate_max: int
-) -> None:
-    from imagebridge.providers.openai import images as module
-
-    monkeypatch.setattr(module, "PREALLOCATE_MAX_BYTES", preallocate_max)
-    body = bytes(range(256)) * 40
-    size = len(body) if declared else None
-    read = await module._read_body(httpx.Response(200, stream=_Chunked(body)), size, len(body))
-    assert read == body
-    over = await module._read_body(httpx.Response(200, stream=_Chunked(body)), size, len(body) - 1)
-    assert over is None

@@ -1,4 +1,4 @@
-"""The ``openai`` provider: the OpenAI Images API (or a compatible server) over httpx.
+"""The ``openai`` provider: the OpenAI Images API (or a compatible server) over HTTP (aiohttp).
 
 ``/images/generations`` takes JSON; ``/images/edits`` takes multipart (``image[]``
 repeated, ``mask``), and also serves generation from reference images. With
@@ -6,12 +6,13 @@ repeated, ``mask``), and also serves generation from reference images. With
 :class:`PartialImageEvent`. One call asks for up to the model's native ``n``; the
 application wraps the provider in the fan-out decorator for larger counts.
 
-Safety of the upstream call: nothing is ever retried here. An httpx ``trace`` hook
-records the moment request headers start to leave; a failure before that (connect
-error, connect timeout, cancellation while connecting) is a retryable ``upstream`` error,
-and any failure after it (timeout, disconnect, a truncated or oversized body, a broken
-stream) is marked ``outcome: unknown``. Credentials are read from the environment at
-call time, sent only as headers, and never logged, stored, or put in errors or reprs.
+Safety of the upstream call: nothing is ever retried here. A trace hook
+(:mod:`imagebridge.providers.openai.upstream`, on aiohttp) records the moment a connection to
+the upstream is in hand; a failure before that (connect error, connect timeout, cancellation
+while connecting) is a retryable ``upstream`` error, and any failure after it (timeout,
+disconnect, a truncated or oversized body, a broken stream) is marked ``outcome: unknown``.
+Credentials are read from the environment at call time, sent only as headers, and never
+logged, stored, or put in errors or reprs.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpcore
-import httpx
+import aiohttp
 
 from imagebridge._version import __version__
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
@@ -54,6 +54,15 @@ from imagebridge.providers.openai.models import (
     profile_for,
 )
 from imagebridge.providers.openai.results import OutputFetcher, ResultReader, unusable_answer
+from imagebridge.providers.openai.upstream import (
+    CallTrace,
+    UpstreamSession,
+    failure_kind,
+    json_payload,
+    multipart_payload,
+    read_body,
+    read_prefix,
+)
 from imagebridge.providers.openai.wire import (
     MAX_ERROR_BODY_BYTES,
     StreamState,
@@ -76,9 +85,6 @@ OPENAI_PROVIDER = "openai"
 MiB = 1024 * 1024
 _PROVIDER_NAME = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _HEADER_VALUE = re.compile(r"[\x21-\x7e]{1,4096}")
-_HEADERS_SENT = frozenset(
-    {"http11.send_request_headers.started", "http2.send_request_headers.started"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,17 +161,6 @@ class OpenAIImagesSettings:
         return host in ("localhost", "::1") or host.startswith("127.")
 
 
-@dataclass(slots=True)
-class _CallState:
-    """What the trace hook learned about one upstream exchange."""
-
-    dispatched: bool = False
-
-    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
-        if event in _HEADERS_SENT:
-            self.dispatched = True
-
-
 @dataclass(frozen=True, slots=True)
 class _Credentials:
     headers: dict[str, str] = field(repr=False)
@@ -181,14 +176,11 @@ class OpenAIImagesProvider(Provider):
         *,
         output_fetcher: OutputFetcher | None = None,
         environ: Mapping[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings or OpenAIImagesSettings()
         self._results = ResultReader(self.settings.name, self.settings.image_limits, output_fetcher)
         self._environ = environ
-        self._transport = transport
-        self._http: httpx.AsyncClient | None = None
-        self._http_loop: asyncio.AbstractEventLoop | None = None
+        self._upstream = UpstreamSession(trust_env=not self.settings.loopback)
         self._profiles = {model: self._profile(model) for model in self.settings.models}
         self.calls = 0
         """Upstream calls attempted (for tests and diagnostics)."""
@@ -293,26 +285,8 @@ class OpenAIImagesProvider(Provider):
             headers[header] = f"Bearer {value}" if header == "Authorization" else value
         return _Credentials(headers=headers, secrets=tuple(secrets))
 
-    # -- HTTP client ---------------------------------------------------------------------
-
-    def _client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._http is None or self._http_loop is not loop:
-            read_in_large_pieces()
-            self._http = httpx.AsyncClient(
-                transport=self._transport,
-                follow_redirects=False,
-                trust_env=not self.settings.loopback,
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
-            )
-            self._http_loop = loop
-        return self._http
-
     async def shutdown(self) -> None:
-        client, self._http = self._http, None
-        if client is not None and self._http_loop is asyncio.get_running_loop():
-            with contextlib.suppress(Exception):
-                await client.aclose()
+        await self._upstream.aclose()
 
     # -- execution -------------------------------------------------------------------------
 
@@ -356,7 +330,7 @@ class OpenAIImagesProvider(Provider):
         context: ProviderContext,
     ) -> WireResult:
         """Run the exchange under the call budget and the cancellation token."""
-        state = _CallState()
+        state = CallTrace()
         if context.cancellation.cancelled:
             raise BridgeError(
                 ErrorCode.CANCELLED,
@@ -398,38 +372,33 @@ class OpenAIImagesProvider(Provider):
         credentials: _Credentials,
         request: ImageRequest,
         context: ProviderContext,
-        state: _CallState,
+        state: CallTrace,
     ) -> WireResult:
         settings = self.settings
         budget = max(self._budget(context), 0.001)
-        timeout = httpx.Timeout(budget, connect=min(budget, settings.connect_timeout_ms / 1000))
+        timeout = aiohttp.ClientTimeout(
+            total=budget, sock_connect=min(budget, settings.connect_timeout_ms / 1000)
+        )
         url = f"{settings.base_url.rstrip('/')}/images/{call.route}"
-        client = self._client()
+        headers = dict(credentials.headers)
+        body: bytes | aiohttp.FormData
+        if call.json_body is not None:
+            body, content_type = json_payload(call.json_body)
+            headers.update(content_type)
+        else:
+            body = multipart_payload(call.form or {}, call.files or [])
         try:
-            upstream = client.build_request(
-                "POST",
-                url,
-                headers=credentials.headers,
-                json=call.json_body,
-                data=call.form,
-                files=call.files,
-                timeout=timeout,
-                extensions={"trace": state.trace},
-            )
-            response = await client.send(upstream, stream=True)
-        except httpx.HTTPError as exc:
+            async with self._upstream.post(
+                url, headers=headers, body=body, timeout=timeout, trace=state
+            ) as response:
+                return await self._read(response, credentials, request, context, state)
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._transport_error(exc, state) from None
-        try:
-            return await self._read(response, credentials, request, context, state)
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc, state) from None
-        finally:
-            await response.aclose()
 
-    def _transport_error(self, exc: httpx.HTTPError, state: _CallState) -> BridgeError:
-        kind = type(exc).__name__[:64]
+    def _transport_error(self, exc: BaseException, state: CallTrace) -> BridgeError:
+        kind = failure_kind(exc)
         if not state.dispatched:
-            if isinstance(exc, httpx.LocalProtocolError | httpx.UnsupportedProtocol):
+            if isinstance(exc, aiohttp.InvalidURL):
                 return BridgeError(
                     ErrorCode.CONFIGURATION,
                     "the upstream request could not be built",
@@ -443,7 +412,7 @@ class OpenAIImagesProvider(Provider):
                 provider=self.name,
                 details={"transport_error": kind, "stage": "connect"},
             )
-        if isinstance(exc, httpx.TimeoutException):
+        if isinstance(exc, TimeoutError):
             error = BridgeError(
                 ErrorCode.TIMEOUT,
                 "the upstream timed out mid-request; the image may have been generated",
@@ -462,23 +431,30 @@ class OpenAIImagesProvider(Provider):
 
     async def _read(
         self,
-        response: httpx.Response,
+        response: aiohttp.ClientResponse,
         credentials: _Credentials,
         request: ImageRequest,
         context: ProviderContext,
-        state: _CallState,
+        state: CallTrace,
     ) -> WireResult:
         state.dispatched = True  # an answer proves the request reached the upstream
-        status = response.status_code
+        status = response.status
         logger.debug("upstream answered", extra={"provider": self.name, "status": status})
         if not 200 <= status <= 299:
             try:
-                body = await _read_prefix(response, self.settings.max_error_body_bytes)
-            except httpx.HTTPError:
+                body = await read_prefix(
+                    response.content.iter_any(), self.settings.max_error_body_bytes
+                )
+            except (aiohttp.ClientError, TimeoutError):
                 body = b""  # the status alone still says what happened
             raise classify_http_error(
                 status, response.headers, body, secrets=credentials.secrets
             ).with_provider(self.name)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise self._unusable(
+                "the upstream answer is compressed although none was asked for"
+            ).with_detail("content_encoding", encoding[:32])
         n = request.parameters.n
         limit = self.settings.max_response_bytes
         declared = response.headers.get("content-length", "")
@@ -487,7 +463,9 @@ class OpenAIImagesProvider(Provider):
         content_type = response.headers.get("content-type", "").lower()
         if content_type.startswith("text/event-stream"):
             return await self._read_stream(response, n, context)
-        received = await _read_body(response, int(declared) if declared.isdigit() else None, limit)
+        received = await read_body(
+            response.content.iter_any(), int(declared) if declared.isdigit() else None, limit
+        )
         if received is None:
             raise self._too_large()
         try:
@@ -500,7 +478,7 @@ class OpenAIImagesProvider(Provider):
             raise self._unusable(error.message) from None
 
     async def _read_stream(
-        self, response: httpx.Response, n: int, context: ProviderContext
+        self, response: aiohttp.ClientResponse, n: int, context: ProviderContext
     ) -> WireResult:
         settings = self.settings
         limits = SseLimits(
@@ -525,7 +503,7 @@ class OpenAIImagesProvider(Provider):
                     )
 
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in response.content.iter_any():
                 await apply(decoder.feed(chunk))
                 if decoder.bytes_seen >= settings.max_response_bytes:
                     raise self._too_large()
@@ -557,66 +535,3 @@ class OpenAIImagesProvider(Provider):
 
 def _is_cancelled(token: CancelToken) -> bool:
     return token.cancelled
-
-
-HTTP11_READ_BYTES = 1024 * 1024
-"""Bytes httpcore asks its socket for at a time (its own default: 64 KiB)."""
-
-
-def read_in_large_pieces() -> None:
-    """Let httpcore read HTTP/1.1 responses up to 1 MiB at a time instead of 64 KiB.
-
-    Each read is one trip through anyio, httpcore and h11 (~50 µs of GIL-held Python): 65
-    of them for a 4 MB image answer. A read returns what the socket has, so small or
-    streamed answers arrive as soon as before; h11 takes body data of any size. Reading a
-    4.2 MB answer from bench/gateway.py's upstream took 4.4-5.1 ms, now 3.1-3.5 ms.
-    httpcore exposes the size only as this class attribute (process-wide: every httpx
-    client of the bridge reads this way); a version without it is left as it is.
-    """
-    connection = getattr(httpcore, "AsyncHTTP11Connection", None)
-    if connection is not None and getattr(connection, "READ_NUM_BYTES", 0) < HTTP11_READ_BYTES:
-        connection.READ_NUM_BYTES = HTTP11_READ_BYTES
-
-
-PREALLOCATE_MAX_BYTES = 64 * 1024 * 1024
-"""Largest declared body given its buffer before it arrives (larger ones are joined)."""
-
-
-async def _read_body(
-    response: httpx.Response, declared: int | None, limit: int
-) -> bytes | bytearray | None:
-    """The whole body, or ``None`` once it exceeds ``limit`` bytes.
-
-    Each chunk is copied once: into a buffer of the declared length, else joined at the
-    end. Growing one buffer chunk by chunk copied a 4 MB answer ~8 times over (~3 ms of
-    GIL-held CPU an image, bench/gateway.py). Joining costs the bridge server ~2000 more
-    page faults an answer than filling one buffer (measured: ~5 ms of CPU), but a buffer
-    is allocated before the data arrives, so only up to :data:`PREALLOCATE_MAX_BYTES`.
-    """
-    if declared is None or declared > min(limit, PREALLOCATE_MAX_BYTES):
-        chunks: list[bytes] = []
-        total = 0
-        async for chunk in response.aiter_bytes():
-            total += len(chunk)
-            if total > limit:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
-    buffer = bytearray(declared)
-    filled = 0
-    async for chunk in response.aiter_bytes():
-        if filled + len(chunk) > declared:
-            return None  # more than declared: h11 refuses that first, this is a backstop
-        buffer[filled : filled + len(chunk)] = chunk
-        filled += len(chunk)
-    return buffer if filled == declared else buffer[:filled]
-
-
-async def _read_prefix(response: httpx.Response, limit: int) -> bytes:
-    """At most ``limit`` bytes of the body; the rest is never read."""
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk[: limit - len(body)]
-        if len(body) >= limit:
-            break
-    return bytes(body)

@@ -3,7 +3,7 @@
 One static OpenAI-Images-compatible upstream on 127.0.0.1 answers every
 ``POST …/images/generations`` with the same 1024×1024 noise PNG as ``b64_json`` (~3 MB
 PNG, ~4 MB base64): ``/fast/v1`` at once, ``/slow/v1`` after 200 ms. Three ways to reach it
-are measured in one run, one after another, by one httpx client in this process:
+are measured in one run, one after another, by one client in this process:
 
 - **direct**: the upstream itself;
 - **bridge**: ``/v1/images/generations`` of imagebridge with
@@ -25,6 +25,13 @@ Figures (ratios of the same run)::
 
 "Added p50" is the gateway's p50 minus the direct p50 measured alongside it. Every load
 loop is bounded (``ROUNDS``); all servers listen on 127.0.0.1 only.
+
+The client is a load generator, so it spends as little CPU as it can: aiohttp reads each
+answer into one buffer of its declared length and checks its status, its size and its
+count of ``"b64_json"`` strings (the first answers of each route are parsed whole). An httpx
+client that parses every answer took ~10 ms of CPU per 4 MB answer, a third of a core at
+c32 on a 2-core machine, which capped every route's rate; ``--client httpx`` measures that
+way still (the figures of issue 22's first three rounds).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import aiohttp
 import httpx
 
 from _server import ServerProcess, stop_process  # bench/ is on sys.path when a benchmark runs
@@ -211,13 +219,85 @@ class _LiteLLM:
 # -- measurement -----------------------------------------------------------------------------
 
 
+class _Client:
+    """POSTs JSON and proves each answer carries ``images`` images (see the module doc)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._aiohttp: aiohttp.ClientSession | None = None
+        self._httpx: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> _Client:
+        if self.kind == "httpx":
+            limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+            self._httpx = httpx.AsyncClient(timeout=120, limits=limits)
+        else:
+            connector = aiohttp.TCPConnector(limit=64)
+            self._aiohttp = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=120),
+                read_bufsize=1 << 20,
+                auto_decompress=False,
+            )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._httpx is not None:
+            await self._httpx.aclose()
+        if self._aiohttp is not None:
+            await self._aiohttp.close()
+
+    async def post(
+        self,
+        url: str,
+        body: dict[str, object],
+        headers: dict[str, str] | None = None,
+        *,
+        images: int = 1,
+        parse: bool = False,
+    ) -> None:
+        if self._httpx is not None:
+            response = await self._httpx.post(url, json=body, headers=headers)
+            response.raise_for_status()
+            _check_parsed(url, response.json(), images)
+            return
+        assert self._aiohttp is not None
+        async with self._aiohttp.post(url, json=body, headers=headers) as answer:
+            if answer.status != 200:
+                raise RuntimeError(f"{url} answered HTTP {answer.status}")
+            declared = answer.headers.get("content-length")
+            if declared is None:  # chunked: joined at the end
+                content = bytearray(b"".join([piece async for piece in answer.content.iter_any()]))
+                filled = len(content)
+            else:
+                content, filled = bytearray(int(declared)), 0
+                async for piece in answer.content.iter_any():
+                    content[filled : filled + len(piece)] = piece
+                    filled += len(piece)
+        if filled != len(content) or content.count(b'"b64_json"') != images:
+            raise RuntimeError(f"{url} answered without the {images} image(s) asked for")
+        if parse or len(content) < images * 1_000_000:
+            _check_parsed(url, json.loads(content), images)
+
+
+def _check_parsed(url: str, answer: dict[str, object], images: int) -> None:
+    data = answer.get("data")
+    if not isinstance(data, list) or len(data) != images:
+        raise RuntimeError(f"{url} answered {len(data) if isinstance(data, list) else 0} images")
+    for item in data:
+        if not isinstance(item, dict) or len(item.get("b64_json") or "") < 1_000_000:
+            raise RuntimeError(f"{url} answered without a full image")
+
+
 async def _drive(
-    client: httpx.AsyncClient,
+    client: _Client,
     url: str,
     body: dict[str, object],
     concurrency: int,
     total: int,
     headers: dict[str, str] | None = None,
+    *,
+    parse: bool = False,
 ) -> tuple[list[float], float]:
     """Latencies of ``total`` requests at ``concurrency``, and the wall time of all."""
     latencies: list[float] = []
@@ -226,10 +306,7 @@ async def _drive(
     async def worker() -> None:
         for _ in pending:
             started = time.perf_counter()
-            response = await client.post(url, json=body, headers=headers)
-            response.raise_for_status()
-            if not response.json()["data"][0]["b64_json"]:
-                raise RuntimeError(f"{url} answered without an image")
+            await client.post(url, body, headers, parse=parse)
             latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()
@@ -237,35 +314,32 @@ async def _drive(
     return latencies, time.perf_counter() - started
 
 
-async def _fanout_pair(
-    client: httpx.AsyncClient, upstream: str, bridge: str
-) -> tuple[float, float]:
+async def _fanout_pair(client: _Client, upstream: str, bridge: str) -> tuple[float, float]:
     """Walls of 16 parallel direct slow calls, and of one n=16 bridge request."""
     direct_url = f"{upstream}/slow/v1/images/generations"
     direct: list[float] = []
     bridged: list[float] = []
-    for _ in range(FANOUT_REPEATS):
+    for repeat in range(FANOUT_REPEATS):
         _, wall = await _drive(client, direct_url, {"prompt": PROMPT}, FANOUT_N, FANOUT_N)
         direct.append(wall)
         started = time.perf_counter()
-        response = await client.post(
+        await client.post(
             f"{bridge}/v1/images/generations",
-            json={
+            {
                 "prompt": PROMPT,
                 "n": FANOUT_N,
                 "model": "gpt-image-1",
                 "imagegen_bridge": {"provider": "slow"},
             },
+            images=FANOUT_N,
+            parse=repeat == 0,
         )
-        response.raise_for_status()
-        if len(response.json()["data"]) != FANOUT_N:
-            raise RuntimeError("the bridge answered fewer images than asked")
         bridged.append(time.perf_counter() - started)
     return statistics.median(direct), statistics.median(bridged)
 
 
 async def _measure(
-    upstream: str, bridge: str, litellm: tuple[str, str] | None
+    upstream: str, bridge: str, litellm: tuple[str, str] | None, client_kind: str
 ) -> tuple[list[tuple[str, float, str]], list[str]]:
     routes: dict[str, tuple[str, dict[str, str] | None]] = {
         "direct": (f"{upstream}/fast/v1/images/generations", None),
@@ -275,12 +349,11 @@ async def _measure(
         url, key = litellm
         routes["litellm"] = (f"{url}/v1/images/generations", {"Authorization": f"Bearer {key}"})
     body: dict[str, object] = {"prompt": PROMPT, "model": "gpt-image-1"}
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     p50: dict[str, float] = {}
     rps: dict[str, float] = {}
-    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+    async with _Client(client_kind) as client:
         for url, headers in routes.values():
-            await _drive(client, url, body, 4, WARMUP, headers)
+            await _drive(client, url, body, 4, WARMUP, headers, parse=True)
         for name, (url, headers) in routes.items():
             latencies, _ = await _drive(client, url, body, 1, ROUNDS[1], headers)
             p50[name] = statistics.median(latencies)
@@ -290,6 +363,7 @@ async def _measure(
         direct_wall, bridge_wall = await _fanout_pair(client, upstream, bridge)
     base = p50["direct"]
     notes = [
+        f"client: {client_kind}",
         "c1 p50 ms: "
         + ", ".join(f"{k} {v * 1000:.1f} (+{(v - base) * 1000:.1f})" for k, v in p50.items()),
         "c32 req/s: " + ", ".join(f"{k} {v:.1f}" for k, v in rps.items()),
@@ -316,6 +390,7 @@ def main() -> None:
     if sys.argv[1:] == ["--install-litellm"]:
         _install_litellm()
         return
+    client_kind = "httpx" if sys.argv[1:] == ["--client", "httpx"] else "aiohttp"
     started = time.monotonic()
     executable = _litellm_executable()
     with tempfile.TemporaryDirectory() as scratch_name:
@@ -337,7 +412,9 @@ def main() -> None:
                 litellm = _LiteLLM(executable, upstream_url, scratch, env)
             bridge_url = bridge.url()
             litellm_url = (litellm.url(), litellm.key) if litellm is not None else None
-            results, notes = asyncio.run(_measure(upstream_url, bridge_url, litellm_url))
+            results, notes = asyncio.run(
+                _measure(upstream_url, bridge_url, litellm_url, client_kind)
+            )
         finally:
             for server in (litellm, bridge, upstream):
                 if server is not None:

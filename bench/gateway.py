@@ -232,11 +232,11 @@ class _Client:
             limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
             self._httpx = httpx.AsyncClient(timeout=120, limits=limits)
         else:
-            connector = aiohttp.TCPConnector(limit=64)
+            # idle connections dropped before the servers' 5 s keep-alive closes them
+            connector = aiohttp.TCPConnector(limit=64, keepalive_timeout=3)
             self._aiohttp = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=120),
-                read_bufsize=1 << 20,
                 auto_decompress=False,
             )
         return self

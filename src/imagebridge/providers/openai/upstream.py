@@ -4,8 +4,9 @@ Why aiohttp: an image answer is one large body (a 1024² noise PNG is 4.2 MB as
 ``b64_json``). Read through httpx (httpcore, h11: each piece copied into h11's buffer,
 sliced out, wrapped, copied again) it cost the bridge ~9 ms of CPU per answer; aiohttp's
 C parser hands the socket's pieces over as they are, ~1.3 ms (bench/gateway.py,
-``bench/README.md``). Only this provider's upstream calls use it; the other providers keep
-httpx.
+``bench/README.md``). aiohttp's 64 KiB read buffer is kept: with 1 MiB, its reader joins the
+pieces it buffered and the same read cost ~8 ms. Only this provider's upstream calls use
+aiohttp; the other providers keep httpx.
 
 What the provider relies on here:
 
@@ -51,8 +52,11 @@ __all__ = [
     "read_prefix",
 ]
 
-READ_BUFFER_BYTES = 1024 * 1024
-"""How much of an answer aiohttp buffers before it pauses the socket (its default: 64 KiB)."""
+IDLE_CONNECTION_S = 4.0
+"""An idle connection is reused for this long, just under the 5 s after which uvicorn (and
+so many OpenAI-compatible servers) closes it: a request written on a connection the server
+is closing at that moment fails after it may have been read, an unknown outcome. (httpx, used
+before, kept idle connections 5 s.)"""
 
 
 @dataclass(slots=True)
@@ -92,12 +96,13 @@ class UpstreamSession:
         if self._session is None or self._loop is not loop or self._session.closed:
             if self._ssl is None:
                 self._ssl = httpx.create_ssl_context(trust_env=self.trust_env)
-            connector = aiohttp.TCPConnector(limit=0, ssl=self._ssl)
+            connector = aiohttp.TCPConnector(
+                limit=0, ssl=self._ssl, keepalive_timeout=IDLE_CONNECTION_S
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 trust_env=False,  # no .netrc; proxies are chosen per call below
                 auto_decompress=False,
-                read_bufsize=READ_BUFFER_BYTES,
                 trace_configs=[_tracing()],
             )
             self._loop = loop

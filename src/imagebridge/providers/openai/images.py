@@ -182,6 +182,7 @@ class OpenAIImagesProvider(Provider):
         self._environ = environ
         self._upstream = UpstreamSession(trust_env=not self.settings.loopback)
         self._profiles = {model: self._profile(model) for model in self.settings.models}
+        self._documents: dict[str, ProviderCapabilities] = {}
         self.calls = 0
         """Upstream calls attempted (for tests and diagnostics)."""
 
@@ -230,7 +231,12 @@ class OpenAIImagesProvider(Provider):
 
     async def capabilities(self, model: str | None) -> ProviderCapabilities:
         chosen, profile = self._resolve(model)
-        return profile.capabilities(self.name, chosen)
+        document = self._documents.get(chosen)
+        if document is None:
+            document = self._documents[chosen] = profile.capabilities(self.name, chosen)
+        # the document depends only on the settings: built and validated once per model
+        # (~0.3 ms of GIL-held pydantic work a request otherwise, bench/gateway.py c32)
+        return document.model_copy()
 
     async def check_ready(self) -> None:
         self._credentials()

@@ -216,6 +216,15 @@ async def test_capabilities_follow_the_documented_models() -> None:
     assert dalle2.edit_images.max_count == 1 and dalle2.qualities == ["auto"]
 
 
+async def test_a_caller_changing_its_capabilities_copy_changes_nobody_elses() -> None:
+    provider = OpenAIImagesProvider(environ=ENV)
+    first = await provider.capabilities(None)
+    first.model = "changed"
+    first.qualities = []
+    again = await provider.capabilities(None)
+    assert again.model == "gpt-image-1.5" and again.qualities
+
+
 # -- edits, references and masks -----------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 import pytest
-from starlette.responses import StreamingResponse
+from starlette.responses import Response
 
 from imagebridge.contract.request import GenerationParameters
 from imagebridge.contract.response import ImageResponse
@@ -49,10 +49,8 @@ async def test_only_large_image_payloads_are_serialized_in_a_thread(
     answer = await routes.large_json_response(model)
 
     assert bool(offloaded) is threaded
-    if isinstance(answer, StreamingResponse):
-        body = b"".join([bytes(piece) async for piece in answer.body_iterator])
-    else:
-        body = bytes(answer.body)
+    assert isinstance(answer, routes.PiecesResponse) is threaded
+    body = b"".join(await _sent_body(answer))
     assert body == model.model_dump_json().encode()
     assert answer.headers["content-length"] == str(len(body))
     assert answer.media_type == "application/json"
@@ -109,3 +107,37 @@ def test_text_that_is_not_plain_base64_is_escaped_as_json() -> None:
     model = image_response(png_bytes(8, 8))
     model.data[0].b64_json = "A" * 100_000 + '"\\\n'
     assert _joined(routes._dump_large(model)) == model.model_dump_json().encode()
+
+
+async def _sent_body(answer: Response) -> list[bytes]:
+    """The body messages ``answer`` sends as an ASGI app; it must not read the request."""
+    messages: list[Any] = []
+
+    async def receive() -> Any:
+        raise AssertionError("the response must not wait on the client")
+
+    async def send(message: Any) -> None:
+        messages.append(message)
+
+    await answer({"type": "http", "method": "POST", "path": "/"}, receive, send)
+    assert messages[0]["type"] == "http.response.start"
+    more = [message.get("more_body", False) for message in messages[1:]]
+    assert more == [True] * (len(more) - 1) + [False]
+    return [bytes(message["body"]) for message in messages[1:]]
+
+
+async def test_a_large_answer_is_sent_in_slices_without_watching_the_client() -> None:
+    """Pieces go out as they are, base64 text a slice at a time; no disconnect watcher runs."""
+    model = image_response(png_bytes(8, 8))
+    text = base64.b64encode(os.urandom(3 * routes.SEND_SLICE_CHARS // 4 * 2 + 999)).decode()
+    model.data = [image_item(i, png_bytes(8, 8)) for i in range(2)]
+    for item in model.data:
+        item.b64_json = text
+
+    answer = await routes.large_json_response(model)
+    chunks = await _sent_body(answer)
+
+    assert b"".join(chunks) == model.model_dump_json().encode()
+    assert answer.headers["content-length"] == str(sum(len(chunk) for chunk in chunks))
+    assert max(len(chunk) for chunk in chunks) == routes.SEND_SLICE_CHARS
+    assert sum(len(chunk) == routes.SEND_SLICE_CHARS for chunk in chunks) == 4  # 2 per image

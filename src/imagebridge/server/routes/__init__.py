@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import orjson
@@ -12,7 +11,8 @@ from fastapi import APIRouter, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from imagebridge.contract._base import decode_model
 from imagebridge.imaging.b64 import decode_strict
@@ -21,6 +21,7 @@ from imagebridge.server.state import bridge_state
 
 __all__ = [
     "OFFLOAD_BYTES",
+    "PiecesResponse",
     "decode_body",
     "json_response",
     "large_json_response",
@@ -72,31 +73,48 @@ async def large_json_response(model: BaseModel, status_code: int = 200) -> Respo
 
     Up to :data:`OFFLOAD_BYTES` of base64 the thread hop costs more than the work (the
     same bound as :func:`decode_body`). Above it the body goes out in pieces
-    (:func:`_dump_large`), with its exact ``Content-Length``.
+    (:func:`_dump_large`, :class:`PiecesResponse`), with its exact ``Content-Length``.
     """
     if _image_payload_chars(model) <= OFFLOAD_BYTES:
         return json_response(model, status_code)
     pieces = await asyncio.to_thread(_dump_large, model)
-    return StreamingResponse(
-        _each(pieces),
-        status_code=status_code,
-        media_type="application/json",
-        headers={"content-length": str(sum(len(piece) for piece in pieces))},  # ASCII text
-    )
-
-
-async def _each(pieces: list[bytes | str]) -> AsyncIterator[bytes]:
-    """The pieces as bytes; base64 text encoded a slice at a time as the client reads."""
-    for piece in pieces:
-        if isinstance(piece, bytes):
-            yield piece
-            continue
-        for start in range(0, len(piece), SEND_SLICE_CHARS):
-            yield piece[start : start + SEND_SLICE_CHARS].encode("ascii")
+    return PiecesResponse(pieces, status_code)
 
 
 SEND_SLICE_CHARS = 1024 * 1024
 """Base64 characters encoded and handed to the server at a time."""
+
+
+class PiecesResponse(Response):
+    """A JSON body known in full, sent as its pieces: bytes as they are, base64 text
+    encoded a slice at a time as the client reads (no copy of a whole image).
+
+    Unlike ``StreamingResponse`` it starts no task to watch for a disconnect: every piece
+    is already in memory, and the server drops the writes of a response whose client
+    has gone.
+    """
+
+    media_type = "application/json"
+
+    def __init__(self, pieces: list[bytes | str], status_code: int = 200) -> None:
+        self.pieces = pieces
+        self.status_code = status_code
+        self.background = None
+        length = sum(len(piece) for piece in pieces)  # base64 text is ASCII
+        self.init_headers({"content-length": str(length)})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        for piece in self.pieces:
+            if isinstance(piece, bytes):
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+                continue
+            for start in range(0, len(piece), SEND_SLICE_CHARS):
+                chunk = piece[start : start + SEND_SLICE_CHARS].encode("ascii")
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _dump_large(model: BaseModel) -> list[bytes | str]:

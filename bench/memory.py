@@ -76,7 +76,7 @@ def serve(png_path: str, data_dir: str) -> None:
     from imagebridge.application import build_application
     from imagebridge.config import load_config
     from imagebridge.server import ServerOptions, create_app
-    from imagebridge.server.serve import uvicorn_config
+    from imagebridge.server.serve import apply_malloc_settings, uvicorn_config
 
     big = Path(png_path).read_bytes()
     small = png_bytes(64, 64)
@@ -98,6 +98,7 @@ def serve(png_path: str, data_dir: str) -> None:
         ],
     )
     config = loaded.config
+    apply_malloc_settings(config)  # as the served process does (server.malloc)
     application = build_application(config, providers=[FixtureProvider("fixture", image=big)])
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))

@@ -452,6 +452,19 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
         for field in ["max_body_bytes", "max_header_bytes", "write_timeout_ms", "max_connections"]
     ],
     *[
+        (f"malloc-{field}-{value}", _cfg(**{f"server.malloc.{field}": value}), issue)
+        for field, value, issue in [
+            ("mmap_threshold_bytes", 0, ("server.malloc.mmap_threshold_bytes", "out_of_range")),
+            (
+                "mmap_threshold_bytes",
+                32 * 1024 * 1024 + 1,
+                ("server.malloc.mmap_threshold_bytes", "out_of_range"),
+            ),
+            ("trim_threshold_bytes", 0, ("server.malloc.trim_threshold_bytes", "out_of_range")),
+            ("trim_threshold_bytes", 2**31, ("server.malloc.trim_threshold_bytes", "out_of_range")),
+        ]
+    ],
+    *[
         (
             f"jobs-{field}",
             _cfg(**{f"server.jobs.{field}": 0}),

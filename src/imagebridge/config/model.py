@@ -536,6 +536,35 @@ class TracingSettings(_Section):
     """Structured INFO logs on stderr, never with prompts, paths or bodies."""
 
 
+MAX_MMAP_THRESHOLD_BYTES = 32 * MiB
+"""glibc's own ceiling for its dynamic threshold: blocks the size of a large image's
+pixels keep mappings of their own, returned to the system as soon as they are freed."""
+
+
+MAX_TRIM_THRESHOLD_BYTES = 2**31 - 1
+"""``mallopt`` takes an ``int``."""
+
+
+class MallocSettings(_Section):
+    """How the server process's C allocator (glibc ``malloc``) keeps freed memory.
+
+    glibc returns the top of its heap to the system whenever more than a threshold is free
+    there, and by default that threshold follows the largest block freed so far: with a
+    few MB of image per request the heap can be grown and shrunk on every request, each
+    regrowth costing a page fault per 4 KiB (docs/operations.md). Fixed thresholds keep
+    blocks below ``mmap_threshold_bytes`` in the heap and release its top only beyond
+    ``trim_threshold_bytes``. Other C libraries ignore this section.
+    """
+
+    enabled: Bool = True
+    mmap_threshold_bytes: U64 = 16 * MiB
+    """Blocks at least this large get their own mapping, returned when freed (at most
+    32 MiB)."""
+    trim_threshold_bytes: U64 = 64 * MiB
+    """Free memory at the top of the heap kept for reuse before it is returned (below
+    2 GiB)."""
+
+
 class JobSettings(_Section):
     """Durable jobs; enabling them also enables presets and the dashboard.
 
@@ -596,6 +625,7 @@ class ServerSettings(_Section):
     write_timeout_ms: U64 = 30_000
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
+    malloc: MallocSettings = Field(default_factory=MallocSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
 
     @property

@@ -26,6 +26,8 @@ from imagebridge.config._net import (
 from imagebridge.config.account_checks import check_accounts
 from imagebridge.config.model import (
     CONFIG_VERSION,
+    MAX_MMAP_THRESHOLD_BYTES,
+    MAX_TRIM_THRESHOLD_BYTES,
     PROVIDER_KEYS,
     BridgeConfig,
     CircuitBreakerSettings,
@@ -324,6 +326,20 @@ def _check_server(config: BridgeConfig, report: Report) -> None:
             "out_of_range",
             'connection limit must be a positive integer or "unlimited"',
         )
+    malloc = server.malloc
+    if malloc.enabled:
+        if not 0 < malloc.mmap_threshold_bytes <= MAX_MMAP_THRESHOLD_BYTES:
+            report(
+                "server.malloc.mmap_threshold_bytes",
+                "out_of_range",
+                "mmap threshold must be between 1 byte and 32 MiB",
+            )
+        if not 0 < malloc.trim_threshold_bytes <= MAX_TRIM_THRESHOLD_BYTES:
+            report(
+                "server.malloc.trim_threshold_bytes",
+                "out_of_range",
+                "trim threshold must be between 1 byte and 2 GiB - 1",
+            )
 
     jobs = server.jobs
     if jobs.enabled:

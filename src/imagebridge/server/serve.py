@@ -26,12 +26,13 @@ from imagebridge.config._net import parse_socket_address
 from imagebridge.config.loader import LoadedConfig
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.server.allocator import tune_malloc
 from imagebridge.server.app import create_app
 from imagebridge.server.auth import read_bearer_token
 from imagebridge.server.state import ServerOptions
 from imagebridge.server.tracing import configure_logging
 
-__all__ = ["ListenAddress", "check_bind", "run_server", "uvicorn_config"]
+__all__ = ["ListenAddress", "apply_malloc_settings", "check_bind", "run_server", "uvicorn_config"]
 
 ListenAddress = tuple[str, int]
 
@@ -55,6 +56,14 @@ def check_bind(config: BridgeConfig, bind: str, env: Mapping[str, str]) -> Liste
             )
         read_bearer_token(config, env)  # raises when the variable is missing or empty
     return str(address), port
+
+
+def apply_malloc_settings(config: BridgeConfig) -> bool:
+    """Fix the C allocator's thresholds for this process (``server.malloc``)."""
+    malloc = config.server.malloc
+    if not malloc.enabled:
+        return False
+    return tune_malloc(malloc.mmap_threshold_bytes, malloc.trim_threshold_bytes)
 
 
 def uvicorn_config(app: Any, config: BridgeConfig) -> uvicorn.Config:
@@ -198,6 +207,7 @@ def run_server(
     host, port = check_bind(config, bind or config.server.bind, environ)
     with _activation_lock(config.server.activation_lock):
         configure_logging(config.server.tracing.enabled)
+        apply_malloc_settings(config)
         sock = _listen(host, port)
         actual_port = int(sock.getsockname()[1])
         try:

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
+import threading
+import time
 from typing import Any
 
+import httpx
 import pytest
+import uvicorn
 from starlette.responses import Response
 
 from imagebridge.contract.request import GenerationParameters
@@ -141,3 +146,53 @@ async def test_a_large_answer_is_sent_in_slices_without_watching_the_client() ->
     assert answer.headers["content-length"] == str(sum(len(chunk) for chunk in chunks))
     assert max(len(chunk) for chunk in chunks) == routes.SEND_SLICE_CHARS
     assert sum(len(chunk) == routes.SEND_SLICE_CHARS for chunk in chunks) == 4  # 2 per image
+
+
+def test_base64_text_is_sent_as_views_of_its_own_characters() -> None:
+    """No copy of the text is made, and a view outlives every other holder of the text."""
+    text = base64.b64encode(os.urandom(3_000)).decode()
+    view = routes._ascii_view(text)
+    assert view is not None and bytes(view) == text.encode()
+    expected = text[100:200].encode()
+    tail = view[100:200]
+    del text, view
+    assert bytes(tail) == expected
+    assert routes._ascii_view("é" * 10) is None  # not ASCII: the caller encodes instead
+
+
+@pytest.mark.parametrize("views", [True, False])
+@pytest.mark.parametrize("http", ["h11", "httptools"])
+def test_a_large_answer_arrives_whole_through_uvicorn(
+    monkeypatch: pytest.MonkeyPatch, http: str, views: bool
+) -> None:
+    if not views:  # where strings have no usable buffer, the text is encoded a slice at a time
+        monkeypatch.setattr(routes, "_AS_UTF8", None)
+    model = image_response(png_bytes(8, 8))
+    text = base64.b64encode(os.urandom(3 * routes.SEND_SLICE_CHARS // 4 * 3 + 5)).decode()
+    model.data[0].b64_json = text
+    expected = model.model_dump_json().encode()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await (await routes.large_json_response(model))(scope, receive, send)
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, http=http, lifespan="off", log_config=None, access_log=False)
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        answer = httpx.get(f"http://127.0.0.1:{port}/", timeout=30)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+    assert answer.status_code == 200
+    assert answer.content == expected
+    assert answer.headers["content-length"] == str(len(expected))

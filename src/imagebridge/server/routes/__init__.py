@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import secrets
+import sys
 from typing import Any, TypeVar
 
 import orjson
@@ -82,12 +84,12 @@ async def large_json_response(model: BaseModel, status_code: int = 200) -> Respo
 
 
 SEND_SLICE_CHARS = 1024 * 1024
-"""Base64 characters encoded and handed to the server at a time."""
+"""Base64 characters handed to the server per message (a write stall is timed per message)."""
 
 
 class PiecesResponse(Response):
-    """A JSON body known in full, sent as its pieces: bytes as they are, base64 text
-    encoded a slice at a time as the client reads (no copy of a whole image).
+    """A JSON body known in full, sent as its pieces: bytes as they are, base64 text as
+    views of the string's own characters (:func:`_ascii_view`), a slice at a time.
 
     Unlike ``StreamingResponse`` it starts no task to watch for a disconnect: every piece
     is already in memory, and the server drops the writes of a response whose client
@@ -111,10 +113,47 @@ class PiecesResponse(Response):
             if isinstance(piece, bytes):
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
                 continue
+            view = _ascii_view(piece)
             for start in range(0, len(piece), SEND_SLICE_CHARS):
-                chunk = piece[start : start + SEND_SLICE_CHARS].encode("ascii")
+                chunk = (
+                    view[start : start + SEND_SLICE_CHARS]
+                    if view is not None
+                    else piece[start : start + SEND_SLICE_CHARS].encode("ascii")
+                )
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _ascii_view(text: str) -> memoryview | None:
+    """The bytes of an ASCII ``text`` without a copy, or ``None`` where that is not possible.
+
+    CPython stores an ASCII string's characters as its UTF-8 form, and the C API's
+    ``PyUnicode_AsUTF8AndSize`` returns that buffer, valid while the string lives; the view
+    holds the string, so the server may keep slices of it until they are written. Encoding
+    instead copied each 4 MB image twice on the event loop (a slice of the text, then its
+    bytes): ~0.6 ms of a request's CPU in bench/gateway.py.
+    """
+    if _AS_UTF8 is None or not text.isascii():
+        return None
+    size = ctypes.c_ssize_t()
+    address = _AS_UTF8(text, ctypes.byref(size))
+    if not address or size.value != len(text):
+        return None
+    characters = (ctypes.c_char * size.value).from_address(address)
+    characters._text = text  # type: ignore[attr-defined]  # lives as long as any view
+    return memoryview(characters).cast("B")
+
+
+def _utf8_accessor() -> Any:
+    if sys.implementation.name != "cpython":
+        return None
+    accessor = ctypes.pythonapi.PyUnicode_AsUTF8AndSize
+    accessor.argtypes = [ctypes.py_object, ctypes.POINTER(ctypes.c_ssize_t)]
+    accessor.restype = ctypes.c_void_p
+    return accessor
+
+
+_AS_UTF8 = _utf8_accessor()
 
 
 def _dump_large(model: BaseModel) -> list[bytes | str]:

@@ -131,7 +131,7 @@ DEFAULTS: dict[str, Any] = {
     "server.tracing.enabled": True,
     "server.malloc.enabled": True,
     "server.malloc.mmap_threshold_bytes": 16 * MiB,
-    "server.malloc.trim_threshold_bytes": 64 * MiB,
+    "server.malloc.trim_threshold_bytes": 256 * MiB,
     "server.jobs.enabled": True,
     "server.jobs.database": (DATA, "jobs.sqlite3"),
     "server.jobs.max_pending": 1_000,

@@ -74,7 +74,7 @@ def test_the_served_process_applies_the_configured_thresholds(
     monkeypatch.setattr(serve, "_Server", NotServing)
     env = {"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)}
     for sets, expected in (
-        ([], [(16 * MiB, 64 * MiB)]),
+        ([], [(16 * MiB, 256 * MiB)]),
         (
             ["server.malloc.mmap_threshold_bytes=1048576", "server.malloc.trim_threshold_bytes=2"],
             [(MiB, 2)],

@@ -560,9 +560,9 @@ class MallocSettings(_Section):
     mmap_threshold_bytes: U64 = 16 * MiB
     """Blocks at least this large get their own mapping, returned when freed (at most
     32 MiB)."""
-    trim_threshold_bytes: U64 = 64 * MiB
+    trim_threshold_bytes: U64 = 256 * MiB
     """Free memory at the top of the heap kept for reuse before it is returned (below
-    2 GiB)."""
+    2 GiB): more than one 16-image fan-out of 1024² images frees (~190 MB)."""
 
 
 class JobSettings(_Section):

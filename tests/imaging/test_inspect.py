@@ -339,6 +339,39 @@ def test_plain_png_scanline_check_matches_a_full_decode(
             assert _fast_verdict(data) == _pillow_verdict(data), (name, pieces)
 
 
+@pytest.mark.parametrize("piece_bytes", [7, 40, 1 << 20])
+def test_image_data_fed_in_joined_pieces_keeps_pillows_verdict(
+    monkeypatch: pytest.MonkeyPatch, piece_bytes: int
+) -> None:
+    """Small IDAT chunks are joined into pieces (and large ones split) before inflating:
+    the verdict may not depend on where the pieces start and end."""
+    import imagebridge.imaging.inspect as inspect_module
+
+    monkeypatch.setattr(inspect_module, "_INFLATE_INPUT", piece_bytes)
+    rows = _rows(33, 17, 8, 3, filters=b"\x00\x01\x02\x03\x04")
+    streams = {
+        "valid": zlib.compress(rows, 0),
+        "a row short": zlib.compress(rows[:-100]),
+        "stream cut": zlib.compress(rows, 0)[:-6],
+        "data after the stream": zlib.compress(rows) + b"\x00\x00",
+        "bad Adler-32": zlib.compress(rows)[:-1] + b"\x00",
+    }
+    for name, stream in streams.items():
+        for pieces in (1, 5, 23):
+            data = _raw_png(33, 17, 8, 2, stream, idat_pieces=pieces)
+            assert _fast_verdict(data) == _pillow_verdict(data), (name, pieces)
+
+    # ... and a valid image is proven by the scanline check itself, never by Pillow's pixels
+    def refuse(self: Image.Image) -> None:
+        raise AssertionError("the pixels were decoded")
+
+    monkeypatch.setattr(PngImagePlugin.PngImageFile, "load", refuse)
+    for stream in (zlib.compress(rows), zlib.compress(rows, 0)):
+        for pieces in (1, 5, 23):
+            info = inspect_image(_raw_png(33, 17, 8, 2, stream, idat_pieces=pieces))
+            assert (info.width, info.height) == (33, 17)
+
+
 @pytest.mark.parametrize(
     "layout",
     [

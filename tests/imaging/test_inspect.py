@@ -339,15 +339,20 @@ def test_plain_png_scanline_check_matches_a_full_decode(
             assert _fast_verdict(data) == _pillow_verdict(data), (name, pieces)
 
 
-@pytest.mark.parametrize("piece_bytes", [7, 40, 1 << 20])
+@pytest.mark.parametrize(
+    ("piece_bytes", "whole_max"), [(7, 0), (40, 0), (1 << 20, 0), (7, 8 << 20)]
+)
 def test_image_data_fed_in_joined_pieces_keeps_pillows_verdict(
-    monkeypatch: pytest.MonkeyPatch, piece_bytes: int
+    monkeypatch: pytest.MonkeyPatch, piece_bytes: int, whole_max: int
 ) -> None:
-    """Small IDAT chunks are joined into pieces (and large ones split) before inflating:
-    the verdict may not depend on where the pieces start and end."""
+    """Small IDAT chunks are joined into pieces (and large ones split) before inflating, or
+    all of them into one for a small image: the verdict may not depend on where the pieces
+    start and end."""
     import imagebridge.imaging.inspect as inspect_module
 
     monkeypatch.setattr(inspect_module, "_INFLATE_INPUT", piece_bytes)
+    monkeypatch.setattr(inspect_module, "_INFLATE_OUTPUT", max(piece_bytes, 64))
+    monkeypatch.setattr(inspect_module, "WHOLE_INFLATE_MAX_BYTES", whole_max)
     rows = _rows(33, 17, 8, 3, filters=b"\x00\x01\x02\x03\x04")
     streams = {
         "valid": zlib.compress(rows, 0),

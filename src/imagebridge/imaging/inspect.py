@@ -218,7 +218,13 @@ _ZLIB_ERROR: type[Exception] = zlib_ng.error  # type: ignore[assignment]  # stub
 _INFLATE_INPUT = 1024 * 1024
 """Compressed bytes fed to zlib at a time (what it has not consumed is copied once)."""
 _INFLATE_OUTPUT = 1024 * 1024
-"""Decompressed bytes alive at a time while a PNG's scanlines are checked."""
+"""Decompressed bytes alive at a time while a large PNG's scanlines are checked."""
+WHOLE_INFLATE_MAX_BYTES = 8 * 1024 * 1024
+"""Image data that inflates to less than this (a 1536×1024 RGBA image: 6.3 MB) is inflated
+in one call over all of it joined: zlib releases the GIL once per output block it grows
+(5 blocks for 3 MB) instead of ~16 times in 1 MiB steps. With another thread running
+Python each re-take of the GIL waits up to 5 ms: 112 -> 43 ms for a 1024² noise PNG. Larger
+images keep the bounded steps (the memory bound of bench/memory.py)."""
 
 
 def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
@@ -249,13 +255,17 @@ def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
     inflater = zlib_ng.decompressobj()
     view = memoryview(data)
     produced = 0
+    piece_bytes, output_bytes = _INFLATE_INPUT, _INFLATE_OUTPUT
+    if expected < WHOLE_INFLATE_MAX_BYTES:  # one call: the fewest GIL hand-overs
+        piece_bytes = sum(end - start for start, end in layout.idat) or 1
+        output_bytes = expected + 1
     try:
-        for piece in _idat_pieces(view, layout.idat):
+        for piece in _idat_pieces(view, layout.idat, piece_bytes):
             pending: bytes | memoryview = piece
             while pending:
                 if inflater.eof:
                     return False  # image data after the end of the zlib stream
-                rows = inflater.decompress(pending, _INFLATE_OUTPUT)
+                rows = inflater.decompress(pending, output_bytes)
                 pending = inflater.unconsumed_tail
                 if produced + len(rows) > expected:
                     return False
@@ -268,9 +278,9 @@ def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
 
 
 def _idat_pieces(
-    view: memoryview, spans: tuple[tuple[int, int], ...]
+    view: memoryview, spans: tuple[tuple[int, int], ...], size: int
 ) -> Iterator[bytes | memoryview]:
-    """The image data of ``spans``, in order, in pieces of about :data:`_INFLATE_INPUT`.
+    """The image data of ``spans``, in order, in pieces of about ``size`` bytes.
 
     Encoders split the data into many chunks (Pillow: 64 KiB each, 49 for a 1024² noise
     PNG). Inflating chunk by chunk released and re-took the GIL 49 times per image; under
@@ -282,14 +292,14 @@ def _idat_pieces(
     group: list[memoryview] = []
     grouped = 0
     for start, end in spans:
-        for offset in range(start, end, _INFLATE_INPUT):
-            piece = view[offset : min(end, offset + _INFLATE_INPUT)]
-            if not group and len(piece) >= _INFLATE_INPUT:
+        for offset in range(start, end, size):
+            piece = view[offset : min(end, offset + size)]
+            if not group and len(piece) >= size:
                 yield piece
                 continue
             group.append(piece)
             grouped += len(piece)
-            if grouped >= _INFLATE_INPUT:
+            if grouped >= size:
                 yield b"".join(group)
                 group, grouped = [], 0
     if group:

@@ -345,9 +345,9 @@ def test_plain_png_scanline_check_matches_a_full_decode(
 def test_image_data_fed_in_joined_pieces_keeps_pillows_verdict(
     monkeypatch: pytest.MonkeyPatch, piece_bytes: int, whole_max: int
 ) -> None:
-    """Small IDAT chunks are joined into pieces (and large ones split) before inflating, or
-    all of them into one for a small image: the verdict may not depend on where the pieces
-    start and end."""
+    """A small image's IDAT chunks are joined and inflated at once, a large one's are
+    inflated in bounded pieces: the verdict may not depend on where the pieces start and
+    end."""
     import imagebridge.imaging.inspect as inspect_module
 
     monkeypatch.setattr(inspect_module, "_INFLATE_INPUT", piece_bytes)

@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 import io
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -215,16 +215,18 @@ _PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
 _PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
 _PNG_FILTER_TYPES = bytes(range(5))
 _ZLIB_ERROR: type[Exception] = zlib_ng.error  # type: ignore[assignment]  # stub: an instance
-_INFLATE_INPUT = 1024 * 1024
+_INFLATE_INPUT = 256 * 1024
 """Compressed bytes fed to zlib at a time (what it has not consumed is copied once)."""
 _INFLATE_OUTPUT = 1024 * 1024
 """Decompressed bytes alive at a time while a large PNG's scanlines are checked."""
 WHOLE_INFLATE_MAX_BYTES = 8 * 1024 * 1024
-"""Image data that inflates to less than this (a 1536×1024 RGBA image: 6.3 MB) is inflated
-in one call over all of it joined: zlib releases the GIL once per output block it grows
-(5 blocks for 3 MB) instead of ~16 times in 1 MiB steps. With another thread running
-Python each re-take of the GIL waits up to 5 ms: 112 -> 43 ms for a 1024² noise PNG. Larger
-images keep the bounded steps (the memory bound of bench/memory.py)."""
+"""Image data that inflates to less than this (a 1536×1024 RGBA image: 6.3 MB) is joined
+(a copy of its compressed size: 0.06 ms for 3 MB) and inflated in one call. zlib releases
+the GIL around every inflate step, and while the event loop runs Python each re-take waits
+up to the interpreter's 5 ms switch interval: chunk by chunk (Pillow writes 64 KiB IDAT
+chunks, 49 for bench/gateway.py's 1024² noise PNG) the check took 105-112 ms with another
+thread running Python, in one call 44 ms (alone 7.66 -> 7.16 ms). Larger images keep the
+bounded steps (the memory bound of bench/memory.py)."""
 
 
 def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
@@ -255,12 +257,19 @@ def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
     inflater = zlib_ng.decompressobj()
     view = memoryview(data)
     produced = 0
-    piece_bytes, output_bytes = _INFLATE_INPUT, _INFLATE_OUTPUT
+    pieces: Iterable[bytes | memoryview]
     if expected < WHOLE_INFLATE_MAX_BYTES:  # one call: the fewest GIL hand-overs
-        piece_bytes = sum(end - start for start, end in layout.idat) or 1
+        pieces = (b"".join(view[start:end] for start, end in layout.idat),)
         output_bytes = expected + 1
+    else:
+        pieces = (
+            view[offset : min(end, offset + _INFLATE_INPUT)]
+            for start, end in layout.idat
+            for offset in range(start, end, _INFLATE_INPUT)
+        )
+        output_bytes = _INFLATE_OUTPUT
     try:
-        for piece in _idat_pieces(view, layout.idat, piece_bytes):
+        for piece in pieces:
             pending: bytes | memoryview = piece
             while pending:
                 if inflater.eof:
@@ -275,35 +284,6 @@ def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
     except _ZLIB_ERROR:
         return False
     return inflater.eof and not inflater.unused_data and produced == expected
-
-
-def _idat_pieces(
-    view: memoryview, spans: tuple[tuple[int, int], ...], size: int
-) -> Iterator[bytes | memoryview]:
-    """The image data of ``spans``, in order, in pieces of about ``size`` bytes.
-
-    Encoders split the data into many chunks (Pillow: 64 KiB each, 49 for a 1024² noise
-    PNG). Inflating chunk by chunk released and re-took the GIL 49 times per image; under
-    load every re-take waits for the event loop, and the wake-ups cost more CPU than the
-    inflate calls (``perf`` at c32 in bench/gateway.py: a quarter of the server's CPU in
-    the scheduler). Small chunks are joined into pieces of ~1 MiB (a copy of at most that
-    much at a time, 0.06 ms for 3 MB); a chunk that is large already is passed as it is.
-    """
-    group: list[memoryview] = []
-    grouped = 0
-    for start, end in spans:
-        for offset in range(start, end, size):
-            piece = view[offset : min(end, offset + size)]
-            if not group and len(piece) >= size:
-                yield piece
-                continue
-            group.append(piece)
-            grouped += len(piece)
-            if grouped >= size:
-                yield b"".join(group)
-                group, grouped = [], 0
-    if group:
-        yield group[0] if len(group) == 1 else b"".join(group)
 
 
 _JPEG_SOF = frozenset(

@@ -463,15 +463,13 @@ class OpenAIImagesProvider(Provider):
             ).with_detail("content_encoding", encoding[:32])
         n = request.parameters.n
         limit = self.settings.max_response_bytes
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
+        declared = response.content_length  # aiohttp's parser already checked the header
+        if declared is not None and declared > limit:
             raise self._too_large()
         content_type = response.headers.get("content-type", "").lower()
         if content_type.startswith("text/event-stream"):
             return await self._read_stream(response, n, context)
-        received = await read_body(
-            response.content.iter_any(), int(declared) if declared.isdigit() else None, limit
-        )
+        received = await read_body(response.content.iter_any(), declared, limit)
         if received is None:
             raise self._too_large()
         try:

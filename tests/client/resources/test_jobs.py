@@ -147,7 +147,8 @@ def poll_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 async def test_wait_backs_off_between_polls(api: Client, poll_waits: list[float]) -> None:
-    job = await resolve(api.jobs.create(job_body("[mock:latency=300] BACKOFF")))
+    # long enough for three polls even when each poll takes a few hundred ms (a busy CI)
+    job = await resolve(api.jobs.create(job_body("[mock:latency=1500] BACKOFF")))
     final = await resolve(
         api.jobs.wait(job.id, timeout=20, poll_interval=0.02, max_poll_interval=0.05)
     )

@@ -93,6 +93,23 @@ def test_rejects_corrupted_png_chunk() -> None:
     assert input_error(bytes(data)).message == "image payload is malformed or incomplete"
 
 
+@pytest.mark.parametrize("slice_bytes", [1, 7, 64, 1 << 20])
+def test_chunk_crcs_are_checked_whole_whatever_the_slice(
+    monkeypatch: pytest.MonkeyPatch, slice_bytes: int
+) -> None:
+    """A chunk's CRC-32 is computed a slice at a time (the GIL is kept meanwhile): the
+    slices must add up to the chunk's CRC, so a flipped byte anywhere is still found."""
+    import imagebridge.imaging.inspect as inspect_module
+
+    monkeypatch.setattr(inspect_module, "_CRC_SLICE", slice_bytes)
+    data = encode(Image.fromarray(noise(40, 30, alpha=False)), "PNG")
+    assert inspect_image(data).width == 40
+    for offset in (33 + 8, len(data) // 2, len(data) - 13):  # IDAT's start, middle, end
+        broken = bytearray(data)
+        broken[offset] ^= 0x01
+        assert input_error(bytes(broken)).message == "image payload is malformed or incomplete"
+
+
 def test_enforces_dimension_limits_before_publish() -> None:
     error = input_error(png(3, 2), ImageLimits(max_edge=2))
     assert error.message == "image dimensions exceed configured limits"

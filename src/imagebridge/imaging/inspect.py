@@ -20,11 +20,12 @@ import asyncio
 import hashlib
 import io
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import deflate
 from PIL import Image, JpegImagePlugin, PngImagePlugin, WebPImagePlugin
 from zlib_ng import zlib_ng
 
@@ -173,7 +174,7 @@ def _png_layout(data: bytes) -> _PngLayout:
     """Dimensions from IHDR, after proving the chunk stream is complete.
 
     Pillow decodes a PNG whose IEND chunk is cut off, so the framing and CRC of every
-    chunk up to IEND are checked here (zlib-ng's CRC-32: 0.07 ms for a 3 MB PNG).
+    chunk up to IEND are checked here (:func:`_crc32`: 0.07 ms for a 3 MB PNG).
     """
     if len(data) < 33 or data[12:16] != b"IHDR" or struct.unpack(">I", data[8:12])[0] != 13:
         raise _input_error("could not read image dimensions")
@@ -192,7 +193,7 @@ def _png_layout(data: bytes) -> _PngLayout:
             raise _input_error("image payload is malformed or incomplete")
         kind = data[position + 4 : position + 8]
         (expected_crc,) = struct.unpack(">I", data[end - 4 : end])
-        if zlib_ng.crc32(view[position + 4 : end - 4]) != expected_crc:
+        if _crc32(view[position + 4 : end - 4]) != expected_crc:
             raise _input_error("image payload is malformed or incomplete")
         if kind == b"IEND":
             return _PngLayout(width, height, tuple(idat), plain and bool(idat))
@@ -221,12 +222,13 @@ _INFLATE_OUTPUT = 1024 * 1024
 """Decompressed bytes alive at a time while a large PNG's scanlines are checked."""
 WHOLE_INFLATE_MAX_BYTES = 8 * 1024 * 1024
 """Image data that inflates to less than this (a 1536×1024 RGBA image: 6.3 MB) is joined
-(a copy of its compressed size: 0.06 ms for 3 MB) and inflated in one call. zlib releases
-the GIL around every inflate step, and while the event loop runs Python each re-take waits
-up to the interpreter's 5 ms switch interval: chunk by chunk (Pillow writes 64 KiB IDAT
-chunks, 49 for bench/gateway.py's 1024² noise PNG) the check took 105-112 ms with another
-thread running Python, in one call 44 ms (alone 7.66 -> 7.16 ms). Larger images keep the
-bounded steps (the memory bound of bench/memory.py)."""
+(a copy of its compressed size: 0.06 ms for 3 MB) and inflated in one call
+(:func:`_whole_rows_valid`). An inflate releases the GIL, and while another thread runs
+Python each re-take waits up to the interpreter's 5 ms switch interval: chunk by chunk
+(Pillow writes 64 KiB IDAT chunks, 49 for bench/gateway.py's 1024² noise PNG) the check
+took 105-112 ms beside a thread running Python, in one zlib call 44 ms, in one libdeflate
+call 11 ms (alone 7.7 -> 6.7 ms). Larger images keep zlib's bounded steps (the memory
+bound of bench/memory.py)."""
 
 
 def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
@@ -238,8 +240,9 @@ def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
     ends exactly after the last row and that every filter byte is valid is all a decoder
     can fail on: unfiltering and unpacking such rows cannot fail. That inflate is also
     most of Pillow's decode time; done here it builds no pixel buffer (Pillow keeps RGB at
-    4 bytes a pixel), holds at most :data:`_INFLATE_OUTPUT` bytes and runs with the GIL
-    released (zlib-ng: 20–30% faster than the stdlib's zlib here, bench/gateway.py). Every
+    4 bytes a pixel), holds a small image's rows (under :data:`WHOLE_INFLATE_MAX_BYTES`)
+    or :data:`_INFLATE_OUTPUT` bytes of a larger one's, and runs with the GIL released
+    (libdeflate or zlib-ng: 20–30% faster than the stdlib's zlib here). Every
     chunk's CRC was checked by :func:`_png_layout`. Anything else (interlacing, an unusual
     chunk layout, any anomaly in the stream) returns ``False`` and Pillow's full decode
     decides, so the verdict is always the one Pillow would give.
@@ -254,27 +257,24 @@ def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
         return False
     stride = 1 + (layout.width * channels * depth + 7) // 8
     expected = stride * layout.height
-    inflater = zlib_ng.decompressobj()
     view = memoryview(data)
+    if expected < WHOLE_INFLATE_MAX_BYTES:
+        idat = b"".join(view[start:end] for start, end in layout.idat)
+        return _whole_rows_valid(idat, stride, expected)
+    inflater = zlib_ng.decompressobj()
     produced = 0
-    pieces: Iterable[bytes | memoryview]
-    if expected < WHOLE_INFLATE_MAX_BYTES:  # one call: the fewest GIL hand-overs
-        pieces = (b"".join(view[start:end] for start, end in layout.idat),)
-        output_bytes = expected + 1
-    else:
-        pieces = (
-            view[offset : min(end, offset + _INFLATE_INPUT)]
-            for start, end in layout.idat
-            for offset in range(start, end, _INFLATE_INPUT)
-        )
-        output_bytes = _INFLATE_OUTPUT
+    pieces = (
+        view[offset : min(end, offset + _INFLATE_INPUT)]
+        for start, end in layout.idat
+        for offset in range(start, end, _INFLATE_INPUT)
+    )
     try:
         for piece in pieces:
             pending: bytes | memoryview = piece
             while pending:
                 if inflater.eof:
                     return False  # image data after the end of the zlib stream
-                rows = inflater.decompress(pending, output_bytes)
+                rows = inflater.decompress(pending, _INFLATE_OUTPUT)
                 pending = inflater.unconsumed_tail
                 if produced + len(rows) > expected:
                     return False
@@ -284,6 +284,43 @@ def _png_pixels_verified(data: bytes, layout: _PngLayout) -> bool:
     except _ZLIB_ERROR:
         return False
     return inflater.eof and not inflater.unused_data and produced == expected
+
+
+def _whole_rows_valid(stream: bytes, stride: int, expected: int) -> bool:
+    """The check of :func:`_png_pixels_verified` for image data inflating to ``expected``
+    bytes, under :data:`WHOLE_INFLATE_MAX_BYTES`: one libdeflate call into a buffer of
+    exactly that size.
+
+    One call releases and retakes the GIL once. zlib's output buffer grows block by block,
+    five inflate calls for a 1024² RGB image, and each retake waits up to the 5 ms switch
+    interval while another thread runs Python: beside a spinning thread 43 -> 11 ms (alone
+    7.2 -> 6.7 ms). libdeflate checks every code, distance and the Adler-32 as zlib does;
+    more output than ``expected`` fails and Pillow decides. Bytes after the end of the
+    zlib stream are ignored, as Pillow ignores them (the chunked path hands such an image
+    to Pillow, which accepts it).
+    """
+    try:
+        rows = deflate.zlib_decompress(stream, expected)
+    except deflate.DeflateError:
+        return False
+    return len(rows) == expected and not rows[::stride].translate(None, _PNG_FILTER_TYPES)
+
+
+_CRC_SLICE = 1024 * 1024
+"""A chunk's CRC-32 is computed this much at a time, so the GIL is never held long."""
+
+
+def _crc32(data: memoryview) -> int:
+    """CRC-32 of ``data`` keeping the GIL: libdeflate's takes ~23 µs a MiB.
+
+    zlib's releases the GIL for anything over 5 KiB and retakes it after: a 3 MB PNG's 49
+    chunks cost 0.07 ms alone but 45-62 ms beside a thread running Python (each retake
+    waits up to the 5 ms switch interval).
+    """
+    crc = 0
+    for offset in range(0, len(data), _CRC_SLICE):
+        crc = deflate.crc32(data[offset : offset + _CRC_SLICE], crc)
+    return crc
 
 
 _JPEG_SOF = frozenset(

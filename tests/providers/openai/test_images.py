@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import io
 import json
 import logging
 import socket
+import time
 from typing import Any
 
 import pytest
@@ -540,6 +542,41 @@ async def test_a_timeout_after_sending_is_an_unknown_outcome(
     assert error.code is ErrorCode.TIMEOUT
     assert error.outcome_unknown and not error.retryable
     assert openai_server.calls() == 1
+
+
+async def test_an_answer_in_time_is_not_lost_to_the_time_its_check_takes(
+    openai_server: OpenAIImagesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The call's time limit bounds the exchange with the upstream. The answer's check
+    starts in a worker thread as soon as the body is in, but a check that outlasts the
+    limit does not turn an answer that arrived, perhaps billed, into a timeout."""
+    from imagebridge.providers.openai import results as module
+
+    checked = module._decode_and_examine
+
+    def slow_check(payload: str, limits: Any) -> Any:
+        time.sleep(0.6)
+        return checked(payload, limits)
+
+    monkeypatch.setattr(module, "_decode_and_examine", slow_check)
+    response = await run(make_provider(openai_server, timeout_ms=300), request())
+    assert len(response.data) == 1 and response.data[0].width > 0
+    assert openai_server.calls() == 1
+
+
+async def test_an_answer_nobody_awaits_leaves_no_unretrieved_failure() -> None:
+    """An answer read for a call that was given up on (cancelled as it completed) may fail
+    after nobody waits for it any more: that is not reported as an unhandled error."""
+    from imagebridge.imaging.inspect import ImageLimits
+    from imagebridge.providers.openai.results import start_reading
+
+    reported: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, ctx: reported.append(ctx))
+    future = start_reading([b"not json"], ImageLimits(), max_base64_chars=1024)
+    await asyncio.wait([future])
+    del future
+    gc.collect()
+    assert reported == []
 
 
 async def test_cancellation_during_the_call_stops_it_and_is_ambiguous(

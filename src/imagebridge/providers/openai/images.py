@@ -42,7 +42,6 @@ from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.interruption import wait_unless_interrupted
 from imagebridge.engine.provider import Provider, ProviderContext
 from imagebridge.imaging.inspect import ImageLimits
-from imagebridge.providers.openai import json_body
 from imagebridge.providers.openai.edits import UpstreamCall, prepare_call
 from imagebridge.providers.openai.models import (
     DEFAULT_OPENAI_MODEL,
@@ -53,7 +52,13 @@ from imagebridge.providers.openai.models import (
     is_documented_model,
     profile_for,
 )
-from imagebridge.providers.openai.results import OutputFetcher, ResultReader, unusable_answer
+from imagebridge.providers.openai.results import (
+    Answer,
+    OutputFetcher,
+    ResultReader,
+    start_reading,
+    unusable_answer,
+)
 from imagebridge.providers.openai.upstream import (
     CallTrace,
     UpstreamSession,
@@ -68,7 +73,6 @@ from imagebridge.providers.openai.wire import (
     StreamState,
     WireResult,
     classify_http_error,
-    parse_images_payload,
 )
 from imagebridge.providers.sse import SseDecoder, SseLimits
 
@@ -317,8 +321,14 @@ class OpenAIImagesProvider(Provider):
         await context.emit(StartedEvent())
         call = prepare_call(request, profile, model, context.inputs, provider=self.name)
         await context.emit(ProgressEvent(stage="generating"))
-        result = await self._guarded(call, credentials, request, context)
-        return await self._results.response(request, model, result, context.request_id, started)
+        pending = await self._guarded(call, credentials, request, context)
+        try:
+            answer = await pending
+        except (ValueError, RecursionError):
+            raise self._unusable("the upstream answer is not valid JSON") from None
+        except BridgeError as error:
+            raise self._unusable(error.message) from None
+        return await self._results.response(request, model, answer, context.request_id, started)
 
     # -- the upstream exchange ---------------------------------------------------------------
 
@@ -334,7 +344,7 @@ class OpenAIImagesProvider(Provider):
         credentials: _Credentials,
         request: ImageRequest,
         context: ProviderContext,
-    ) -> WireResult:
+    ) -> asyncio.Future[Answer]:
         """Run the exchange under the call budget and the cancellation token."""
         state = CallTrace()
         if context.cancellation.cancelled:
@@ -379,7 +389,7 @@ class OpenAIImagesProvider(Provider):
         request: ImageRequest,
         context: ProviderContext,
         state: CallTrace,
-    ) -> WireResult:
+    ) -> asyncio.Future[Answer]:
         settings = self.settings
         budget = max(self._budget(context), 0.001)
         timeout = aiohttp.ClientTimeout(
@@ -442,7 +452,7 @@ class OpenAIImagesProvider(Provider):
         request: ImageRequest,
         context: ProviderContext,
         state: CallTrace,
-    ) -> WireResult:
+    ) -> asyncio.Future[Answer]:
         state.dispatched = True  # an answer proves the request reached the upstream
         status = response.status
         logger.debug("upstream answered", extra={"provider": self.name, "status": status})
@@ -468,18 +478,17 @@ class OpenAIImagesProvider(Provider):
             raise self._too_large()
         content_type = response.headers.get("content-type", "").lower()
         if content_type.startswith("text/event-stream"):
-            return await self._read_stream(response, n, context)
+            return _settled(Answer(await self._read_stream(response, n, context)))
         received = await read_body(response.content.iter_any(), declared, limit)
         if received is None:
             raise self._too_large()
-        try:
-            payload = await asyncio.to_thread(json_body.loads, received)
-        except (ValueError, RecursionError):
-            raise self._unusable("the upstream answer is not valid JSON") from None
-        try:
-            return parse_images_payload(payload, max_base64_chars=self.settings.max_base64_chars)
-        except BridgeError as error:
-            raise self._unusable(error.message) from None
+        box = [received]  # the reader takes the body out: its buffer dies with the parse
+        del received
+        # parsed (a lone image checked too) in a thread that starts now, while the loop
+        # receives other answers; awaited by execute, outside this exchange's budget
+        return start_reading(
+            box, self._results.limits, max_base64_chars=self.settings.max_base64_chars
+        )
 
     async def _read_stream(
         self, response: aiohttp.ClientResponse, n: int, context: ProviderContext
@@ -535,6 +544,12 @@ class OpenAIImagesProvider(Provider):
 
     def _unusable(self, message: str) -> BridgeError:
         return unusable_answer(self.name, message)
+
+
+def _settled(answer: Answer) -> asyncio.Future[Answer]:
+    future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+    future.set_result(answer)
+    return future
 
 
 def _is_cancelled(token: CancelToken) -> bool:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import functools
 import time
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from imagebridge.contract.enums import MultiImageFailurePolicy
@@ -29,9 +31,74 @@ from imagebridge.engine.inputs import LoadedImage
 from imagebridge.engine.provider import inline_image
 from imagebridge.imaging.b64 import decode_strict, encode_text
 from imagebridge.imaging.inspect import ImageInfo, ImageLimits, examine_image
-from imagebridge.providers.openai.wire import WireImage, WireResult, merge_usage
+from imagebridge.providers.openai import json_body
+from imagebridge.providers.openai.wire import (
+    WireImage,
+    WireResult,
+    merge_usage,
+    parse_images_payload,
+)
 
-__all__ = ["EARLY_VERIFY_MAX_PIXELS", "OutputFetcher", "ResultReader", "unusable_answer"]
+__all__ = [
+    "EARLY_VERIFY_MAX_PIXELS",
+    "Answer",
+    "OutputFetcher",
+    "ResultReader",
+    "read_answer",
+    "start_reading",
+    "unusable_answer",
+]
+
+_Checked = tuple[bytes, tuple[ImageInfo, bool]]
+"""A ``b64_json`` image's bytes and what :func:`examine_image` proved about them."""
+
+
+@dataclass(slots=True)
+class Answer:
+    """One call's answer as read: its images, and the check of a lone ``b64_json`` image
+    when :func:`read_answer` already ran it (its outcome, or the failure it raised)."""
+
+    result: WireResult
+    lone_check: _Checked | ValueError | _Unverified | None = field(default=None, repr=False)
+
+
+def start_reading(
+    box: list[bytes | bytearray], limits: ImageLimits, *, max_base64_chars: int
+) -> asyncio.Future[Answer]:
+    """The answer whose JSON body is in ``box``, read by :func:`read_answer` in a worker
+    thread that starts now; awaited later by whoever needs it."""
+    job = functools.partial(read_answer, box, limits, max_base64_chars=max_base64_chars)
+    future = asyncio.get_running_loop().run_in_executor(None, job)
+    future.add_done_callback(_retrieved)  # a call given up on: its failure is not logged
+    return future
+
+
+def _retrieved(future: asyncio.Future[Answer]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def read_answer(
+    box: list[bytes | bytearray], limits: ImageLimits, *, max_base64_chars: int
+) -> Answer:
+    """Worker thread: parse the JSON body in ``box`` (taken out, so its buffer is freed
+    before any image is decoded) and, when it holds one ``b64_json`` image, check it too.
+
+    JSON errors raise ``ValueError``/``RecursionError``, a malformed payload ``BridgeError``.
+    Checking a lone image in the parse's own thread starts it as soon as this call's body
+    is in. In a fan-out of one-image calls the event loop is busy receiving the other
+    answers, and each hop back to it (parse done, exchange done, check started) waited for
+    a loop pass: bench/gateway.py's fan-out saw 34 ms from the first body to the first
+    check. Several images keep a thread each (:meth:`ResultReader.response`).
+    """
+    result = parse_images_payload(json_body.loads(box.pop()), max_base64_chars=max_base64_chars)
+    answer = Answer(result)
+    if len(result.images) == 1 and (payload := result.images[0].b64_json) is not None:
+        try:
+            answer.lone_check = _decode_and_examine(payload, limits)
+        except (ValueError, _Unverified) as failure:
+            answer.lone_check = failure
+    return answer
 
 
 class OutputFetcher(Protocol):
@@ -89,10 +156,16 @@ class ResultReader:
             ).mark_unknown_outcome() from None
         return fetched.data
 
-    async def _verified(self, index: int, image: WireImage) -> GeneratedImage:
+    async def _verified(
+        self, index: int, image: WireImage, checked: _Checked | ValueError | _Unverified | None
+    ) -> GeneratedImage:
         limits = self.limits
         try:
-            if image.b64_json is not None:  # decoded and examined in one worker-thread hop
+            if isinstance(checked, Exception):
+                raise checked
+            if checked is not None:
+                data, (info, verified) = checked
+            elif image.b64_json is not None:  # decoded and examined in one worker-thread hop
                 data, (info, verified) = await asyncio.to_thread(
                     _decode_and_examine, image.b64_json, limits
                 )
@@ -118,19 +191,26 @@ class ResultReader:
         self,
         request: ImageRequest,
         model: str,
-        result: WireResult,
+        answer: Answer,
         request_id: str,
         started: float,
     ) -> ImageResponse:
         params = request.parameters
         n = params.n
+        result = answer.result
         if len(result.images) > n:
             raise self._unusable("the upstream returned more images than requested")
-        images = list(
-            await asyncio.gather(
-                *(self._verified(index, image) for index, image in enumerate(result.images))
+        if answer.lone_check is not None:
+            images = [await self._verified(0, result.images[0], answer.lone_check)]
+        else:
+            images = list(
+                await asyncio.gather(
+                    *(
+                        self._verified(index, image, None)
+                        for index, image in enumerate(result.images)
+                    )
+                )
             )
-        )
         failures: list[ImageFailure] = []
         elapsed = int((time.monotonic() - started) * 1000)
         if len(images) < n:

@@ -13,7 +13,7 @@ import binascii
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from imagebridge.contract.enums import MultiImageFailurePolicy
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -51,6 +51,8 @@ __all__ = [
 
 _Checked = tuple[bytes, tuple[ImageInfo, bool]]
 """A ``b64_json`` image's bytes and what :func:`examine_image` proved about them."""
+_Outcome: TypeAlias = "_Checked | ValueError | _Unverified"
+"""A check already run: what it proved, or the failure it raised."""
 
 
 @dataclass(slots=True)
@@ -59,7 +61,7 @@ class Answer:
     when :func:`read_answer` already ran it (its outcome, or the failure it raised)."""
 
     result: WireResult
-    lone_check: _Checked | ValueError | _Unverified | None = field(default=None, repr=False)
+    lone_check: _Outcome | None = field(default=None, repr=False)
 
 
 def start_reading(
@@ -157,7 +159,7 @@ class ResultReader:
         return fetched.data
 
     async def _verified(
-        self, index: int, image: WireImage, checked: _Checked | ValueError | _Unverified | None
+        self, index: int, image: WireImage, checked: _Outcome | None
     ) -> GeneratedImage:
         limits = self.limits
         try:

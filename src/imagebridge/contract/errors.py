@@ -277,11 +277,12 @@ class BridgeError(Exception):
     def http_status(self) -> int:
         """Status from the code table, with the route-independent overrides of the contract.
 
-        A missing job, preset or provider (``details.resource``) is the caller's missing
+        A missing job, preset, provider or API key (``details.resource``) is the caller's missing
         resource: 404, whichever route or layer raised it.
         """
         if self.code is ErrorCode.INVALID_REQUEST and self.details.get("resource") in {
             "job",
+            "key",
             "preset",
             "provider",
         }:

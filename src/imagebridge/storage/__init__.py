@@ -24,10 +24,17 @@ from imagebridge.storage.cursors import (
     encode_job_cursor,
     encode_preset_cursor,
 )
-from imagebridge.storage.interfaces import JobStore, PresetStore, SessionStore, SharedJobStore
+from imagebridge.storage.interfaces import (
+    JobStore,
+    KeyStore,
+    PresetStore,
+    SessionStore,
+    SharedJobStore,
+)
 from imagebridge.storage.lifecycle import (
     DEFAULT_BUSY_TIMEOUT_MS,
     JOB_STORE,
+    KEY_STORE,
     PRESET_STORE,
     SESSION_STORE,
 )
@@ -64,12 +71,14 @@ from imagebridge.storage.rules.jobs import (
 from imagebridge.storage.rules.presets import MAX_PRESET_TEMPLATE_BYTES
 from imagebridge.storage.rules.queue import UNROUTED
 from imagebridge.storage.sqlite.jobs import SqliteJobStore, inspect_job_schema
+from imagebridge.storage.sqlite.keys import SqliteKeyStore
 from imagebridge.storage.sqlite.presets import SqlitePresetStore, inspect_preset_schema
 from imagebridge.storage.sqlite.sessions import SqliteSessionStore, inspect_session_schema
 from imagebridge.storage.sqlite.shared_queue import SqliteSharedJobStore
 
 if TYPE_CHECKING:
     from imagebridge.storage.postgres.jobs import inspect_postgres_job_schema
+    from imagebridge.storage.postgres.keys import PostgresKeyStore
     from imagebridge.storage.postgres.presets import (
         PostgresPresetStore,
         inspect_postgres_preset_schema,
@@ -97,8 +106,10 @@ __all__ = [
     "JobStore",
     "JobSummary",
     "JobVisibility",
+    "KeyStore",
     "LeaseRenewal",
     "PostgresJobStore",
+    "PostgresKeyStore",
     "PostgresOptions",
     "PostgresPresetStore",
     "PostgresSection",
@@ -110,6 +121,7 @@ __all__ = [
     "SessionStore",
     "SharedJobStore",
     "SqliteJobStore",
+    "SqliteKeyStore",
     "SqlitePresetStore",
     "SqliteSessionStore",
     "SqliteSharedJobStore",
@@ -126,6 +138,7 @@ __all__ = [
     "inspect_store_schema",
     "is_postgres_url",
     "open_job_store",
+    "open_key_store",
     "open_preset_store",
     "open_session_store",
     "postgres_options",
@@ -134,6 +147,7 @@ __all__ = [
 
 _LAZY = {
     "PostgresJobStore": "imagebridge.storage.postgres.shared_queue",
+    "PostgresKeyStore": "imagebridge.storage.postgres.keys",
     "inspect_postgres_job_schema": "imagebridge.storage.postgres.jobs",
     "PostgresPresetStore": "imagebridge.storage.postgres.presets",
     "inspect_postgres_preset_schema": "imagebridge.storage.postgres.presets",
@@ -241,6 +255,22 @@ async def open_session_store(
 
     url, args = _postgres_args(target, postgres, busy_timeout_ms)
     return await PostgresSessionStore.open(url, provider=provider, **args)
+
+
+async def open_key_store(
+    location: str | os.PathLike[str],
+    *,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    postgres: PostgresOptions | None = None,
+) -> KeyStore:
+    """Open the API-key store at ``location`` (the jobs database: SQLite or PostgreSQL)."""
+    target = resolve_store_location(location, KEY_STORE.code, KEY_STORE.label)
+    if isinstance(target, Path):
+        return await SqliteKeyStore.open(target, busy_timeout_ms=busy_timeout_ms)
+    from imagebridge.storage.postgres.keys import PostgresKeyStore
+
+    url, args = _postgres_args(target, postgres, busy_timeout_ms)
+    return await PostgresKeyStore.open(url, **args)
 
 
 async def inspect_store_schema(

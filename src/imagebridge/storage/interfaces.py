@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from imagebridge.contract.enums import ImageJobStatus
@@ -25,14 +25,20 @@ from imagebridge.storage.records import (
     JobStatistics,
     JobVisibility,
     JsonInput,
+    KeyAuditEntry,
+    KeyLimits,
+    KeyRecord,
+    KeyUsage,
     LeaseRenewal,
     PresetPage,
     PresetRecord,
 )
+from imagebridge.storage.rules.keys import Windows
 from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT
 
 __all__ = [
     "JobStore",
+    "KeyStore",
     "PresetStore",
     "SessionStore",
     "SharedJobStore",
@@ -228,5 +234,69 @@ class SessionStore(SessionBindings, Protocol):
     async def put(self, key: str, thread_id: str, *, now: int | None = None) -> None: ...
 
     async def delete(self, key: str) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+# -- API keys --------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """Named API keys (hashes only), their quota counters, usage per day and audit trail.
+
+    Lives in the jobs database. ``reserve`` is one conditional statement, exact under
+    concurrency and across instances; ``None`` means refused.
+    """
+
+    async def create(
+        self,
+        name: str,
+        limits: KeyLimits,
+        *,
+        secret_hash: str,
+        prefix: str,
+        actor: str,
+        now: int | None = None,
+    ) -> KeyRecord: ...
+
+    async def get(self, key_id: str) -> KeyRecord: ...
+
+    async def find_by_name(self, name: str) -> KeyRecord: ...
+
+    async def find(self, secret_hash: str) -> tuple[KeyRecord, str] | None: ...
+
+    async def list(self) -> builtins.list[KeyRecord]: ...
+
+    async def update(
+        self, key_id: str, values: Mapping[str, object], *, actor: str, now: int | None = None
+    ) -> KeyRecord: ...
+
+    async def revoke(self, key_id: str, *, actor: str, now: int | None = None) -> KeyRecord: ...
+
+    async def rotate(
+        self, key_id: str, *, secret_hash: str, prefix: str, actor: str, now: int | None = None
+    ) -> KeyRecord: ...
+
+    async def reserve(self, key_id: str, n: int, windows: Windows) -> KeyRecord | None: ...
+
+    async def release(self, key_id: str, n: int, windows: Windows) -> KeyRecord | None: ...
+
+    async def record_usage(self, usage: KeyUsage) -> None: ...
+
+    async def usage(
+        self,
+        *,
+        key_id: str | None = None,
+        provider: str | None = None,
+        account: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = ...,
+    ) -> builtins.list[KeyUsage]: ...
+
+    async def audit(
+        self, *, key_id: str | None = None, limit: int = ...
+    ) -> builtins.list[KeyAuditEntry]: ...
 
     async def close(self) -> None: ...

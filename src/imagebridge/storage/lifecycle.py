@@ -15,6 +15,7 @@ from imagebridge.contract.errors import ErrorCode
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
     "JOB_STORE",
+    "KEY_STORE",
     "PRESET_STORE",
     "SESSION_STORE",
     "StoreKind",
@@ -39,6 +40,7 @@ class StoreKind:
 JOB_STORE = StoreKind("durable job database", ErrorCode.INTERNAL)
 PRESET_STORE = StoreKind("preset database", ErrorCode.INTERNAL)
 SESSION_STORE = StoreKind("session database", ErrorCode.SESSION)
+KEY_STORE = StoreKind("key database", ErrorCode.INTERNAL)
 
 
 class _Closable(Protocol):

@@ -29,6 +29,10 @@ __all__ = [
     "JobSummary",
     "JobVisibility",
     "JsonInput",
+    "KeyAuditEntry",
+    "KeyLimits",
+    "KeyRecord",
+    "KeyUsage",
     "LeaseRenewal",
     "PresetPage",
     "PresetRecord",
@@ -261,4 +265,117 @@ class SchemaStatus:
             "initialized": self.initialized,
             "version": self.version,
             "current_version": self.current_version,
+        }
+
+
+# -- API keys --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLimits:
+    """What a key may do: images per window, concurrent requests, providers, expiry."""
+
+    images_per_day: int | None = None
+    images_per_week: int | None = None
+    images_per_month: int | None = None
+    max_concurrent: int | None = None
+    providers: tuple[str, ...] | None = None
+    expires_at: int | None = None
+
+    def window_limit(self, window: str) -> int | None:
+        value: int | None = getattr(self, f"images_per_{window}")
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "images_per_day": self.images_per_day,
+            "images_per_week": self.images_per_week,
+            "images_per_month": self.images_per_month,
+            "max_concurrent": self.max_concurrent,
+            "providers": None if self.providers is None else list(self.providers),
+            "expires_at": self.expires_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """One API key as stored: never its secret, nor its hash (only a display prefix).
+
+    ``used`` holds each window's counter with the period start it belongs to; a counter of
+    an earlier period counts as zero (:meth:`used_in`).
+    """
+
+    id: str
+    name: str
+    prefix: str
+    created_at: int
+    updated_at: int
+    revoked_at: int | None
+    limits: KeyLimits
+    used: Mapping[str, tuple[int, int]]
+    """``window → (period start, images reserved in it)``."""
+
+    def used_in(self, window: str, period_start: int) -> int:
+        start, count = self.used.get(window, (0, 0))
+        return count if start >= period_start else 0
+
+    def active(self, now: int) -> bool:
+        expires = self.limits.expires_at
+        return self.revoked_at is None and (expires is None or expires > now)
+
+    def state(self, now: int) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if not self.active(now):
+            return "expired"
+        return "active"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyUsage:
+    """Images one key asked for on one local day, on one provider and pool account."""
+
+    key_id: str
+    day: str
+    provider: str
+    account: str
+    requested: int
+    delivered: int
+    failed: int
+    unknown: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key_id": self.key_id,
+            "day": self.day,
+            "provider": self.provider,
+            "account": self.account,
+            "requested": self.requested,
+            "delivered": self.delivered,
+            "failed": self.failed,
+            "unknown": self.unknown,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class KeyAuditEntry:
+    """One key administration action: who, what, when (never a secret)."""
+
+    seq: int
+    at: int
+    actor: str
+    action: str
+    key_id: str
+    key_name: str
+    details: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "at": self.at,
+            "actor": self.actor,
+            "action": self.action,
+            "key_id": self.key_id,
+            "key_name": self.key_name,
+            "details": self.details,
         }

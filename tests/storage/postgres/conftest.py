@@ -22,7 +22,12 @@ from typing import Any
 
 import pytest
 
-from imagebridge.storage import PostgresJobStore, PostgresPresetStore, PostgresSessionStore
+from imagebridge.storage import (
+    PostgresJobStore,
+    PostgresKeyStore,
+    PostgresPresetStore,
+    PostgresSessionStore,
+)
 
 
 @pytest.fixture
@@ -60,6 +65,7 @@ def postgres_at_paths(
         "SqliteJobStore": _OpenAtPath(PostgresJobStore, postgres_url, postgres_schema),
         "SqlitePresetStore": _OpenAtPath(PostgresPresetStore, postgres_url, postgres_schema),
         "SqliteSessionStore": _OpenAtPath(PostgresSessionStore, postgres_url, postgres_schema),
+        "SqliteKeyStore": _OpenAtPath(PostgresKeyStore, postgres_url, postgres_schema),
     }
 
     def patch(module: ModuleType) -> None:

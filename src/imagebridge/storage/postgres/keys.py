@@ -1,0 +1,120 @@
+"""API keys, their quota counters, usage and audit trail in PostgreSQL.
+
+Same logic and SQL as the SQLite store (:class:`~imagebridge.storage.key_store.KeyStoreBase`);
+here each statement list runs in one transaction on a pooled connection. Every instance
+pointed at the database sees a revocation or a reservation at once: nothing is cached.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Self
+
+from psycopg.rows import dict_row
+
+from imagebridge.storage.key_store import KeyStoreBase, Statement
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, KEY_STORE, StoreLifecycle
+from imagebridge.storage.postgres.database import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_POOL_MAX_SIZE,
+    DEFAULT_POOL_MIN_SIZE,
+    DEFAULT_SCHEMA,
+    Connection,
+    PgMigration,
+    PgSchema,
+    PostgresDatabase,
+    quote_schema,
+)
+
+__all__ = ["KEY_PG_SCHEMA", "PostgresKeyStore"]
+
+_NAMED = re.compile(r"(?<![:\w]):([a-z_]+)")
+
+
+def _pg(sql: str) -> str:
+    """``:name`` placeholders as psycopg's ``%(name)s``."""
+    return _NAMED.sub(r"%(\1)s", sql)
+
+
+async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
+    quoted = quote_schema(schema)
+    await conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {quoted}.api_keys ("
+        'id text COLLATE "C" PRIMARY KEY, name text COLLATE "C" NOT NULL UNIQUE, '
+        'prefix text NOT NULL, secret_hash text COLLATE "C" NOT NULL UNIQUE, '
+        "created_at bigint NOT NULL, updated_at bigint NOT NULL, revoked_at bigint, "
+        "expires_at bigint, images_per_day bigint, images_per_week bigint, "
+        "images_per_month bigint, max_concurrent bigint, providers text, "
+        "day_start bigint NOT NULL DEFAULT 0, day_used bigint NOT NULL DEFAULT 0, "
+        "week_start bigint NOT NULL DEFAULT 0, week_used bigint NOT NULL DEFAULT 0, "
+        "month_start bigint NOT NULL DEFAULT 0, month_used bigint NOT NULL DEFAULT 0)"
+    )
+    await conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {quoted}.api_key_usage ("
+        'key_id text COLLATE "C" NOT NULL, day text COLLATE "C" NOT NULL, '
+        'provider text COLLATE "C" NOT NULL, account text COLLATE "C" NOT NULL, '
+        "requested bigint NOT NULL, delivered bigint NOT NULL, failed bigint NOT NULL, "
+        "unknown bigint NOT NULL, PRIMARY KEY (key_id, day, provider, account))"
+    )
+    await conn.execute(
+        f"CREATE INDEX IF NOT EXISTS api_key_usage_day ON {quoted}.api_key_usage (day)"
+    )
+    await conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {quoted}.api_key_audit ("
+        "seq bigserial PRIMARY KEY, at bigint NOT NULL, actor text NOT NULL, "
+        'action text NOT NULL, key_id text COLLATE "C" NOT NULL, key_name text NOT NULL, '
+        "details text NOT NULL)"
+    )
+
+
+KEY_PG_SCHEMA = PgSchema(component="keys", migrations=(PgMigration(1, _migrate_v1),))
+
+
+class PostgresKeyStore(KeyStoreBase, StoreLifecycle[PostgresDatabase]):
+    """:class:`~imagebridge.storage.interfaces.KeyStore` in one PostgreSQL schema."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._db = database
+        self._keys = database.table("api_keys")
+        self._usage = database.table("api_key_usage")
+        self._audit = database.table("api_key_audit")
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
+        pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
+    ) -> Self:
+        database = await PostgresDatabase.open(
+            url,
+            schema=schema,
+            pg_schema=KEY_PG_SCHEMA,
+            code=KEY_STORE.code,
+            label=KEY_STORE.label,
+            busy_timeout_ms=busy_timeout_ms,
+            connect_timeout_s=connect_timeout_s,
+            pool_min_size=pool_min_size,
+            pool_max_size=pool_max_size,
+        )
+        return cls(database)
+
+    @property
+    def schema(self) -> str:
+        return self._db.schema
+
+    async def _script(self, statements: Sequence[Statement]) -> list[dict[str, Any]]:
+        async def operation(conn: Connection) -> list[dict[str, Any]]:
+            async with conn.cursor(row_factory=dict_row) as cursor:
+                await cursor.execute(_pg(statements[0][0]), dict(statements[0][1]))
+                first = await cursor.fetchall() if cursor.description is not None else []
+            for sql, params in statements[1:]:
+                await conn.execute(_pg(sql), dict(params))
+            return first
+
+        return await self._db.run(operation)

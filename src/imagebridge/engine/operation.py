@@ -152,26 +152,28 @@ class StageGuard:
         if reason is not None:
             op.token.cancel(reason)
             await self._grace(task)
+            stopped: BridgeError | None = None
             if task.done() and not task.cancelled():
                 error = task.exception()
                 if error is None:
                     return task.result()
-                if isinstance(error, BridgeError) and error.code not in (
-                    ErrorCode.TIMEOUT,
-                    ErrorCode.CANCELLED,
-                ):
-                    raise error
+                if isinstance(error, BridgeError):
+                    if error.code not in (ErrorCode.TIMEOUT, ErrorCode.CANCELLED):
+                        raise error
+                    stopped = error
             if reason == "cancelled":
-                raise BridgeError(
-                    ErrorCode.CANCELLED, "request was cancelled during provider execution"
-                ).mark_unknown_outcome()
-            if reason == "shutdown":
-                raise BridgeError(
-                    ErrorCode.CANCELLED, "runtime shut down during provider execution"
-                ).mark_unknown_outcome()
-            raise BridgeError(
-                ErrorCode.TIMEOUT, "request deadline elapsed during provider execution"
-            ).mark_unknown_outcome()
+                message, code = (
+                    "request was cancelled during provider execution",
+                    ErrorCode.CANCELLED,
+                )
+            elif reason == "shutdown":
+                message, code = "runtime shut down during provider execution", ErrorCode.CANCELLED
+            else:
+                message, code = (
+                    "request deadline elapsed during provider execution",
+                    ErrorCode.TIMEOUT,
+                )
+            raise _interrupted(code, message, stopped).mark_unknown_outcome()
         try:
             return task.result()
         except BridgeError as error:
@@ -183,6 +185,18 @@ class StageGuard:
             raise BridgeError(
                 ErrorCode.INTERNAL, "provider failed unexpectedly"
             ).mark_unknown_outcome() from exc
+
+
+def _interrupted(code: ErrorCode, message: str, stopped: BridgeError | None) -> BridgeError:
+    """The interruption's error, keeping what the provider said about where its call ran
+    (``details.account``, ``provider_attempts``, the upstream request id): a deadline on
+    a pool account names the account like any other failure that stays on it."""
+    error = BridgeError(code, message)
+    if stopped is not None:
+        error.provider = stopped.provider
+        error.upstream_request_id = stopped.upstream_request_id
+        error.details.update(stopped.details)
+    return error
 
 
 def _close(awaitable: Awaitable[Any]) -> None:

@@ -239,6 +239,31 @@ async def test_an_unknown_outcome_is_never_retried_on_another_account(pool_bridg
     assert calls(bridge.backend) == {"alpha": 1, "beta": 0, "gamma": 0}
 
 
+async def test_a_deadline_on_an_account_names_it_and_stays_there(pool_bridge: Any) -> None:
+    bridge = await pool_bridge()
+    bridge.backend.login(TOKENS["alpha"]).script("stall")
+
+    error = await bridge.fail(timeout_ms=700)
+
+    assert error.code is ErrorCode.TIMEOUT
+    assert error.outcome_unknown and not error.retryable
+    assert error.details["account"] == "alpha"
+    assert calls(bridge.backend) == {"alpha": 1, "beta": 0, "gamma": 0}
+
+
+async def test_a_deadline_mid_stream_on_an_account_names_it(pool_bridge: Any) -> None:
+    bridge = await pool_bridge()
+    bridge.backend.login(TOKENS["beta"]).script("stall_mid_stream")
+    bridge.backend.login(TOKENS["alpha"]).quota.image_used_percent = 90.0
+    await bridge.provider().diagnostics()  # beta, with more quota left, takes the call
+
+    error = await bridge.fail(timeout_ms=700)
+
+    assert error.code is ErrorCode.TIMEOUT
+    assert error.outcome_unknown
+    assert error.details["account"] == "beta"
+
+
 async def test_a_server_error_stays_on_its_account(pool_bridge: Any) -> None:
     bridge = await pool_bridge()
     bridge.backend.login(TOKENS["alpha"]).script("http_500", "http_500")

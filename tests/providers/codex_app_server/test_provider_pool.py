@@ -165,3 +165,15 @@ async def test_a_session_call_refused_for_quota_is_not_moved(bridge: BridgeHarne
     assert caught.value.details["account"] == "alpha"
     await bridge.settle(app)
     assert turns_by_home(bridge) == {"home-alpha": 1}
+
+
+async def test_a_deadline_on_an_account_names_it(bridge: BridgeHarness) -> None:
+    bridge.scenario(by_home={"home-alpha": {"turns": [{"mode": "hang"}]}})
+    app = bridge.app(*pool_sets(bridge), 'accounts.policy="primary_first"')
+    with pytest.raises(BridgeError) as caught:
+        await app.runtime.execute(image_request(timeout_ms=700))
+    assert caught.value.code is ErrorCode.TIMEOUT
+    assert caught.value.outcome_unknown
+    assert caught.value.details["account"] == "alpha"
+    await bridge.settle(app)
+    assert turns_by_home(bridge) == {"home-alpha": 1}  # an unknown outcome never moves

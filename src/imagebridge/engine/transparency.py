@@ -105,22 +105,20 @@ def prepare_transparency(
             ),
         )
     ]
-    if effective_mode is TransparencyMode.NATIVE:
-        if not native:
-            raise _unsupported(
-                caps,
-                "provider has no native transparent output",
-                "output.transparency.mode",
-                requested="native",
-            )
-        return TransparencyPreparation(request=request, normalizations=normalizations)
-
+    if effective_mode is TransparencyMode.NATIVE and not native:
+        raise _unsupported(
+            caps,
+            "provider has no native transparent output",
+            "output.transparency.mode",
+            requested="native",
+        )
     data = request.model_dump(mode="python")
     params = data["parameters"]
-    if request.operation.value == "generate":
-        data.pop("images", None)
-        data.pop("mask", None)
-    if params["output_format"] is OutputFormat.JPEG:
+    jpeg = params["output_format"] is OutputFormat.JPEG
+    if jpeg:
+        # JPEG has no alpha channel: refused (strict) or switched to PNG before any provider
+        # call, on the native path too, where the provider would otherwise run and its
+        # image fail the alpha check afterwards.
         if request.policies.compatibility is CompatibilityMode.STRICT:
             raise _unsupported(
                 caps, "transparent output cannot be encoded as JPEG", "parameters.output_format"
@@ -135,6 +133,13 @@ def prepare_transparency(
                 reason="transparent_output_requires_alpha_capable_format",
             )
         )
+    if effective_mode is TransparencyMode.NATIVE:
+        if jpeg:
+            request = ImageRequest.model_validate(data)
+        return TransparencyPreparation(request=request, normalizations=normalizations)
+    if request.operation.value == "generate":
+        data.pop("images", None)
+        data.pop("mask", None)
     if options.key_color is not None:
         rgb = parse_key_color(options.key_color)
         if rgb is None:

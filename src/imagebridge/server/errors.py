@@ -34,6 +34,7 @@ __all__ = [
     "install_error_handlers",
     "json_bytes",
     "provider_not_found",
+    "should_retry",
 ]
 
 logger = logging.getLogger("imagebridge.server")
@@ -85,6 +86,22 @@ def json_bytes(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
+_SAFE_RETRY_STATUSES = frozenset({429, 503})
+
+
+def should_retry(error: BridgeError, status: int) -> bool:
+    """Whether a client may send the same request again (the ``x-should-retry`` header).
+
+    Only a refusal that happened before any upstream call may be repeated: a rate limit, a
+    full queue, an open circuit breaker (429/503 with ``retryable`` set). Everything else
+    says ``false``: a caller mistake would fail again, and a failure after the provider was
+    dispatched (``outcome: unknown``, an upstream 5xx, a failed artifact write) may have
+    produced a billed image that a retry would pay for twice. OpenAI's SDKs obey this
+    header before their own status rules, which would otherwise retry every 5xx.
+    """
+    return status in _SAFE_RETRY_STATUSES and error.retryable and not error.outcome_unknown
+
+
 def error_response(
     error: BridgeError,
     request_id: str,
@@ -95,6 +112,7 @@ def error_response(
     extra: dict[str, str] = dict(headers or {})
     if status in (429, 503):
         extra["retry-after"] = str(retry_after_seconds(error))
+    extra["x-should-retry"] = "true" if should_retry(error, status) else "false"
     if status == 401:
         extra["www-authenticate"] = WWW_AUTHENTICATE
     return Response(

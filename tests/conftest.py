@@ -15,6 +15,7 @@ import pytest
 pytest_plugins = [
     "tests.support.codex_backend",
     "tests.support.postgres",
+    "tests.support.s3",
 ]
 
 
@@ -22,8 +23,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail a run that skipped tests when every integration tier is installed.
 
     ``scripts/check`` sets ``IMAGEBRIDGE_REQUIRE_ALL_TIERS=1`` once Chromium, PostgreSQL,
-    the real codex CLI and the npm ``skills`` CLI are present: a skip there can only mean a
-    tier's detection broke, and a green run must not hide the tests it did not run.
+    Ceph's S3 gateway, the real codex CLI and the npm ``skills`` CLI are present: a skip
+    there can only mean a tier's detection broke, and a green run must not hide the tests
+    it did not run.
     """
     if os.environ.get("IMAGEBRIDGE_REQUIRE_ALL_TIERS") != "1":
         return

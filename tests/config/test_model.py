@@ -130,6 +130,7 @@ DEFAULTS: dict[str, Any] = {
     "server.metrics.enabled": False,
     "server.tracing.enabled": True,
     "server.malloc.enabled": True,
+    "server.openai.unknown_models": "default_route",
     "server.malloc.mmap_threshold_bytes": 16 * MiB,
     "server.malloc.trim_threshold_bytes": 256 * MiB,
     "server.jobs.enabled": True,

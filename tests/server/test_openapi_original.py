@@ -18,6 +18,9 @@ from tests.server.conftest import ServeFactory
 OUR_OPERATIONS: dict[tuple[str, str], str] = {
     # imagebridge's additions to diagnostics; /v1/diagnostics keeps the original's keys.
     ("GET", "/v1/diagnostics/extended"): "getExtendedDiagnostics",
+    # OpenAI's model list, for OpenAI clients' model pickers (docs/api-decisions.md).
+    ("GET", "/v1/models"): "listModelsCompatible",
+    ("GET", "/v1/models/{model}"): "getModelCompatible",
 }
 
 # Components only imagebridge documents, with why (each an addition or a named part the
@@ -30,6 +33,8 @@ OUR_COMPONENTS: dict[str, str] = {
     "LiveStatus": "GET /health/live body, which the original leaves undocumented",
     "CompatImage": "an item of CompatibleImagesResponse.data, inlined by the original",
     "CompatResponseExtension": "CompatibleImagesResponse.imagegen_bridge, inlined by the original",
+    "CompatModel": "an entry of GET /v1/models (OpenAI's Model)",
+    "CompatModelList": "body of GET /v1/models (OpenAI's list shape)",
     # The four ProviderEvent variants, which the original inlines in its oneOf.
     "StartedEvent": "ProviderEvent variant",
     "ProgressEvent": "ProviderEvent variant",

@@ -52,6 +52,7 @@ __all__ = [
     "ACCOUNT_POLICIES",
     "CONFIG_VERSION",
     "PROVIDER_KEYS",
+    "UNKNOWN_MODEL_POLICIES",
     "AccountSettings",
     "ArtifactSettings",
     "BridgeConfig",
@@ -67,8 +68,10 @@ __all__ = [
     "LoginIssuerSettings",
     "MetricsSettings",
     "MockProviderSettings",
+    "OpenAIApiSettings",
     "OpenAICapabilityOverrides",
     "OpenAICompatibleSettings",
+    "OpenAIModelRoute",
     "OpenAISettings",
     "PoolAccountSettings",
     "ProviderSettings",
@@ -609,6 +612,28 @@ class JobSettings(_Section):
     """How long connecting, or waiting for a pooled connection, may take."""
 
 
+UNKNOWN_MODEL_POLICIES = ("default_route", "refuse")
+
+
+class OpenAIModelRoute(_Section):
+    """Where one OpenAI model name is served: a provider and, optionally, its model."""
+
+    provider: Str
+    model: Str | None = None
+    """The provider's model; unset = the provider's default model."""
+
+
+class OpenAIApiSettings(_Section):
+    """Added: the OpenAI-compatible routes (``/v1/images/generations``, ``/edits``, ``/models``)."""
+
+    unknown_models: Str = "default_route"
+    """A ``model`` neither in ``models`` nor served by the chosen provider:
+    ``default_route`` (the chosen provider's default model, with a normalization) or
+    ``refuse`` (400 naming ``model``)."""
+    models: dict[str, OpenAIModelRoute] = Field(default_factory=dict)
+    """OpenAI model name → route, e.g. ``"gpt-image-2" = {provider = "codex-responses"}``."""
+
+
 class ServerSettings(_Section):
     """The HTTP listener."""
 
@@ -627,6 +652,7 @@ class ServerSettings(_Section):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     malloc: MallocSettings = Field(default_factory=MallocSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
+    openai: OpenAIApiSettings = Field(default_factory=OpenAIApiSettings)
 
     @property
     def max_connections_value(self) -> int | None:

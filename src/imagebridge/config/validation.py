@@ -29,6 +29,7 @@ from imagebridge.config.model import (
     MAX_MMAP_THRESHOLD_BYTES,
     MAX_TRIM_THRESHOLD_BYTES,
     PROVIDER_KEYS,
+    UNKNOWN_MODEL_POLICIES,
     BridgeConfig,
     CircuitBreakerSettings,
     ConcurrencySettings,
@@ -82,6 +83,7 @@ def check(config: BridgeConfig) -> list[ConfigIssue]:
     _check_inputs_and_artifacts(config, report)
     check_providers(config, report)
     _check_server(config, report)
+    _check_openai_api(config, report)
     check_accounts(config, report)
     return sorted(set(issues), key=lambda issue: (issue.field, issue.code, issue.message))
 
@@ -295,6 +297,24 @@ def _check_remote(prefix: str, remote: RemoteFetchSettings, report: Report) -> N
             "invalid_host",
             "allowed hosts must be non-empty lowercase names without whitespace",
         )
+
+
+def _check_openai_api(config: BridgeConfig, report: Report) -> None:
+    settings = config.server.openai
+    if settings.unknown_models not in UNKNOWN_MODEL_POLICIES:
+        report(
+            "server.openai.unknown_models",
+            "invalid",
+            "unknown_models must be one of: " + ", ".join(UNKNOWN_MODEL_POLICIES),
+        )
+    enabled = config.enabled_providers()
+    for name, route in sorted(settings.models.items()):
+        if route.provider not in enabled:
+            report(
+                f"server.openai.models.{name}.provider",
+                "disabled",
+                "the model route names a provider that is not enabled",
+            )
 
 
 def _check_server(config: BridgeConfig, report: Report) -> None:

@@ -40,6 +40,8 @@ __all__ = [
     "CompatBridgeExtension",
     "CompatImage",
     "CompatImagesResponse",
+    "CompatModel",
+    "CompatModelList",
     "CompatResponseExtension",
     "CompatibleGenerationRequest",
     "compat_response",
@@ -182,3 +184,19 @@ def compat_response(response: ImageResponse) -> CompatImagesResponse:
             warnings=list(response.warnings),
         ),
     )
+
+
+class CompatModel(ContractModel):
+    """One entry of ``GET /v1/models`` (OpenAI's ``Model``)."""
+
+    id: StrictStr
+    object: Literal["model"] = "model"
+    created: U64
+    owned_by: StrictStr
+
+
+class CompatModelList(ContractModel):
+    """``GET /v1/models``: OpenAI's list shape."""
+
+    object: Literal["list"] = "list"
+    data: list[CompatModel]

@@ -39,6 +39,7 @@ from imagebridge.server.routes import (
     images,
     jobs,
     metrics,
+    models,
     openapi,
     presets,
     providers,
@@ -63,6 +64,7 @@ def _routers(state: BridgeState) -> list[APIRouter]:
         images.router,
         stream.router,
         compat.router,
+        models.router,
         diagnostics.router,
     ]
     if state.metrics is not None:

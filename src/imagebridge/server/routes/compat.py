@@ -18,6 +18,8 @@ from imagebridge.contract.compat import (
 )
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.request import ImageRequest
+from imagebridge.contract.response import ImageResponse
+from imagebridge.server.compat_models import ModelRoute, resolve_model
 from imagebridge.server.execution import apply_idempotency_header, execute_image, idempotency_header
 from imagebridge.server.multipart import build_edit_request, parse_edit_form
 from imagebridge.server.openapi import (
@@ -38,13 +40,31 @@ _COMPAT_RESPONSES = {
 }
 
 
+class _Routed:
+    """Builds the native request (model routed, idempotency header applied) for execution."""
+
+    def __init__(self, state: BridgeState, request: Request, image_request: ImageRequest) -> None:
+        self._state = state
+        self._request = request
+        self._image_request = image_request
+        self.route: ModelRoute | None = None
+
+    def __call__(self) -> ImageRequest:
+        keyed = apply_idempotency_header(self._image_request, idempotency_header(self._request))
+        self.route = resolve_model(keyed, self._state.config, self._state.runtime.registry)
+        return self.route.request
+
+    def answer(self, response: ImageResponse) -> CompatImagesResponse:
+        answer = compat_response(response)
+        if self.route is not None and self.route.normalization is not None:
+            answer.imagegen_bridge.normalizations.insert(0, self.route.normalization)
+        return answer
+
+
 async def _run(state: BridgeState, request: Request, image_request: ImageRequest) -> Response:
-    response = await execute_image(
-        state,
-        request,
-        lambda: apply_idempotency_header(image_request, idempotency_header(request)),
-    )
-    return await large_json_response(compat_response(response))
+    routed = _Routed(state, request, image_request)
+    response = await execute_image(state, request, routed)
+    return await large_json_response(routed.answer(response))
 
 
 @router.post(

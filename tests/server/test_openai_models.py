@@ -1,0 +1,105 @@
+"""OpenAI model names on the compatible routes, and ``GET /v1/models``.
+
+Every name of the installed SDK's ``ImageModel`` is read from the SDK itself, so a name a
+new release adds is exercised here without editing the test.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import typing
+
+import openai
+import pytest
+from openai.types.image_model import ImageModel
+
+from imagebridge.providers.mock import MockProvider
+from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.doubles import png
+
+SDK_IMAGE_MODELS: tuple[str, ...] = typing.get_args(ImageModel)
+
+
+@pytest.fixture(scope="module")
+def server(serve_module: ServeFactory) -> LiveServer:
+    return serve_module()
+
+
+def sdk(server: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+
+
+def test_the_sdk_names_image_models() -> None:
+    assert "gpt-image-2" in SDK_IMAGE_MODELS and "dall-e-3" in SDK_IMAGE_MODELS
+
+
+def test_the_readme_example_works_on_the_defaults(server: LiveServer) -> None:
+    result = sdk(server).images.generate(model="gpt-image-2", prompt="a paper fox", n=3)
+    assert result.data is not None and len(result.data) == 3
+    assert all(base64.b64decode(item.b64_json or "")[:4] == b"\x89PNG" for item in result.data)
+    extension = (result.model_extra or {})["imagegen_bridge"]
+    assert extension["model"] == "mock-image-1"
+    assert extension["normalizations"][0] == {
+        "field": "model",
+        "requested": "gpt-image-2",
+        "effective": "mock-image-1",
+        "reason": "model_not_served_by_provider_used_default",
+    }
+
+
+@pytest.mark.parametrize("model", SDK_IMAGE_MODELS)
+def test_every_sdk_image_model_generates(server: LiveServer, model: str) -> None:
+    result = sdk(server).images.generate(model=model, prompt="fox", size="16x16")
+    assert result.data is not None and len(result.data) == 1
+
+
+@pytest.mark.parametrize("model", SDK_IMAGE_MODELS)
+def test_every_sdk_image_model_edits(server: LiveServer, model: str) -> None:
+    source = io.BytesIO(png(16, 16))
+    source.name = "source.png"
+    result = sdk(server).images.edit(model=model, image=source, prompt="blue", size="16x16")
+    assert result.data is not None and len(result.data) == 1
+
+
+def test_a_served_name_passes_through_without_normalization(server: LiveServer) -> None:
+    result = sdk(server).images.generate(model="mock-image-1", prompt="fox", size="8x8")
+    extension = (result.model_extra or {})["imagegen_bridge"]
+    assert all(item["field"] != "model" for item in extension["normalizations"])
+
+
+def test_a_configured_route_maps_a_name_to_a_provider_model(serve: ServeFactory) -> None:
+    live = serve(
+        'providers.mock.models=["mock-image-1","mock-image-hd"]',
+        'server.openai.models."gpt-image-2".provider="mock"',
+        'server.openai.models."gpt-image-2".model="mock-image-hd"',
+    )
+    result = sdk(live).images.generate(model="gpt-image-2", prompt="fox", size="8x8")
+    extension = (result.model_extra or {})["imagegen_bridge"]
+    assert extension["model"] == "mock-image-hd"
+    assert extension["normalizations"][0]["reason"] == "openai_model_route"
+    listed = [item.id for item in sdk(live).models.list()]
+    assert listed == ["gpt-image-2", "mock-image-1", "mock-image-hd"]
+
+
+def test_refuse_makes_an_unknown_name_a_400_naming_model(serve: ServeFactory) -> None:
+    live = serve('server.openai.unknown_models="refuse"')
+    mock = live.state.find_provider(MockProvider)
+    assert mock is not None
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk(live).images.generate(model="gpt-image-2", prompt="fox", size="8x8")
+    assert caught.value.param == "model"
+    assert mock.calls == 0
+    ok = sdk(live).images.generate(model="mock-image-1", prompt="fox", size="8x8")
+    assert ok.data is not None
+
+
+def test_models_list_in_openai_shape(server: LiveServer) -> None:
+    client = sdk(server)
+    page = client.models.list()
+    assert [(m.id, m.object, m.owned_by) for m in page.data] == [("mock-image-1", "model", "mock")]
+    one = client.models.retrieve("mock-image-1")
+    assert one.id == "mock-image-1" and isinstance(one.created, int)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.retrieve("no-such-model")
+    assert caught.value.param == "model"

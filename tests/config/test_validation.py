@@ -88,6 +88,26 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
         ("runtime.shutdown_grace_ms", "out_of_range"),
     ),
     (
+        "server-shutdown-zero",
+        _cfg(**{"server.shutdown_grace_ms": 0}),
+        ("server.shutdown_grace_ms", "out_of_range"),
+    ),
+    (
+        "server-shutdown-high",
+        _cfg(**{"server.shutdown_grace_ms": 3_600_001}),
+        ("server.shutdown_grace_ms", "out_of_range"),
+    ),
+    (
+        "shutdown-settle-zero",
+        _cfg(**{"server.shutdown_settle_ms": 0}),
+        ("server.shutdown_settle_ms", "out_of_range"),
+    ),
+    (
+        "postgres-startup-wait-high",
+        _cfg(**{"server.jobs.postgres_startup_wait_ms": 3_600_001}),
+        ("server.jobs.postgres_startup_wait_ms", "out_of_range"),
+    ),
+    (
         "global-zero",
         _cfg(**{"runtime.global.max_concurrent": 0}),
         ("runtime.global.max_concurrent", "out_of_range"),

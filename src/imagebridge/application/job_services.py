@@ -51,12 +51,14 @@ class JobServices:
         queue: SharedQueueSettings | None = None,
         postgres: PostgresOptions | None = None,
         shared: bool | None = None,
+        settle_timeout_s: float = 30.0,
     ) -> Self:
         """Open both stores (not yet started: call :meth:`start` when ready to serve).
 
         ``queue`` names this instance and times its leases; ``postgres`` says how to use a
         PostgreSQL location. ``shared`` forces shared mode on or off (default: on exactly
         for PostgreSQL; SQLite supports it on one host, which tests use).
+        ``settle_timeout_s`` bounds the wait for interrupted jobs at shutdown.
         """
         job_store = await open_job_store(database, postgres=postgres)
         try:
@@ -72,6 +74,7 @@ class JobServices:
             job_store,
             settings,
             clock=clock,
+            settle_timeout_s=settle_timeout_s,
             shared=queue if shared else None,
             instance_id=queue.instance_id,
         )

@@ -610,6 +610,9 @@ class JobSettings(_Section):
     a pool; shared mode also holds one listening connection)."""
     postgres_connect_timeout_ms: U64 = 10_000
     """How long connecting, or waiting for a pooled connection, may take."""
+    postgres_startup_wait_ms: U64 = 30_000
+    """Added: how long a starting bridge waits, retrying with backoff, for an unreachable
+    PostgreSQL database before it exits non-zero (0: do not wait)."""
 
 
 UNKNOWN_MODEL_POLICIES = ("default_route", "refuse")
@@ -648,6 +651,12 @@ class ServerSettings(_Section):
     read_timeout_ms: U64 = 0
     """Read-stall timeout; 0 disables it (a synchronous generation can be slow)."""
     write_timeout_ms: U64 = 30_000
+    shutdown_grace_ms: U64 | None = None
+    """Added: after SIGTERM, how long requests, streams and running jobs in flight get to
+    finish while new requests are refused (503). Unset: ``runtime.shutdown_grace_ms``."""
+    shutdown_settle_ms: U64 = 5_000
+    """Added: after that grace, how long interrupted jobs get to be recorded and the
+    stores to close before the process exits anyway (exit code 1)."""
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     malloc: MallocSettings = Field(default_factory=MallocSettings)

@@ -34,6 +34,7 @@ MAX_LEASE_SECS = 7 * 24 * 3600
 MAX_POOL_SIZE = 100
 _POLL_RANGE_MS = (10, 60_000)
 _CONNECT_RANGE_MS = (100, 600_000)
+_STARTUP_WAIT_MAX_MS = 3_600_000
 _URL_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,47}")
@@ -149,4 +150,10 @@ def check_shared_jobs(jobs: JobSettings, report: Report) -> None:
             f"{prefix}.postgres_connect_timeout_ms",
             "out_of_range",
             f"connect timeout must be between {low} and {high} milliseconds",
+        )
+    if jobs.postgres_startup_wait_ms > _STARTUP_WAIT_MAX_MS:
+        report(
+            f"{prefix}.postgres_startup_wait_ms",
+            "out_of_range",
+            f"startup wait must be at most {_STARTUP_WAIT_MAX_MS} milliseconds (one hour)",
         )

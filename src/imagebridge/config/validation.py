@@ -53,6 +53,8 @@ token): local generation, presets, sessions and the MCP server run despite them.
 
 _MAX_CANCELLATION_GRACE_MS = 30_000
 _MAX_SHUTDOWN_GRACE_MS = 5 * 60 * 1000
+_MAX_SERVER_SHUTDOWN_GRACE_MS = 60 * 60 * 1000
+_MAX_SHUTDOWN_SETTLE_MS = 60_000
 _MAX_OPEN_DURATION_MS = 24 * 60 * 60 * 1000
 # A younger temp file may belong to a live writer (the store refuses less as well).
 MIN_STALE_TEMP_SECS = 60
@@ -337,6 +339,19 @@ def _check_server(config: BridgeConfig, report: Report) -> None:
                 "a non-loopback bind requires bearer authentication: name the variable "
                 "that holds the token",
             )
+    grace = server.shutdown_grace_ms
+    if grace is not None and not 1 <= grace <= _MAX_SERVER_SHUTDOWN_GRACE_MS:
+        report(
+            "server.shutdown_grace_ms",
+            "out_of_range",
+            "shutdown grace must be between 1 millisecond and one hour",
+        )
+    if not 1 <= server.shutdown_settle_ms <= _MAX_SHUTDOWN_SETTLE_MS:
+        report(
+            "server.shutdown_settle_ms",
+            "out_of_range",
+            "shutdown settle time must be between 1 and 60000 milliseconds",
+        )
     for field in ("max_body_bytes", "max_header_bytes", "write_timeout_ms"):
         if getattr(server, field) == 0:
             report(f"server.{field}", "out_of_range", "limit must be greater than zero")

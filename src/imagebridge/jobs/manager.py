@@ -244,15 +244,30 @@ class JobManager:
         finally:
             self._stopped.set_result(None)
 
-    async def _shutdown(self, timeout_s: float) -> None:
+    async def stop_claiming(self) -> None:
+        """The first step of a shutdown: refuse submissions and start no queued job;
+        running jobs go on (and, in shared mode, keep their leases). Idempotent."""
         self._stopping = True
         if self._shared is not None:
             await self._shared.stop_claiming()  # heartbeats go on while jobs drain
-        for task in (self._dispatcher, self._retention):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:
+            dispatcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await dispatcher
+
+    async def wait_idle(self) -> None:
+        """Return once no job runs in this process (the caller bounds the wait)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    async def _shutdown(self, timeout_s: float) -> None:
+        await self.stop_claiming()
+        retention, self._retention = self._retention, None
+        if retention is not None:
+            retention.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await retention
         try:
             await self._drain(timeout_s)
         finally:

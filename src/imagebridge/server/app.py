@@ -46,6 +46,7 @@ from imagebridge.server.routes import (
     sessions,
     stream,
 )
+from imagebridge.server.shutdown import settle_seconds, shutdown_grace_seconds
 from imagebridge.server.state import BridgeState, ServerOptions
 from imagebridge.storage import is_postgres_url, postgres_options
 
@@ -79,7 +80,7 @@ async def _open_jobs(
 ) -> JobServices:
     """The job services on ``server.jobs.database``: shared mode for a PostgreSQL URL."""
     jobs = config.server.jobs
-    grace_s = config.runtime.shutdown_grace_ms / 1000
+    grace_s = shutdown_grace_seconds(config)
     location = jobs.database
     postgres = postgres_options(jobs, env) if is_postgres_url(location) else None
     services = await JobServices.open(
@@ -88,6 +89,7 @@ async def _open_jobs(
         JobManagerSettings.from_config(jobs, shutdown_timeout_s=grace_s),
         queue=SharedQueueSettings.from_config(jobs),
         postgres=postgres,
+        settle_timeout_s=settle_seconds(config),
     )
     try:
         await services.start()
@@ -109,11 +111,13 @@ def _middleware_settings(config: BridgeConfig) -> MiddlewareSettings:
 
 
 async def _close(state: BridgeState, engine: Application) -> None:
-    """Jobs first (running ones get the shutdown grace), then the runtime and providers."""
+    """Jobs first (running ones get what is left of the shutdown grace), then the runtime
+    and providers."""
     services, state.jobs = state.jobs, None
     try:
         if services is not None:
-            await services.aclose(state.config.runtime.shutdown_grace_ms / 1000)
+            grace_s = state.drain.remaining(shutdown_grace_seconds(state.config))
+            await services.aclose(grace_s)
     finally:
         try:
             await engine.aclose()
@@ -196,6 +200,11 @@ def create_app(
     install_error_handlers(app)
     for router in _routers(state):
         app.include_router(router)
-    app.add_middleware(BridgeMiddleware, settings=_middleware_settings(config), events=state.events)
+    app.add_middleware(
+        BridgeMiddleware,
+        settings=_middleware_settings(config),
+        events=state.events,
+        drain=state.drain,
+    )
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app

@@ -8,6 +8,8 @@ client disconnects reach the route. Per request it:
   by counting streamed bytes, so chunked uploads are bounded too);
 * bounds concurrent requests (``server.max_connections``: excess requests wait), body
   read stalls (``read_timeout_ms``, off by default) and write stalls (``write_timeout_ms``);
+* while the server drains before stopping, refuses new requests (503 ``overloaded`` with
+  ``Retry-After``) and counts the ones in flight (:mod:`imagebridge.server.shutdown`);
 * answers any unexpected exception with the ``internal`` envelope;
 * records the redacted operator event and writes one completion log line.
 """
@@ -25,6 +27,7 @@ from imagebridge.server.context import CONTEXT_KEY, RequestContext
 from imagebridge.server.errors import HttpError, body_too_large, error_response
 from imagebridge.server.events import OperatorEvents, route_template
 from imagebridge.server.ids import request_id_from, trace_context_from
+from imagebridge.server.shutdown import Drain
 from imagebridge.server.tracing import ACCESS_LOGGER
 
 __all__ = ["BridgeMiddleware", "MiddlewareSettings"]
@@ -92,11 +95,17 @@ class _LimitedReceive:
 
 class BridgeMiddleware:
     def __init__(
-        self, app: ASGIApp, *, settings: MiddlewareSettings, events: OperatorEvents
+        self,
+        app: ASGIApp,
+        *,
+        settings: MiddlewareSettings,
+        events: OperatorEvents,
+        drain: Drain | None = None,
     ) -> None:
         self.app = app
         self.settings = settings
         self.events = events
+        self.drain = drain or Drain()
         self._slots = (
             asyncio.Semaphore(settings.max_connections)
             if settings.max_connections is not None
@@ -111,11 +120,15 @@ class BridgeMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self._slots is None:
-            await self._handle(scope, receive, send)
-            return
-        async with self._slots:
-            await self._handle(scope, receive, send)
+        self.drain.enter()
+        try:
+            if self._slots is None:
+                await self._handle(scope, receive, send)
+                return
+            async with self._slots:
+                await self._handle(scope, receive, send)
+        finally:
+            self.drain.leave()
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
@@ -149,6 +162,8 @@ class BridgeMiddleware:
 
         try:
             refusal = self._refusal(headers)
+            if refusal is None and self.drain.refuses(context.path):
+                refusal = self.drain.refusal()
             if refusal is not None:
                 await error_response(refusal, context.request_id)(scope, receive, send_stamped)
                 return

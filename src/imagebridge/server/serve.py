@@ -2,12 +2,14 @@
 
 ``run_server`` refuses unsafe starts before binding anything (a non-loopback bind needs a
 bearer token whose variable exists and is non-empty), then serves until SIGINT or SIGTERM:
-the listener stops accepting, in-flight requests get ``runtime.shutdown_grace_ms`` to
-finish, and the app's lifespan shuts the runtime and its providers down.
+the first signal drains (new requests 503, work in flight gets ``server.shutdown_grace_ms``,
+:mod:`imagebridge.server.shutdown`), then the listener closes and the app's lifespan shuts
+the jobs, the runtime and its providers down; a second signal exits at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import os
@@ -29,7 +31,8 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.server.allocator import tune_malloc
 from imagebridge.server.app import create_app
 from imagebridge.server.auth import read_bearer_token
-from imagebridge.server.state import ServerOptions
+from imagebridge.server.shutdown import ShutdownController, settle_seconds, shutdown_grace_seconds
+from imagebridge.server.state import BridgeState, ServerOptions
 from imagebridge.server.tracing import configure_logging
 
 __all__ = ["ListenAddress", "apply_malloc_settings", "check_bind", "run_server", "uvicorn_config"]
@@ -80,20 +83,36 @@ def uvicorn_config(app: Any, config: BridgeConfig) -> uvicorn.Config:
     )
     # Uvicorn declares whole seconds but waits with asyncio.wait_for, which takes fractions:
     # the grace stays exactly as configured (1500 ms is 1.5 s, not 1 s; 200 ms is not 1 s).
-    settings.timeout_graceful_shutdown = config.runtime.shutdown_grace_ms / 1000  # type: ignore[assignment]
+    settings.timeout_graceful_shutdown = shutdown_grace_seconds(config)  # type: ignore[assignment]
     return settings
 
 
 class _Server(uvicorn.Server):
-    """Uvicorn that reports when it is serving and whose signals only request a stop.
+    """Uvicorn that reports when it is serving and whose signals go to the shutdown
+    controller (drain first, then stop; a second signal exits at once).
 
     Uvicorn's own handler re-raises the signal after shutdown; here a signal means
     "drain and return", so ``run_server`` can return an exit code.
     """
 
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+    def __init__(
+        self, config: uvicorn.Config, on_ready: Callable[[], None], state: BridgeState
+    ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+        self.controller = ShutdownController(
+            state.drain,
+            grace_s=shutdown_grace_seconds(state.config),
+            settle_s=settle_seconds(state.config),
+            request_stop=self._stop,
+            stop_accepting_jobs=lambda: _stop_claiming(state),
+            jobs_idle=lambda: _jobs_idle(state),
+        )
+
+    def _stop(self, remaining_s: float) -> None:
+        # In-flight work already had the grace: what is left of it is uvicorn's last wait.
+        self.config.timeout_graceful_shutdown = remaining_s  # type: ignore[assignment]
+        self.should_exit = True
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         try:
@@ -107,6 +126,7 @@ class _Server(uvicorn.Server):
             # scan only per-request garbage instead of pausing the loop for tens of ms.
             gc.collect()
             gc.freeze()
+            self.controller.attach(asyncio.get_running_loop())
             self._on_ready()
 
     @contextlib.contextmanager
@@ -123,9 +143,17 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
     def _request_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.should_exit and sig == signal.SIGINT:
-            self.force_exit = True
-        self.should_exit = True
+        self.controller.on_signal(sig)
+
+
+async def _stop_claiming(state: BridgeState) -> None:
+    if state.jobs is not None:
+        await state.jobs.jobs.stop_claiming()
+
+
+async def _jobs_idle(state: BridgeState) -> None:
+    if state.jobs is not None:
+        await state.jobs.jobs.wait_idle()
 
 
 @contextlib.contextmanager
@@ -217,7 +245,11 @@ def run_server(
                 options=ServerOptions(listener=(host, actual_port), env=environ),
             )
             say = announce or _default_announce(sys.stderr)
-            server = _Server(uvicorn_config(app, config), lambda: say(_url(host, actual_port)))
+            server = _Server(
+                uvicorn_config(app, config),
+                lambda: say(_url(host, actual_port)),
+                app.state.bridge,
+            )
             server.run(sockets=[sock])
         finally:
             sock.close()

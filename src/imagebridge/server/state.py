@@ -24,6 +24,7 @@ from imagebridge.server.auth import AccessPolicy
 from imagebridge.server.events import DEFAULT_EVENT_CAPACITY, OperatorEvents
 from imagebridge.server.metrics import BridgeMetrics
 from imagebridge.server.readiness import ReadinessMonitor
+from imagebridge.server.shutdown import Drain
 
 __all__ = ["BridgeState", "ServerOptions", "bridge_state", "unwrap_provider"]
 
@@ -66,6 +67,8 @@ class BridgeState:
     """The job manager and preset service, once the lifespan has opened them."""
     startup_error: BridgeError | None = None
     """Why the lifespan could not start the app (reported by ``run_server``)."""
+    drain: Drain = field(default_factory=Drain)
+    """Requests in flight, and whether the server is draining before it stops."""
 
     @property
     def runtime(self) -> ImageRuntime:

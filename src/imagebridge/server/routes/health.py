@@ -33,6 +33,7 @@ async def live() -> Response:
     },
 )
 async def ready(request: Request) -> Response:
-    if bridge_state(request).readiness.ready:
+    state = bridge_state(request)
+    if state.readiness.ready and not state.drain.draining:
         return json_response(ReadinessStatus(status="ready"))
     return json_response(ReadinessStatus(status="not_ready"), status_code=503)

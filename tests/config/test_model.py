@@ -63,6 +63,8 @@ DEFAULTS: dict[str, Any] = {
     },
     "artifacts.root": (DATA, "artifacts"),
     "artifacts.public_base_url": None,
+    "artifacts.url_ttl_secs": 3_600,
+    "artifacts.url_signing_key_env": None,
     "artifacts.max_base64_chars": 134_217_728,
     "artifacts.max_response_bytes": 268_435_456,
     "artifacts.image.max_encoded_bytes": 33_554_432,

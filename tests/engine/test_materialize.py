@@ -135,14 +135,36 @@ async def test_artifact_and_url_projection_use_the_sink() -> None:
     assert published[0]["owner"] == "scope-a" and published[0]["directory"] == "portraits"
     url_request = request(output={"response_format": "url"})
     with pytest.raises(BridgeError) as caught:
-        await Materializer(artifacts=Sink()).materialize(
+        await Materializer(artifacts=Sink(), links=Links()).materialize(
             response([image_item(0, png_bytes())]), url_request, None, owner="o"
         )
-    assert caught.value.code is ErrorCode.CONFIGURATION
+    assert caught.value.code is ErrorCode.CONFIGURATION  # no base address at all
     hosted = await Materializer(
-        artifacts=Sink(), public_base_url="https://img.example/a/"
-    ).materialize(response([image_item(0, png_bytes())]), url_request, None, owner="o")
-    assert hosted.data[0].url == "https://img.example/a/portraits/woman.png"
+        artifacts=Sink(), public_base_url="https://img.example/a/", links=Links()
+    ).materialize(
+        response([image_item(0, png_bytes())]),
+        url_request,
+        None,
+        owner="o",
+        link_base="http://127.0.0.1:1/",
+    )
+    assert hosted.data[0].url == "https://img.example/a/link/0190-id/portraits/woman.png"
+    direct = await Materializer(artifacts=Sink(), links=Links()).materialize(
+        response([image_item(0, png_bytes())]),
+        url_request,
+        None,
+        owner="o",
+        link_base="http://127.0.0.1:1/",
+    )
+    assert direct.data[0].url == "http://127.0.0.1:1/link/0190-id/portraits/woman.png"
+
+
+class Links:
+    async def ready(self) -> None:
+        pass
+
+    async def link(self, artifact: PublishedArtifact) -> str:
+        return f"link/{artifact.id}/{artifact.name}"
 
 
 async def test_artifact_delivery_needs_a_store() -> None:

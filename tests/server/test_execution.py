@@ -56,26 +56,21 @@ def test_compat_routes_replay_by_idempotency_key(server: LiveServer) -> None:
     assert other.status_code == 409
 
 
-def test_url_delivery_needs_a_public_base_and_fails_before_provider_work(
-    serve: ServeFactory, server: LiveServer
+def test_url_delivery_that_cannot_be_signed_fails_before_provider_work(
+    serve: ServeFactory,
 ) -> None:
+    server = serve('artifacts.url_signing_key_env="UNSET_LINK_KEY_FOR_TEST"')
     mock = server.state.find_provider(MockProvider)
     assert mock is not None
-    before = mock.calls
     body = {**generate("needs a url"), "output": {"response_format": "url"}}
     with server.client() as client:
         refused = client.post("/v1/images", json=body)
+        inline = client.post("/v1/images", json=generate("inline still works"))
     assert refused.status_code == 500
-    assert refused.json()["error"]["code"] == "configuration"
-    assert mock.calls == before
-    hosted = serve('artifacts.public_base_url="https://images.example/bridge/"')
-    with hosted.client() as client:
-        response = client.post(
-            "/v1/images/generations", json={"prompt": "x", "size": "8x8", "response_format": "url"}
-        )
-    assert response.status_code == 200, response.text
-    url = response.json()["data"][0]["url"]
-    assert re.fullmatch(r"https://images\.example/bridge/image-[0-9a-f-]{36}\.png", url)
+    error = refused.json()["error"]["imagegen_bridge"]
+    assert error["code"] == "configuration"
+    assert error["details"]["field"] == "artifacts.url_signing_key_env"
+    assert mock.calls == 1 and inline.status_code == 200
 
 
 def test_name_collisions_are_conflicts(server: LiveServer) -> None:

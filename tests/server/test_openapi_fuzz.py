@@ -85,6 +85,7 @@ def test_every_operation_is_documented_and_fuzzed(fuzzed: LiveServer) -> None:
             "DELETE /v1/presets/{name}",
             "GET /v1/artifacts/{id}",
             "GET /v1/artifacts/{id}/thumbnail",
+            "GET /v1/artifact-links/{id}/{filename}",
         ]
     )
     failures: list[str] = []

@@ -21,6 +21,8 @@ OUR_OPERATIONS: dict[tuple[str, str], str] = {
     # OpenAI's model list, for OpenAI clients' model pickers (docs/api-decisions.md).
     ("GET", "/v1/models"): "listModelsCompatible",
     ("GET", "/v1/models/{model}"): "getModelCompatible",
+    # the signed link a `url` output is, fetchable without the bearer (docs/api-decisions.md)
+    ("GET", "/v1/artifact-links/{id}/{filename}"): "getSignedArtifact",
 }
 
 # Components only imagebridge documents, with why (each an addition or a named part the

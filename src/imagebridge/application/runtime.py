@@ -25,6 +25,7 @@ from imagebridge.application.inputs import build_input_loader, image_limits
 from imagebridge.application.limits import breaker_config, gate_limits
 from imagebridge.application.openai import build_openai_provider, is_openai_provider
 from imagebridge.artifacts.async_store import AsyncArtifactStore
+from imagebridge.artifacts.links import LinkKeySource, SignedArtifactLinks
 from imagebridge.artifacts.store import ArtifactStore
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
@@ -259,10 +260,18 @@ class Application:
     config: BridgeConfig
     runtime: ImageRuntime
     artifacts: ArtifactStore
+    links: SignedArtifactLinks
     providers: list[Provider] = field(default_factory=list)
 
     async def aclose(self) -> None:
         await self.runtime.shutdown()
+
+
+def artifact_links(config: BridgeConfig) -> SignedArtifactLinks:
+    """The signed links ``url`` outputs are, keyed like every instance on the same root."""
+    artifacts = config.artifacts
+    keys = LinkKeySource(artifacts.root, env_name=artifacts.url_signing_key_env)
+    return SignedArtifactLinks(keys, artifacts.url_ttl_secs)
 
 
 def build_application(
@@ -272,6 +281,7 @@ def build_application(
     built = list(providers) if providers is not None else build_providers(config)
     registry = ProviderRegistry(built, default=config.default_provider)
     store = ArtifactStore(config.artifacts.root, image_limits(config))
+    links = artifact_links(config)
     materializer = Materializer(
         MaterializeLimits(
             max_base64_chars=config.artifacts.max_base64_chars,
@@ -280,6 +290,7 @@ def build_application(
         ),
         artifacts=StoreSink(AsyncArtifactStore(store)),
         public_base_url=config.artifacts.public_base_url,
+        links=links,
     )
     runtime = ImageRuntime(
         registry,
@@ -287,4 +298,6 @@ def build_application(
         runtime_settings(config, registry.names),
         inputs=build_input_loader(config),
     )
-    return Application(config=config, runtime=runtime, artifacts=store, providers=built)
+    return Application(
+        config=config, runtime=runtime, artifacts=store, links=links, providers=built
+    )

@@ -254,7 +254,15 @@ class ArtifactSettings(_Section):
     root: ConfigPath = Field(default_factory=_default_artifact_root)
     """Defaults to ``<data dir>/artifacts`` (the original: ``./data/artifacts``)."""
     public_base_url: Str | None = None
-    """Credential-free http(s) base ending in ``/``, without query or fragment."""
+    """Credential-free http(s) base ending in ``/``, without query or fragment.
+
+    Changed: the external address of the bridge itself (a reverse proxy's), the prefix of
+    the signed links ``url`` outputs are; unset, links use the address the caller used."""
+    url_ttl_secs: U64 = 3_600
+    """Added: how long the signed link of a ``url`` output can be fetched (1 s to 7 days)."""
+    url_signing_key_env: Str | None = None
+    """Added: a variable holding the link-signing key (at least 32 characters); unset, the
+    key is the file ``.imagegen-bridge-link-key`` under ``root``, made on first use."""
     max_base64_chars: U64 = 128 * MiB
     max_response_bytes: U64 = 256 * MiB
     image: ImageLimitSettings = Field(default_factory=ImageLimitSettings)

@@ -59,6 +59,7 @@ _MAX_OPEN_DURATION_MS = 24 * 60 * 60 * 1000
 # A younger temp file may belong to a live writer (the store refuses less as well).
 MIN_STALE_TEMP_SECS = 60
 MAX_STALE_TEMP_SECS = 365 * 24 * 60 * 60
+MAX_URL_TTL_SECS = 7 * 24 * 60 * 60
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -274,6 +275,14 @@ def _check_inputs_and_artifacts(config: BridgeConfig, report: Report) -> None:
             "public artifact base must be credential-free http(s) without query or "
             "fragment, ending in '/'",
         )
+    if not 1 <= artifacts.url_ttl_secs <= MAX_URL_TTL_SECS:
+        report(
+            "artifacts.url_ttl_secs",
+            "out_of_range",
+            "artifact link lifetime must be between 1 second and 7 days",
+        )
+    if artifacts.url_signing_key_env is not None and not is_env_name(artifacts.url_signing_key_env):
+        report("artifacts.url_signing_key_env", "invalid", ENV_NAME_RULE)
 
 
 def _check_remote(prefix: str, remote: RemoteFetchSettings, report: Report) -> None:

@@ -37,6 +37,7 @@ from imagebridge.imaging.metadata import (
 )
 
 __all__ = [
+    "ArtifactLinker",
     "ArtifactSink",
     "MaterializeLimits",
     "Materializer",
@@ -85,6 +86,18 @@ class ArtifactSink(Protocol):
 
     async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:
         """Write the sidecar beside the artifact; returns its portable name."""
+        ...
+
+
+class ArtifactLinker(Protocol):
+    """Makes the bridge-hosted ``url`` of a published artifact (signed links implement it)."""
+
+    async def ready(self) -> None:
+        """Fail now, before paid work, if no link could be made later."""
+        ...
+
+    async def link(self, artifact: PublishedArtifact) -> str:
+        """The link's path and query, relative to the bridge's base address."""
         ...
 
 
@@ -178,10 +191,34 @@ class Materializer:
         *,
         artifacts: ArtifactSink | None = None,
         public_base_url: str | None = None,
+        links: ArtifactLinker | None = None,
     ) -> None:
         self.limits = limits or MaterializeLimits()
         self.artifacts = artifacts
         self.public_base_url = public_base_url
+        self.links = links
+
+    def url_base(self, link_base: str | None) -> str | None:
+        """Where ``url`` outputs point: the configured public base, else the caller's."""
+        return self.public_base_url or link_base
+
+    async def check_delivery(self, effective: ImageRequest, link_base: str | None) -> None:
+        """Refuse, before any provider work, a delivery that could not be made afterwards."""
+        if effective.output.response_format not in (ResponseFormat.URL, ResponseFormat.ARTIFACT):
+            return
+        if self.artifacts is None:
+            raise BridgeError(ErrorCode.CONFIGURATION, "artifact storage is not configured")
+        if effective.output.response_format is ResponseFormat.ARTIFACT:
+            return
+        if self.url_base(link_base) is None:
+            raise BridgeError(
+                ErrorCode.CONFIGURATION,
+                "public artifact base URL is not configured",
+                details={"field": "output.response_format"},
+            )
+        if self.links is None:
+            raise BridgeError(ErrorCode.CONFIGURATION, "artifact links are not configured")
+        await self.links.ready()
 
     async def materialize(
         self,
@@ -191,10 +228,12 @@ class Materializer:
         *,
         owner: str,
         original: ImageRequest | None = None,
+        link_base: str | None = None,
     ) -> ImageResponse:
         """Verify ``response`` against ``effective`` and project it for delivery.
 
-        ``original`` is the caller's request, needed only for embedded metadata records.
+        ``original`` is the caller's request, needed only for embedded metadata records;
+        ``link_base`` the address the caller reached the bridge on (for ``url`` outputs).
         ``response`` is consumed: its items' base64 text is released once decoded.
         """
         self._check_output_set(response, effective)
@@ -231,10 +270,12 @@ class Materializer:
             )
         projected: list[GeneratedImage] = []
         if effective.output.response_format in (ResponseFormat.B64_JSON, ResponseFormat.METADATA):
-            projected = await _each([self._project(i, effective, owner) for i in verified])
+            projected = await _each(
+                [self._project(i, effective, owner, link_base) for i in verified]
+            )
         else:  # publication is sequential so collision suffixes stay deterministic
             for image in verified:
-                projected.append(await self._project(image, effective, owner))
+                projected.append(await self._project(image, effective, owner, link_base))
         for item in projected:
             budget += self._payload_size(item)
             self._check_budget(budget)
@@ -563,7 +604,7 @@ class Materializer:
     # -- projection ---------------------------------------------------------------------------
 
     async def _project(
-        self, image: VerifiedImage, effective: ImageRequest, owner: str
+        self, image: VerifiedImage, effective: ImageRequest, owner: str, link_base: str | None
     ) -> GeneratedImage:
         info = image.info
         common: dict[str, Any] = {
@@ -586,10 +627,8 @@ class Materializer:
             return GeneratedImage(type="b64_json", b64_json=encoded, **common)
         if response_format is ResponseFormat.METADATA:
             return GeneratedImage(type="metadata", **common)
-        if self.artifacts is None:
-            raise BridgeError(ErrorCode.CONFIGURATION, "artifact storage is not configured")
-        if response_format is ResponseFormat.URL and self.public_base_url is None:
-            raise BridgeError(ErrorCode.CONFIGURATION, "public artifact base URL is not configured")
+        await self.check_delivery(effective, link_base)
+        assert self.artifacts is not None
         output = effective.output
         published = await self.artifacts.publish(
             image.data,
@@ -601,6 +640,9 @@ class Materializer:
             collision=output.collision,
         )
         if response_format is ResponseFormat.URL:
-            assert self.public_base_url is not None
-            return GeneratedImage(type="url", url=self.public_base_url + published.name, **common)
+            base, links = self.url_base(link_base), self.links
+            assert base is not None
+            assert links is not None
+            url = base + await links.link(published)
+            return GeneratedImage(type="url", url=url, **common)
         return GeneratedImage(type="artifact", id=published.id, name=published.name, **common)

@@ -44,6 +44,7 @@ class Operation:
     owner: str
     inputs: LoadedInputs = field(default_factory=LoadedInputs)
     """Set once, after global admission and before the first route."""
+    link_base: str | None = None
 
 
 class StageGuard:

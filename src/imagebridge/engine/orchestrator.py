@@ -139,6 +139,9 @@ class ExecutionContext:
     owner: str = "anonymous-local"
     cancellation: CancelToken | None = None
     events: EventSink | None = None
+    link_base: str | None = None
+    """The caller's base address of the bridge (``http://host:port/``), for ``url`` outputs
+    when ``artifacts.public_base_url`` is not configured."""
 
 
 @dataclass(slots=True)
@@ -295,6 +298,7 @@ class ImageRuntime:
 
     async def _execute(self, request: ImageRequest, context: ExecutionContext) -> ImageResponse:
         validate_request(request, self.settings.request_limits)
+        await self.materializer.check_delivery(request, context.link_base)
         request_id = context.request_id
         if request_id is None:
             request_id = str(uuid7())
@@ -305,7 +309,15 @@ class ImageRuntime:
         external = context.cancellation or CancelToken()
         token = self._shutdown.child()
         unlink = external.on_cancel(lambda: token.cancel("cancelled"))
-        operation = Operation(request_id, deadline, token, external, context.events, context.owner)
+        operation = Operation(
+            request_id,
+            deadline,
+            token,
+            external,
+            context.events,
+            context.owner,
+            link_base=context.link_base,
+        )
         try:
             key = request.idempotency_key
             if key is None:
@@ -555,7 +567,12 @@ class ImageRuntime:
         artifact_started = time.monotonic()
         materialized = await self._stages.controlled(
             self.materializer.materialize(
-                response, effective, prepared.plan, owner=op.owner, original=request
+                response,
+                effective,
+                prepared.plan,
+                owner=op.owner,
+                original=request,
+                link_base=op.link_base,
             ),
             op,
             "request was cancelled during output materialization",

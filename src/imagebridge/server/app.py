@@ -38,6 +38,7 @@ from imagebridge.server.routes import (
     health,
     images,
     jobs,
+    links,
     metrics,
     models,
     openapi,
@@ -67,6 +68,7 @@ def _routers(state: BridgeState) -> list[APIRouter]:
         compat.router,
         models.router,
         diagnostics.router,
+        links.router,
     ]
     if state.metrics is not None:
         mounted.append(metrics.router)

@@ -2,7 +2,7 @@
 
 Shared by ``/v1/images``, ``/v1/images/stream`` and the OpenAI-compatible routes: the
 ``Idempotency-Key`` header rules, the checks the server makes before paying for provider
-work (intrinsic validation, registered routes, a configured public URL base), the
+work (intrinsic validation, registered routes), the base address ``url`` outputs link to, the
 caller's ownership scope, cancellation when the client goes away, and the outcome that
 metrics and the completion log line record.
 """
@@ -18,8 +18,7 @@ from typing import TypeVar
 from starlette.requests import Request
 from starlette.types import Receive
 
-from imagebridge.contract.enums import ResponseFormat
-from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
@@ -87,18 +86,6 @@ def _check_routes(state: BridgeState, image_request: ImageRequest) -> None:
             raise provider_not_found(name if is_provider_name(name) else None, field=field)
 
 
-def _check_output(state: BridgeState, image_request: ImageRequest) -> None:
-    if (
-        image_request.output.response_format is ResponseFormat.URL
-        and state.config.artifacts.public_base_url is None
-    ):
-        raise BridgeError(
-            ErrorCode.CONFIGURATION,
-            "public artifact base URL is not configured",
-            details={"field": "output.response_format"},
-        )
-
-
 async def watch_disconnect(receive: Receive, token: CancelToken) -> None:
     """Cancel ``token`` when the client disconnects (call after the body has been read)."""
     while True:
@@ -148,13 +135,13 @@ async def execute_image(
         image_request = build()
         validate_request(image_request, state.runtime.settings.request_limits)
         _check_routes(state, image_request)
-        _check_output(state, image_request)
         execution = ExecutionContext(
             request_id=context.request_id,
             idempotency_scope=context.owner,
             owner=context.owner,
             cancellation=token,
             events=events,
+            link_base=str(request.base_url),
         )
         work = state.runtime.execute(image_request, execution)
         if watch_client:

@@ -86,6 +86,8 @@ def test_every_operation_is_documented_and_fuzzed(fuzzed: LiveServer) -> None:
             "GET /v1/artifacts/{id}",
             "GET /v1/artifacts/{id}/thumbnail",
             "GET /v1/artifact-links/{id}/{filename}",
+            "GET /v1/models",
+            "GET /v1/models/{model}",
         ]
     )
     failures: list[str] = []

@@ -4,7 +4,9 @@ The store (:mod:`.store`) writes verified images under the artifact root and imp
 the engine's publishing port; :mod:`.inputs` implements its input port (local files
 confined to the configured roots, inline base64 and data URLs, remote URLs through
 :mod:`.remote` with its SSRF rules). Blocking work has ``a*`` wrappers that run it in a
-worker thread. Every failure is a :class:`~imagebridge.contract.errors.BridgeError`.
+worker thread. :mod:`.s3` (objects in an S3-compatible bucket) needs the ``s3`` extra and
+is imported only by name, never from here. Every failure is a
+:class:`~imagebridge.contract.errors.BridgeError`.
 """
 
 from imagebridge.artifacts.async_store import AsyncArtifactStore

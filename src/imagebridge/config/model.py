@@ -12,6 +12,7 @@ Keys added to the original's tree (all documented on their fields):
 ``[providers.mock]``, ``[providers.codex_images]``,
 ``providers.codex_responses.{usage_endpoint, quota_cache_ms}``,
 ``[providers.openai_compatible.<name>]`` (extra OpenAI-compatible upstreams),
+``artifacts.backend`` and ``[artifacts.s3]`` (an S3-compatible object store for artifacts),
 ``providers.mock.call_log`` and the multi-instance keys of ``[server.jobs]``
 (``instance_id``, ``lease_secs``, ``heartbeat_secs``, ``poll_interval_ms``, ``postgres_*``).
 ``[accounts]`` and ``[accounts.login]`` (the bridge's own ChatGPT logins: where they live,
@@ -50,8 +51,10 @@ from imagebridge.config.paths import default_data_dir
 
 __all__ = [
     "ACCOUNT_POLICIES",
+    "ARTIFACT_BACKENDS",
     "CONFIG_VERSION",
     "PROVIDER_KEYS",
+    "S3_ADDRESSING_STYLES",
     "UNKNOWN_MODEL_POLICIES",
     "AccountSettings",
     "ArtifactSettings",
@@ -79,6 +82,7 @@ __all__ = [
     "RequestLimitSettings",
     "RetentionSettings",
     "RuntimeSettings",
+    "S3ArtifactSettings",
     "ServerSettings",
     "TracingSettings",
 ]
@@ -248,6 +252,43 @@ def _default_session_database() -> Path:
     return default_data_dir() / "state.sqlite3"
 
 
+ARTIFACT_BACKENDS = ("filesystem", "s3")
+S3_ADDRESSING_STYLES = ("auto", "path", "virtual")
+
+
+class S3ArtifactSettings(_Section):
+    """Added: the S3-compatible object store of ``artifacts.backend = "s3"``.
+
+    Credentials are never held here: the ``*_env`` keys name variables holding static
+    keys; with all three unset the standard AWS chain applies (environment, shared
+    config and credentials files, SSO, web identity, container and instance metadata)."""
+
+    endpoint: Str | None = None
+    """http(s) URL of an S3-compatible store (Ceph RGW, MinIO, R2 …); unset: AWS S3."""
+    region: Str = "us-east-1"
+    bucket: Str | None = None
+    """Required with ``artifacts.backend = "s3"``; it must exist."""
+    key_prefix: Str = ""
+    """Prepended to every object key (``"imagebridge/"``); several deployments can share
+    one bucket under different prefixes."""
+    addressing_style: Str = "auto"
+    """``auto``, ``path`` (``endpoint/bucket/key``: IP endpoints, most self-hosted stores)
+    or ``virtual`` (``bucket.endpoint/key``)."""
+    access_key_id_env: Str | None = None
+    secret_access_key_env: Str | None = None
+    session_token_env: Str | None = None
+    part_size_bytes: U64 = 8 * MiB
+    """Objects larger than this go up as a multipart upload of parts this size (5 MiB to
+    5 GiB, S3's bounds)."""
+    connect_timeout_ms: U64 = 5_000
+    read_timeout_ms: U64 = 30_000
+    max_attempts: U8 = 3
+    """Attempts per call, the first included, on transient failures (1 to 10)."""
+    stale_upload_secs: U64 = 86_400
+    """Incomplete multipart uploads older than this are aborted by the recovery sweep (a
+    younger one may belong to a live writer on another instance); 10 minutes to 30 days."""
+
+
 class ArtifactSettings(_Section):
     """Artifact storage, public URLs, materialisation and retention."""
 
@@ -268,6 +309,10 @@ class ArtifactSettings(_Section):
     image: ImageLimitSettings = Field(default_factory=ImageLimitSettings)
     remote_output: RemoteFetchSettings = Field(default_factory=RemoteFetchSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    backend: Str = "filesystem"
+    """Added: where artifacts live: ``filesystem`` (under ``root``) or ``s3``
+    (``[artifacts.s3]``; not yet available: refused by the checks)."""
+    s3: S3ArtifactSettings = Field(default_factory=S3ArtifactSettings)
 
 
 # -- providers -------------------------------------------------------------------------

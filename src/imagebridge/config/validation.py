@@ -7,8 +7,9 @@ value. :func:`require_valid` turns a non-empty list into one ``configuration`` e
 for the commands that cannot run with a broken configuration.
 
 The checks are grouped by subject: this module holds the root, ``[runtime]``, inputs and
-artifacts and ``[server]``; :mod:`.provider_checks` the providers, :mod:`.account_checks`
-the accounts, :mod:`.store_checks` store locations and shared mode.
+artifacts and ``[server]``; :mod:`.object_store_checks` ``artifacts.backend`` and
+``[artifacts.s3]``, :mod:`.provider_checks` the providers, :mod:`.account_checks` the
+accounts, :mod:`.store_checks` store locations and shared mode.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from imagebridge.config.model import (
     ConcurrencySettings,
     RemoteFetchSettings,
 )
+from imagebridge.config.object_store_checks import check_object_store
 from imagebridge.config.provider_checks import check_providers
 from imagebridge.config.store_checks import Report, check_shared_jobs, check_store_location
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -84,6 +86,7 @@ def check(config: BridgeConfig) -> list[ConfigIssue]:
     _check_root(config, report)
     _check_runtime(config, report)
     _check_inputs_and_artifacts(config, report)
+    check_object_store(config, report)
     check_providers(config, report)
     _check_server(config, report)
     _check_openai_api(config, report)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from imagebridge.engine.orchestrator import ImageRuntime
+from imagebridge.jobs.keys import KeyService
 from imagebridge.jobs.manager import JobManager
 from imagebridge.jobs.presets import PresetService
 from imagebridge.jobs.settings import JobManagerSettings
@@ -52,13 +53,15 @@ class JobServices:
         postgres: PostgresOptions | None = None,
         shared: bool | None = None,
         settle_timeout_s: float = 30.0,
+        keys: KeyService | None = None,
     ) -> Self:
         """Open both stores (not yet started: call :meth:`start` when ready to serve).
 
         ``queue`` names this instance and times its leases; ``postgres`` says how to use a
         PostgreSQL location. ``shared`` forces shared mode on or off (default: on exactly
         for PostgreSQL; SQLite supports it on one host, which tests use).
-        ``settle_timeout_s`` bounds the wait for interrupted jobs at shutdown.
+        ``settle_timeout_s`` bounds the wait for interrupted jobs at shutdown. ``keys``
+        makes a key's jobs reserve its images when they run.
         """
         job_store = await open_job_store(database, postgres=postgres)
         try:
@@ -77,6 +80,7 @@ class JobServices:
             settle_timeout_s=settle_timeout_s,
             shared=queue if shared else None,
             instance_id=queue.instance_id,
+            keys=keys,
         )
         return cls(
             jobs=manager,

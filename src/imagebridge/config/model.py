@@ -690,6 +690,30 @@ class OpenAIApiSettings(_Section):
     """OpenAI model name → route, e.g. ``"gpt-image-2" = {provider = "codex-responses"}``."""
 
 
+class KeySettings(_Section):
+    """Named API keys with image quotas (docs/keys.md). Added; the original has none.
+
+    The keys live in the jobs database (``server.jobs.database``), which is opened for
+    them even when ``server.jobs.enabled`` is false (only the key tables are then used).
+    With keys enabled every protected route needs a key or the admin token
+    (``server.bearer_token_env``); without that token there is no HTTP admin (the CLI
+    administers keys directly in the database).
+    """
+
+    enabled: Bool = False
+    time_zone: Str = "UTC"
+    """The IANA zone of the calendar quota windows (day from midnight, week from Monday,
+    month from the 1st) and of the days usage is counted under."""
+    max_keys: U64 = 1_000
+    """Most keys the store holds (bounds the metric labels, one per key name)."""
+    auth_failure_limit: U64 = 20
+    """Failed authentications one client address may make per window; after that its
+    requests are refused (429 ``rate_limited``, ``Retry-After``) until the window ends."""
+    auth_failure_window_secs: U64 = 60
+    auth_failure_max_clients: U64 = 10_000
+    """Client addresses whose failures are tracked at once (the oldest is forgotten)."""
+
+
 class ServerSettings(_Section):
     """The HTTP listener."""
 
@@ -715,6 +739,7 @@ class ServerSettings(_Section):
     malloc: MallocSettings = Field(default_factory=MallocSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
     openai: OpenAIApiSettings = Field(default_factory=OpenAIApiSettings)
+    keys: KeySettings = Field(default_factory=KeySettings)
 
     @property
     def max_connections_value(self) -> int | None:

@@ -25,6 +25,7 @@ from imagebridge.config._net import (
     valid_public_base_url,
 )
 from imagebridge.config.account_checks import check_accounts
+from imagebridge.config.key_checks import check_keys
 from imagebridge.config.model import (
     CONFIG_VERSION,
     MAX_MMAP_THRESHOLD_BYTES,
@@ -90,6 +91,7 @@ def check(config: BridgeConfig) -> list[ConfigIssue]:
     check_providers(config, report)
     _check_server(config, report)
     _check_openai_api(config, report)
+    check_keys(config, report)
     check_accounts(config, report)
     return sorted(set(issues), key=lambda issue: (issue.field, issue.code, issue.message))
 

@@ -20,6 +20,7 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
+from imagebridge.jobs.keys import KeyService, Reservation, key_id_of_scope
 from imagebridge.jobs.previews import JobKey, PreviewCache
 from imagebridge.jobs.progress import ProgressRelay
 from imagebridge.jobs.shared_mode import CANCEL_REASON, LEASE_LOST_REASON
@@ -59,11 +60,13 @@ class JobRunner:
         store: JobStore,
         previews: PreviewCache,
         now: Callable[[], int],
+        keys: KeyService | None = None,
     ) -> None:
         self._runtime = runtime
         self._store = store
         self._previews = previews
         self._now = now
+        self._keys = keys
 
     async def execute(
         self, key: JobKey, token: CancelToken, route: str | None
@@ -88,14 +91,60 @@ class JobRunner:
             events=relay.sink,
         )
         try:
-            return await self._runtime.execute(request, context)
+            reservation = await self._reserve(scope, request)
         except BridgeError as error:
+            await relay.close()
             return error
+        outcome: ImageResponse | BridgeError
+        try:
+            outcome = await self._runtime.execute(request, context)
+        except BridgeError as error:
+            outcome = error
         except Exception:
             logger.exception("durable job execution failed unexpectedly", extra={"job_id": job_id})
-            return BridgeError(ErrorCode.INTERNAL, "durable job failed unexpectedly")
+            outcome = BridgeError(ErrorCode.INTERNAL, "durable job failed unexpectedly")
         finally:
             await relay.close()
+        if reservation is not None:
+            await self._settle(reservation, request, outcome)
+        return outcome
+
+    async def _reserve(self, scope: str, request: ImageRequest) -> Reservation | None:
+        """A key's job reserves its images when it runs, not when it was queued."""
+        key_id = key_id_of_scope(scope)
+        if key_id is None or self._keys is None:
+            return None
+        record = await self._keys.get(key_id)
+        provider = request.routing.provider or self._runtime.registry.default
+        self._keys.check_provider(record, provider)
+        return await self._keys.reserve(record, request.parameters.n)
+
+    async def _settle(
+        self, reservation: Reservation, request: ImageRequest, outcome: ImageResponse | BridgeError
+    ) -> None:
+        assert self._keys is not None
+        try:
+            if isinstance(outcome, ImageResponse):
+                await self._keys.settle(
+                    reservation,
+                    delivered=len(outcome.data),
+                    unknown=False,
+                    provider=outcome.provider,
+                    total_tokens=(outcome.usage.total_tokens or 0) if outcome.usage else 0,
+                )
+            else:
+                account = outcome.details.get("account")
+                await self._keys.settle(
+                    reservation,
+                    delivered=0,
+                    unknown=outcome.outcome_unknown,
+                    provider=outcome.provider
+                    or request.routing.provider
+                    or self._runtime.registry.default,
+                    account=account if isinstance(account, str) else None,
+                )
+        except BridgeError as error:
+            logger.error("could not settle a key's reservation", extra={"code": error.code.value})
 
     def _failure_status(self, token: CancelToken) -> ImageJobStatus:
         if token.cancelled:

@@ -41,6 +41,7 @@ from imagebridge.engine.orchestrator import ImageRuntime
 from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.imaging.ids import uuid7
 from imagebridge.jobs.execution import SHUTDOWN_REASON, JobRunner
+from imagebridge.jobs.keys import KeyService
 from imagebridge.jobs.previews import JobKey, PartialPreview, PreviewCache
 from imagebridge.jobs.query import job_query
 from imagebridge.jobs.retention import Retention
@@ -102,6 +103,7 @@ class JobManager:
         queued_page: int = QUEUED_PAGE,
         shared: SharedQueueSettings | None = None,
         instance_id: str | None = None,
+        keys: KeyService | None = None,
     ) -> None:
         self._runtime = runtime
         self._store = store
@@ -110,7 +112,7 @@ class JobManager:
         self._settle_timeout_s = settle_timeout_s
         self._queued_page = queued_page
         self._previews = PreviewCache(self._settings.partial_preview_max_bytes)
-        self._runner = JobRunner(runtime, store, self._previews, self._now)
+        self._runner = JobRunner(runtime, store, self._previews, self._now, keys)
         self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
         self._scheduled: set[JobKey] = set()
         self._tokens: dict[JobKey, CancelToken] = {}

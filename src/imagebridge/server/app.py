@@ -9,6 +9,7 @@ services, background readiness probing and runtime shutdown to the app's lifespa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -19,12 +20,14 @@ from fastapi import APIRouter, FastAPI
 from imagebridge._version import __version__
 from imagebridge.application import Application, build_application
 from imagebridge.application.job_services import JobServices
+from imagebridge.application.keys import open_key_service
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError
 from imagebridge.jobs import JobManagerSettings, SharedQueueSettings
+from imagebridge.jobs.keys import KeyService
 from imagebridge.server import dashboard
-from imagebridge.server.auth import AccessPolicy, read_bearer_token
+from imagebridge.server.auth import AccessPolicy, FailureThrottle, read_bearer_token
 from imagebridge.server.errors import install_error_handlers
 from imagebridge.server.events import OperatorEvents
 from imagebridge.server.metrics import BridgeMetrics
@@ -47,6 +50,7 @@ from imagebridge.server.routes import (
     sessions,
     stream,
 )
+from imagebridge.server.routes import keys as key_routes
 from imagebridge.server.shutdown import settle_seconds, shutdown_grace_seconds
 from imagebridge.server.state import BridgeState, ServerOptions
 from imagebridge.storage import is_postgres_url, postgres_options
@@ -72,13 +76,15 @@ def _routers(state: BridgeState) -> list[APIRouter]:
     ]
     if state.metrics is not None:
         mounted.append(metrics.router)
+    if state.config.server.keys.enabled:
+        mounted.append(key_routes.router)
     if state.jobs_enabled:
         mounted.extend([jobs.router, presets.router, artifacts.router, dashboard.router])
     return mounted
 
 
 async def _open_jobs(
-    config: BridgeConfig, engine: Application, env: Mapping[str, str]
+    config: BridgeConfig, engine: Application, env: Mapping[str, str], keys: KeyService | None
 ) -> JobServices:
     """The job services on ``server.jobs.database``: shared mode for a PostgreSQL URL."""
     jobs = config.server.jobs
@@ -92,6 +98,7 @@ async def _open_jobs(
         queue=SharedQueueSettings.from_config(jobs),
         postgres=postgres,
         settle_timeout_s=settle_seconds(config),
+        keys=keys,
     )
     try:
         await services.start()
@@ -112,14 +119,30 @@ def _middleware_settings(config: BridgeConfig) -> MiddlewareSettings:
     )
 
 
+async def _open_keys(state: BridgeState, env: Mapping[str, str]) -> None:
+    """The key service on the jobs database, in the access policy (docs/keys.md)."""
+    config = state.config
+    service = await open_key_service(config, env)
+    if state.metrics is not None:
+        service.observer = state.metrics.record_key_usage
+    keys = config.server.keys
+    throttle = FailureThrottle(
+        keys.auth_failure_limit, keys.auth_failure_window_secs, keys.auth_failure_max_clients
+    )
+    state.access = dataclasses.replace(state.access, keys=service, throttle=throttle)
+
+
 async def _close(state: BridgeState, engine: Application) -> None:
-    """Jobs first (running ones get what is left of the shutdown grace), then the runtime
-    and providers."""
+    """Jobs first (running ones get what is left of the shutdown grace), then the keys,
+    the runtime and providers."""
     services, state.jobs = state.jobs, None
+    keys = state.access.keys
     try:
         if services is not None:
             grace_s = state.drain.remaining(shutdown_grace_seconds(state.config))
             await services.aclose(grace_s)
+        if keys is not None:
+            await keys.store.close()
     finally:
         try:
             await engine.aclose()
@@ -173,10 +196,17 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        env = options.env if options.env is not None else os.environ
+        if config.server.keys.enabled:
+            try:
+                await _open_keys(state, env)
+            except BridgeError as error:
+                state.startup_error = error
+                await _close(state, engine)
+                raise
         if state.jobs_enabled:
             try:
-                env = options.env if options.env is not None else os.environ
-                state.jobs = await _open_jobs(config, engine, env)
+                state.jobs = await _open_jobs(config, engine, env, state.access.keys)
             except BridgeError as error:
                 state.startup_error = error
                 await _close(state, engine)

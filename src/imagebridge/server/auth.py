@@ -5,23 +5,37 @@ able to drive a bridge listening on loopback, even without a bearer) and, when t
 server is configured with a bearer token, the exact ``Authorization: Bearer <token>``
 header compared in constant time. The result is the caller's ownership scope:
 ``anonymous-local`` without a token, ``bearer:<sha256 hex of the token>`` with one.
+
+With named API keys (``server.keys.enabled``, docs/keys.md) the bearer token is the admin
+key and every other caller needs a key: looked up by the hash of the presented secret on
+every request (no cache, so a revocation holds at once on every instance), owning the
+scope ``key:<key id>``. Failed authentications are counted per client address; past
+``server.keys.auth_failure_limit`` in a window, that address is refused (429) until the
+window ends, before any secret is checked. Secrets never reach a log or an error.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.jobs.keys import KeyService, key_scope, remaining_images
+from imagebridge.storage.records import KeyRecord
 
 __all__ = [
     "ANONYMOUS_SCOPE",
     "AccessPolicy",
+    "FailureThrottle",
+    "Principal",
     "check_browser_origin",
+    "quota_headers",
     "read_bearer_token",
 ]
 
@@ -89,12 +103,69 @@ def read_bearer_token(config: BridgeConfig, env: Mapping[str, str]) -> str | Non
 
 
 @dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: an ownership scope, whether it is the admin, and its key if any."""
+
+    owner: str
+    admin: bool
+    key: KeyRecord | None = None
+
+
+@dataclass
+class FailureThrottle:
+    """Failed authentications per client address in fixed windows, bounded in memory."""
+
+    limit: int
+    window_s: float
+    max_clients: int
+    clock: Callable[[], float] = time.monotonic
+    _seen: OrderedDict[str, tuple[float, int]] = field(default_factory=OrderedDict)
+
+    def check(self, client: str) -> None:
+        """Refuse an address past its limit (429 until its window ends)."""
+        entry = self._seen.get(client)
+        now = self.clock()
+        if entry is None or now - entry[0] >= self.window_s or entry[1] < self.limit:
+            return
+        retry_ms = max(1, int((entry[0] + self.window_s - now) * 1000))
+        raise BridgeError(
+            ErrorCode.RATE_LIMITED,
+            "too many failed authentications from this address",
+            retryable=True,
+            details={"reason": "authentication_failures", "retry_after_ms": retry_ms},
+        )
+
+    def failed(self, client: str) -> None:
+        now = self.clock()
+        entry = self._seen.pop(client, None)
+        if entry is None or now - entry[0] >= self.window_s:
+            entry = (now, 0)
+        self._seen[client] = (entry[0], entry[1] + 1)
+        while len(self._seen) > self.max_clients:
+            self._seen.popitem(last=False)
+
+
+def quota_headers(service: KeyService, record: KeyRecord) -> list[tuple[bytes, bytes]]:
+    """``x-imagebridge-images-{limit,remaining,reset}-<window>`` for each limited window."""
+    headers: list[tuple[bytes, bytes]] = []
+    for window, (limit, left, reset) in remaining_images(record, service.windows()).items():
+        headers += [
+            (f"x-imagebridge-images-limit-{window}".encode(), str(limit).encode()),
+            (f"x-imagebridge-images-remaining-{window}".encode(), str(left).encode()),
+            (f"x-imagebridge-images-reset-{window}".encode(), str(reset).encode()),
+        ]
+    return headers
+
+
+@dataclass(frozen=True, slots=True)
 class AccessPolicy:
-    """The server's bearer (if any) and the ownership scope it grants."""
+    """The server's bearer (if any), the ownership scope it grants, and the API keys."""
 
     expected: bytes | None
     """``b"Bearer " + token`` — the whole header value a caller must send."""
     owner: str
+    keys: KeyService | None = None
+    throttle: FailureThrottle | None = None
 
     @classmethod
     def open(cls) -> AccessPolicy:
@@ -107,15 +178,44 @@ class AccessPolicy:
 
     @property
     def authentication_required(self) -> bool:
-        return self.expected is not None
+        return self.expected is not None or self.keys is not None
 
     def authorize(self, headers: Sequence[tuple[bytes, bytes]]) -> str:
-        """Run both checks; return the caller's ownership scope or raise."""
+        """Both checks without keys; return the caller's ownership scope or raise."""
         check_browser_origin(headers)
         if self.expected is None:
+            if self.keys is not None:
+                raise BridgeError(ErrorCode.AUTHENTICATION, "bridge authentication required")
             return self.owner
         values = _values(headers, b"authorization")
         presented = values[0] if len(values) == 1 else b""
         if not hmac.compare_digest(presented, self.expected):
             raise BridgeError(ErrorCode.AUTHENTICATION, "bridge authentication required")
         return self.owner
+
+    async def authenticate(
+        self, headers: Sequence[tuple[bytes, bytes]], client: str | None
+    ) -> Principal:
+        """The caller: the admin (the bearer token, or everyone without auth) or a key."""
+        if self.keys is None:
+            return Principal(self.authorize(headers), admin=True)
+        check_browser_origin(headers)
+        address = client or "unknown"
+        if self.throttle is not None:
+            self.throttle.check(address)
+        values = _values(headers, b"authorization")
+        presented = values[0] if len(values) == 1 else b""
+        if self.expected is not None and hmac.compare_digest(presented, self.expected):
+            return Principal(self.owner, admin=True)
+        record = None
+        if presented.startswith(_BEARER_PREFIX):
+            try:
+                secret = presented[len(_BEARER_PREFIX) :].decode("ascii")
+            except UnicodeDecodeError:
+                secret = ""
+            record = await self.keys.authenticate(secret)
+        if record is None:
+            if self.throttle is not None:
+                self.throttle.failed(address)
+            raise BridgeError(ErrorCode.AUTHENTICATION, "bridge authentication required")
+        return Principal(key_scope(record.id), admin=False, key=record)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from starlette.requests import Request
 from starlette.types import Scope
@@ -40,7 +41,11 @@ class RequestContext:
     path: str
     started: float = field(default_factory=time.monotonic)
     owner: str = "anonymous-local"
+    principal: Any = None
+    """The caller (``server.auth.Principal``) once a protected route has checked it."""
     outcome: OperationOutcome | None = None
+    extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    """Headers every answer carries (a key's remaining images), stamped by the middleware."""
 
     def elapsed_ms(self) -> int:
         return max(0, int((time.monotonic() - self.started) * 1000))

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.types import Receive
@@ -26,9 +27,12 @@ from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import EventSink
 from imagebridge.engine.registry import is_provider_name
 from imagebridge.engine.validation import validate_request
+from imagebridge.jobs.keys import KeyService, Reservation
+from imagebridge.server.auth import quota_headers
 from imagebridge.server.context import OperationOutcome, RequestContext, request_context
 from imagebridge.server.errors import provider_not_found
 from imagebridge.server.state import BridgeState
+from imagebridge.storage.records import KeyRecord
 
 __all__ = [
     "MAX_IDEMPOTENCY_HEADER_BYTES",
@@ -39,6 +43,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+logger = logging.getLogger("imagebridge.server")
 MAX_IDEMPOTENCY_HEADER_BYTES = 512
 _HEADER = "idempotency-key"
 
@@ -143,17 +148,106 @@ async def execute_image(
             events=events,
             link_base=str(request.base_url),
         )
-        work = state.runtime.execute(image_request, execution)
-        if watch_client:
-            response = await _until_disconnect(request, token, work)
+        checked = image_request
+
+        async def run() -> ImageResponse:
+            work = state.runtime.execute(checked, execution)
+            if watch_client:
+                return await _until_disconnect(request, token, work)
+            return await work
+
+        principal = context.principal
+        key = principal.key if principal is not None else None
+        if key is not None and state.access.keys is not None:
+            response = await _run_on_key(state, state.access.keys, key, context, checked, run)
         else:
-            response = await work
+            response = await run()
     except BridgeError as error:
         provider = error.provider or _provider_label(state, image_request)
         _record_failure(state, context, error, started, provider)
         raise
     _record_success(state, context, response)
     return response
+
+
+async def _run_on_key(
+    state: BridgeState,
+    keys: KeyService,
+    key: KeyRecord,
+    context: RequestContext,
+    image_request: ImageRequest,
+    run: Callable[[], Awaitable[ImageResponse]],
+) -> ImageResponse:
+    """Run on an API key's quota (docs/keys.md): providers allowed, a concurrency slot
+    within the request's deadline, ``n`` images reserved before anything goes upstream,
+    and what was not delivered given back after — unless the outcome is unknown."""
+    provider = image_request.routing.provider or state.runtime.registry.default
+    keys.check_provider(key, provider)
+    for route in image_request.routing.fallbacks:
+        keys.check_provider(key, route.provider)
+    slot = keys.slot(key)
+    if slot is not None:
+        wait_s = (image_request.timeout_ms or state.runtime.settings.default_timeout_ms) / 1000
+        try:
+            await asyncio.wait_for(slot.acquire(), wait_s)
+        except TimeoutError:
+            raise BridgeError(
+                ErrorCode.RATE_LIMITED,
+                "API key is at its max_concurrent requests",
+                retryable=True,
+                details={"reason": "key_concurrency", "retry_after_ms": 1000},
+            ) from None
+    try:
+        try:
+            reservation = await keys.reserve(key, image_request.parameters.n)
+        except BridgeError:
+            with contextlib.suppress(BridgeError):  # the refusal shows the counters now
+                context.extra_headers = quota_headers(keys, await keys.get(key.id))
+            raise
+        context.extra_headers = quota_headers(keys, reservation.key)
+        try:
+            response = await run()
+        except BridgeError as error:
+            account = error.details.get("account")
+            await _settle(
+                keys,
+                context,
+                reservation,
+                delivered=0,
+                unknown=error.outcome_unknown,
+                provider=error.provider or provider,
+                account=account if isinstance(account, str) else None,
+            )
+            raise
+        usage = response.usage
+        await _settle(
+            keys,
+            context,
+            reservation,
+            delivered=len(response.data),
+            unknown=False,
+            provider=response.provider,
+            total_tokens=(usage.total_tokens or 0) if usage is not None else 0,
+        )
+        return response
+    finally:
+        if slot is not None:
+            slot.release()
+
+
+async def _settle(
+    keys: KeyService, context: RequestContext, reservation: Reservation, **outcome: Any
+) -> None:
+    """Settle a reservation; a store failure is logged, never the caller's answer."""
+    try:
+        record = await keys.settle(reservation, **outcome)
+    except BridgeError as error:
+        logger.error(
+            "could not settle an API key's reservation",
+            extra={"code": error.code.value, "key_prefix": reservation.key.prefix},
+        )
+        return
+    context.extra_headers = quota_headers(keys, record)
 
 
 def _record_failure(

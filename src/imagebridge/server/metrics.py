@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from imagebridge.engine.orchestrator import ImageRuntime
 from imagebridge.engine.provider import Provider
+from imagebridge.storage.records import KeyRecord, KeyUsage
 
 __all__ = ["BUCKETS_SECONDS", "METRICS_CONTENT_TYPE", "BridgeMetrics"]
 
@@ -78,6 +79,7 @@ class BridgeMetrics(Collector):
         self._runtime = runtime
         self._providers = providers
         self._series: dict[LabelKey, _Series] = {}
+        self._key_images: dict[tuple[str, str], int] = {}
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -103,6 +105,15 @@ class BridgeMetrics(Collector):
             series.generated_bytes += generated_bytes
             series.normalizations += normalizations
 
+    def record_key_usage(self, record: KeyRecord, usage: KeyUsage) -> None:
+        """One settled outcome on an API key, labelled by the key's name (bounded by
+        ``server.keys.max_keys``; never the secret or its prefix)."""
+        for outcome in ("requested", "delivered", "failed", "unknown"):
+            count = getattr(usage, outcome)
+            if count:
+                label = (record.name, outcome)
+                self._key_images[label] = self._key_images.get(label, 0) + count
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -111,6 +122,15 @@ class BridgeMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._operation_families()
         yield from self._runtime_families()
+        if self._key_images:
+            images = CounterMetricFamily(
+                "imagebridge_key_images",
+                "Images per API key name and outcome (requested, delivered, failed, unknown).",
+                labels=("key", "outcome"),
+            )
+            for labels in sorted(self._key_images):
+                images.add_metric(list(labels), self._key_images[labels])
+            yield images
 
     def _operation_families(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(

@@ -151,7 +151,10 @@ class BridgeMiddleware:
             if message["type"] == "http.response.start":
                 started = True
                 status = int(message["status"])
-                message = {**message, "headers": [*message.get("headers", []), *stamp]}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), *stamp, *context.extra_headers],
+                }
             if self._write_timeout is None:
                 await send(message)
                 return

@@ -343,6 +343,8 @@ class KeyUsage:
     delivered: int
     failed: int
     unknown: int
+    total_tokens: int = 0
+    """The providers' own usage numbers (``usage.total_tokens``), summed."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -354,6 +356,7 @@ class KeyUsage:
             "delivered": self.delivered,
             "failed": self.failed,
             "unknown": self.unknown,
+            "total_tokens": self.total_tokens,
         }
 
 

@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from imagebridge.contract._base import decode_model
 from imagebridge.imaging.b64 import decode_strict
+from imagebridge.server.auth import quota_headers
 from imagebridge.server.context import request_context
 from imagebridge.server.state import bridge_state
 
@@ -54,7 +55,13 @@ async def require_access(
     exactly (``Bearer`` with that case and one space), not by FastAPI's lenient parser.
     """
     state = bridge_state(request)
-    request_context(request).owner = state.access.authorize(request.scope["headers"])
+    client = request.client.host if request.client is not None else None
+    principal = await state.access.authenticate(request.scope["headers"], client)
+    context = request_context(request)
+    context.owner = principal.owner
+    context.principal = principal
+    if principal.key is not None and state.access.keys is not None:
+        context.extra_headers = quota_headers(state.access.keys, principal.key)
 
 
 def protected_router(**kwargs: Any) -> APIRouter:

@@ -55,7 +55,8 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
         'key_id text COLLATE "C" NOT NULL, day text COLLATE "C" NOT NULL, '
         'provider text COLLATE "C" NOT NULL, account text COLLATE "C" NOT NULL, '
         "requested bigint NOT NULL, delivered bigint NOT NULL, failed bigint NOT NULL, "
-        "unknown bigint NOT NULL, PRIMARY KEY (key_id, day, provider, account))"
+        "unknown bigint NOT NULL, total_tokens bigint NOT NULL DEFAULT 0, "
+        "PRIMARY KEY (key_id, day, provider, account))"
     )
     await conn.execute(
         f"CREATE INDEX IF NOT EXISTS api_key_usage_day ON {quoted}.api_key_usage (day)"

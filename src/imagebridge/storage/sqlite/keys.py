@@ -36,6 +36,7 @@ def _migrate_v1(conn: sqlite3.Connection, recorded: bool) -> None:
         "key_id TEXT NOT NULL, day TEXT NOT NULL, provider TEXT NOT NULL, "
         "account TEXT NOT NULL, requested INTEGER NOT NULL, delivered INTEGER NOT NULL, "
         "failed INTEGER NOT NULL, unknown INTEGER NOT NULL, "
+        "total_tokens INTEGER NOT NULL DEFAULT 0, "
         "PRIMARY KEY (key_id, day, provider, account))"
     )
     conn.execute("CREATE INDEX IF NOT EXISTS api_key_usage_day ON api_key_usage (day)")

@@ -1,0 +1,289 @@
+"""Named API keys as a service: authentication, quota reservations, usage, administration.
+
+The HTTP surface and the job runner share one :class:`KeyService`. Nothing about a key is
+cached: every request looks its key up (one indexed read) and every reservation is one
+conditional statement in the database, so a revocation, an expiry or a spent quota takes
+effect at once on every instance.
+
+The life of a request on a key: :meth:`KeyService.slot` (wait, within the request's
+deadline, while the key is at ``max_concurrent`` on this instance), :meth:`reserve` (``n``
+images on every window, or 429 ``rate_limited`` with ``Retry-After`` at the window's reset,
+before anything is sent upstream), the provider call, then :meth:`settle`: images not
+delivered are given back, unless the outcome is unknown (the upstream call may have run and
+been billed: the reservation is kept), and the outcome is added to the key's usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import hmac
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.storage.interfaces import KeyStore
+from imagebridge.storage.records import KeyAuditEntry, KeyRecord, KeyUsage
+from imagebridge.storage.rules.keys import (
+    WINDOWS,
+    Windows,
+    check_key_limits,
+    display_prefix,
+    hash_secret,
+    mint_secret,
+    windows_at,
+    zone,
+)
+
+__all__ = [
+    "KEY_SCOPE_PREFIX",
+    "KeyService",
+    "KeyServiceSettings",
+    "Reservation",
+    "key_id_of_scope",
+    "key_scope",
+    "remaining_images",
+]
+
+KEY_SCOPE_PREFIX = "key:"
+"""Ownership scope of a key's jobs, artifacts and presets: ``key:<key id>``."""
+_DUMMY_HASH = "0" * 64
+
+
+def key_scope(key_id: str) -> str:
+    return KEY_SCOPE_PREFIX + key_id
+
+
+def key_id_of_scope(scope: str) -> str | None:
+    return scope[len(KEY_SCOPE_PREFIX) :] if scope.startswith(KEY_SCOPE_PREFIX) else None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyServiceSettings:
+    """``[server.keys]`` as plain values."""
+
+    time_zone: str = "UTC"
+    max_keys: int = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Images held on a key's windows for one request, in the periods they were taken in."""
+
+    key: KeyRecord
+    n: int
+    windows: Windows
+
+
+def remaining_images(record: KeyRecord, windows: Windows) -> dict[str, tuple[int, int, int]]:
+    """``window → (limit, remaining, reset Unix time)`` for each window with a limit."""
+    out: dict[str, tuple[int, int, int]] = {}
+    for window in WINDOWS:
+        limit = record.limits.window_limit(window)
+        if limit is None:
+            continue
+        used = record.used_in(window, windows.start(window))
+        out[window] = (limit, max(0, limit - used), windows.end(window))
+    return out
+
+
+@dataclass
+class _Slots:
+    limit: int
+    semaphore: asyncio.Semaphore
+
+
+@dataclass
+class KeyService:
+    """Keys, quotas and usage over one :class:`KeyStore` (see the module docstring)."""
+
+    store: KeyStore
+    settings: KeyServiceSettings = field(default_factory=KeyServiceSettings)
+    clock: Callable[[], float] = time.time
+    observer: Callable[[KeyRecord, KeyUsage], None] | None = None
+    """Told every settled outcome (the server's per-key Prometheus counters)."""
+    _slots: dict[str, _Slots] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._zone = zone(self.settings.time_zone)
+
+    def windows(self) -> Windows:
+        return windows_at(int(self.clock()), self._zone)
+
+    # -- authentication ------------------------------------------------------------------
+
+    async def authenticate(self, secret: str) -> KeyRecord | None:
+        """The live key whose secret this is, or ``None``; the same work for unknown keys
+        (one hash, one indexed lookup, one constant-time comparison)."""
+        digest = hash_secret(secret)
+        found = await self.store.find(digest)
+        stored = found[1] if found is not None else _DUMMY_HASH
+        matches = hmac.compare_digest(stored.encode(), digest.encode())
+        if found is None or not matches:
+            return None
+        record = found[0]
+        return record if record.active(int(self.clock())) else None
+
+    # -- quotas ------------------------------------------------------------------------
+
+    def slot(self, record: KeyRecord) -> asyncio.Semaphore | None:
+        """This instance's gate for the key's ``max_concurrent`` (``None``: unlimited)."""
+        limit = record.limits.max_concurrent
+        if limit is None:
+            self._slots.pop(record.id, None)
+            return None
+        slots = self._slots.get(record.id)
+        if slots is None or slots.limit != limit:
+            slots = _Slots(limit, asyncio.Semaphore(limit))
+            self._slots[record.id] = slots
+        return slots.semaphore
+
+    def check_provider(self, record: KeyRecord, provider: str) -> None:
+        allowed = record.limits.providers
+        if allowed is not None and provider not in allowed:
+            raise BridgeError(
+                ErrorCode.PERMISSION_DENIED,
+                "this API key may not use the requested provider",
+                details={"provider": provider},
+            )
+
+    async def reserve(self, record: KeyRecord, n: int) -> Reservation:
+        """Hold ``n`` images on every window, or raise (nothing was held).
+
+        429 ``rate_limited`` with ``retry_after_ms`` up to the reset of the window(s)
+        without room; 401 for a key revoked or expired since it was looked up.
+        """
+        windows = self.windows()
+        taken = await self.store.reserve(record.id, n, windows)
+        if taken is not None:
+            return Reservation(taken, n, windows)
+        current = await self.store.get(record.id)  # only to explain the refusal
+        if not current.active(windows.now):
+            raise BridgeError(ErrorCode.AUTHENTICATION, "API key is revoked or expired")
+        raise _quota_refusal(current, n, windows)
+
+    async def settle(
+        self,
+        reservation: Reservation,
+        *,
+        delivered: int,
+        unknown: bool,
+        provider: str,
+        account: str | None = None,
+        total_tokens: int = 0,
+    ) -> KeyRecord:
+        """Give back what was not delivered (not when the outcome is unknown), count usage."""
+        n = reservation.n
+        delivered = max(0, min(delivered, n))
+        missing = n - delivered
+        record = reservation.key
+        if missing and not unknown:
+            released = await self.store.release(record.id, missing, reservation.windows)
+            record = released or record
+        usage = KeyUsage(
+            key_id=record.id,
+            day=reservation.windows.date,
+            provider=provider,
+            account=account or "",
+            requested=n,
+            delivered=delivered,
+            failed=0 if unknown else missing,
+            unknown=missing if unknown else 0,
+            total_tokens=max(0, total_tokens),
+        )
+        await self.store.record_usage(usage)
+        if self.observer is not None:
+            self.observer(record, usage)
+        return record
+
+    # -- administration ----------------------------------------------------------------
+
+    async def create(
+        self, name: str, values: Mapping[str, Any], *, actor: str
+    ) -> tuple[KeyRecord, str]:
+        """A new key and its secret (shown once, never stored)."""
+        limits = check_key_limits(values)
+        if len(await self.store.list()) >= self.settings.max_keys:
+            raise BridgeError.invalid_request(
+                "the key store is full (server.keys.max_keys)", field="name"
+            )
+        secret = mint_secret()
+        record = await self.store.create(
+            name,
+            limits,
+            secret_hash=hash_secret(secret),
+            prefix=display_prefix(secret),
+            actor=actor,
+            now=int(self.clock()),
+        )
+        return record, secret
+
+    async def rotate(self, key_id: str, *, actor: str) -> tuple[KeyRecord, str]:
+        secret = mint_secret()
+        record = await self.store.rotate(
+            key_id,
+            secret_hash=hash_secret(secret),
+            prefix=display_prefix(secret),
+            actor=actor,
+            now=int(self.clock()),
+        )
+        return record, secret
+
+    async def update(self, key_id: str, values: Mapping[str, Any], *, actor: str) -> KeyRecord:
+        return await self.store.update(key_id, values, actor=actor, now=int(self.clock()))
+
+    async def revoke(self, key_id: str, *, actor: str) -> KeyRecord:
+        return await self.store.revoke(key_id, actor=actor, now=int(self.clock()))
+
+    async def get(self, key_id: str) -> KeyRecord:
+        return await self.store.get(key_id)
+
+    async def list(self) -> list[KeyRecord]:
+        return await self.store.list()
+
+    async def audit(self, key_id: str | None = None) -> builtins.list[KeyAuditEntry]:
+        return await self.store.audit(key_id=key_id)
+
+    def describe(self, record: KeyRecord) -> dict[str, Any]:
+        """A key as the admin API and the CLI show it (prefix only, never the secret)."""
+        windows = self.windows()
+        remaining = remaining_images(record, windows)
+        return {
+            "id": record.id,
+            "name": record.name,
+            "prefix": record.prefix,
+            "state": record.state(windows.now),
+            "created_at": record.created_at,
+            "updated_at": record.updated_at,
+            "revoked_at": record.revoked_at,
+            **record.limits.to_dict(),
+            "remaining": {
+                w: {"limit": lim, "remaining": left, "reset_at": reset}
+                for w, (lim, left, reset) in remaining.items()
+            },
+        }
+
+
+def _quota_refusal(record: KeyRecord, n: int, windows: Windows) -> BridgeError:
+    """429 for the windows without room; ``Retry-After`` at the latest of their resets."""
+    full = []
+    for window in WINDOWS:
+        limit = record.limits.window_limit(window)
+        if limit is not None and record.used_in(window, windows.start(window)) + n > limit:
+            full.append(window)
+    if not full:  # the counters moved since: a concurrent request took the room
+        full = [w for w in WINDOWS if record.limits.window_limit(w) is not None][:1] or ["day"]
+    reset = max(windows.end(w) for w in full)
+    return BridgeError(
+        ErrorCode.RATE_LIMITED,
+        f"API key image quota exceeded ({', '.join(full)})",
+        retryable=True,
+        details={
+            "reason": "key_quota",
+            "windows": full,
+            "reset_at": reset,
+            "retry_after_ms": max(1, reset - windows.now) * 1000,
+        },
+    )

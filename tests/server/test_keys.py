@@ -1,0 +1,238 @@
+"""Named API keys over HTTP: admin API, quotas counted in images, headers, revocation,
+expiry, provider allow-lists and the failed-authentication limit (docs/keys.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+
+from imagebridge.providers.mock import MockProvider
+from tests.server.conftest import LiveServer, ServeFactory
+
+ADMIN = "admin-token-SECRET-1"
+ENV = {"BRIDGE_ADMIN": ADMIN}
+KEYS_ON = ("server.keys.enabled=true", 'server.bearer_token_env="BRIDGE_ADMIN"')
+BODY = {"operation": "generate", "prompt": "a paper fox", "routing": {"provider": "mock"}}
+
+
+def admin(server: LiveServer) -> httpx.Client:
+    return server.client(headers={"authorization": f"Bearer {ADMIN}"})
+
+
+def create_key(server: LiveServer, name: str, **limits: Any) -> tuple[str, str]:
+    with admin(server) as client:
+        response = client.post("/v1/keys", json={"name": name, **limits})
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["secret"].startswith("ibk_") and body["key"]["prefix"] == body["secret"][:12]
+    return body["key"]["id"], body["secret"]
+
+
+def as_key(server: LiveServer, secret: str) -> httpx.Client:
+    return server.client(headers={"authorization": f"Bearer {secret}"})
+
+
+async def _burst(server: LiveServer, secret: str, count: int) -> list[httpx.Response]:
+    limits = httpx.Limits(max_connections=count)
+    async with server.async_client(
+        headers={"authorization": f"Bearer {secret}"}, limits=limits, timeout=120
+    ) as client:
+        return await asyncio.gather(*(client.post("/v1/images", json=BODY) for _ in range(count)))
+
+
+def test_forty_concurrent_requests_on_ten_images_a_day_give_exactly_ten(
+    serve: ServeFactory,
+) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    _, secret = create_key(server, "team", images_per_day=10)
+    mock = server.state.find_provider(MockProvider)
+    assert mock is not None
+    before = mock.calls
+
+    responses = asyncio.run(_burst(server, secret, 40))
+
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses.count(200) == 10 and statuses.count(429) == 30
+    assert mock.calls - before == 10  # nothing was sent upstream for a refusal
+    now = time.time()
+    for refused in (r for r in responses if r.status_code == 429):
+        error = refused.json()["error"]["imagegen_bridge"]
+        assert error["code"] == "rate_limited" and error["details"]["windows"] == ["day"]
+        # Retry-After points at the next UTC midnight.
+        reset = error["details"]["reset_at"]
+        assert reset % 86_400 == 0 and 0 < reset - now <= 86_400
+        assert abs(int(refused.headers["retry-after"]) - (reset - now)) <= 5
+        assert refused.headers["x-imagebridge-images-remaining-day"] == "0"
+    with as_key(server, secret) as client:
+        listed = client.get("/v1/jobs")
+    assert listed.headers["x-imagebridge-images-limit-day"] == "10"
+    assert listed.headers["x-imagebridge-images-remaining-day"] == "0"
+    with admin(server) as client:
+        usage = client.get("/v1/usage", params={"key": "team"}).json()
+    (row,) = usage["data"]
+    assert (row["requested"], row["delivered"], row["failed"], row["key_name"]) == (
+        10,
+        10,
+        0,
+        "team",
+    )
+
+
+def test_every_answer_to_a_key_carries_its_remaining_images(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    _, secret = create_key(server, "ann", images_per_day=5, images_per_month=7)
+    with as_key(server, secret) as client:
+        made = client.post("/v1/images", json={**BODY, "parameters": {"n": 2}})
+        other = client.get("/v1/providers")
+        missing = client.get("/v1/jobs/00000000-0000-7000-8000-000000000000")
+    assert made.status_code == 200
+    assert made.headers["x-imagebridge-images-remaining-day"] == "3"
+    assert made.headers["x-imagebridge-images-remaining-month"] == "5"
+    assert "x-imagebridge-images-remaining-week" not in made.headers  # no weekly limit
+    for answer in (other, missing):
+        assert answer.headers["x-imagebridge-images-remaining-day"] == "3"
+    with admin(server) as client:
+        assert "x-imagebridge-images-remaining-day" not in client.get("/v1/providers").headers
+
+
+def test_a_failed_image_gives_its_reservation_back(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    _, secret = create_key(server, "bea", images_per_day=2)
+    failing = {**BODY, "prompt": "[mock:fail=upstream] a fox"}
+    with as_key(server, secret) as client:
+        failed = client.post("/v1/images", json=failing)
+        partial = client.post(
+            "/v1/images",
+            json={
+                **BODY,
+                "prompt": "[mock:fail-output=1] a fox",
+                "parameters": {"n": 2, "failure_policy": "best_effort"},
+            },
+        )
+    assert failed.status_code >= 500
+    assert failed.headers["x-imagebridge-images-remaining-day"] == "2"
+    assert partial.status_code == 200 and len(partial.json()["data"]) == 1
+    assert partial.headers["x-imagebridge-images-remaining-day"] == "1"
+    with admin(server) as client:
+        rows = client.get("/v1/usage").json()["data"]
+    assert [(r["requested"], r["delivered"], r["failed"], r["unknown"]) for r in rows] == [
+        (3, 1, 2, 0)
+    ]
+
+
+def test_admin_api_is_admin_only_and_never_shows_secrets(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    key_id, secret = create_key(server, "cid")
+    with as_key(server, secret) as client:
+        assert client.get("/v1/keys").status_code == 403
+        assert client.post("/v1/keys", json={"name": "evil"}).status_code == 403
+        assert client.get("/v1/usage").status_code == 403
+    with admin(server) as client:
+        listed = client.get("/v1/keys")
+        shown = client.get(f"/v1/keys/{key_id}")
+        assert client.get("/v1/keys/key_nope").status_code == 404
+        taken = client.post("/v1/keys", json={"name": "cid"})
+        unknown = client.post("/v1/keys", json={"name": "dan", "colour": "red"})
+        patched = client.patch(f"/v1/keys/{key_id}", json={"images_per_week": 3})
+    assert listed.status_code == 200 and [k["name"] for k in listed.json()["data"]] == ["cid"]
+    assert secret not in listed.text + shown.text + patched.text
+    assert taken.status_code == 422 and unknown.status_code == 422
+    assert patched.json()["images_per_week"] == 3
+    assert patched.json()["remaining"]["week"]["remaining"] == 3
+    with server.client() as anonymous:
+        assert anonymous.get("/v1/providers").status_code == 401
+
+
+def test_revoked_and_expired_keys_are_refused_at_once(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    key_id, secret = create_key(server, "eve")
+    other_id, other = create_key(server, "fay")
+    with as_key(server, secret) as client:
+        assert client.get("/v1/providers").status_code == 200
+    with admin(server) as client:
+        assert client.delete(f"/v1/keys/{key_id}").json()["state"] == "revoked"
+        expired = client.patch(f"/v1/keys/{other_id}", json={"expires_at": int(time.time()) - 1})
+    assert expired.json()["state"] == "expired"
+    for refused in (secret, other):
+        with as_key(server, refused) as client:
+            answer = client.get("/v1/providers")
+        assert answer.status_code == 401
+        assert refused not in answer.text
+
+
+def test_a_key_uses_only_its_allowed_providers(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    _, secret = create_key(server, "gus", providers=["codex-responses"], images_per_day=1)
+    with as_key(server, secret) as client:
+        refused = client.post("/v1/images", json=BODY)
+    assert refused.status_code == 403
+    assert refused.headers["x-imagebridge-images-remaining-day"] == "1"
+
+
+def test_failed_authentications_from_one_address_are_slowed(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, "server.keys.auth_failure_limit=3", env=ENV)
+    with server.client(headers={"authorization": "Bearer ibk_wrong"}) as client:
+        statuses = [client.get("/v1/providers").status_code for _ in range(4)]
+    assert statuses == [401, 401, 401, 429]
+    with admin(server) as client:  # refused before any secret is checked
+        limited = client.get("/v1/providers")
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) <= 60
+
+
+def test_keys_work_with_jobs_disabled_and_revocation_reaches_another_instance(
+    serve: ServeFactory, tmp_path: Any
+) -> None:
+    database = tmp_path / "shared-keys.sqlite3"
+    sets = (*KEYS_ON, f'server.jobs.database="{database}"', "server.jobs.enabled=false")
+    first = serve(*sets, env=ENV)
+    second = serve(*sets, env=ENV)
+    key_id, secret = create_key(first, "hal", images_per_day=1)
+    with as_key(second, secret) as client:
+        assert client.post("/v1/images", json=BODY).status_code == 200
+    with as_key(first, secret) as client:
+        assert client.post("/v1/images", json=BODY).status_code == 429  # the shared quota
+    with admin(first) as client:
+        client.delete(f"/v1/keys/{key_id}")
+    started = time.monotonic()
+    with as_key(second, secret) as client:
+        assert client.get("/v1/providers").status_code == 401
+    assert time.monotonic() - started < 1.0
+
+
+def test_the_admin_api_is_in_the_openapi_document_without_colliding_names(
+    serve: ServeFactory,
+) -> None:
+    import json
+    from pathlib import Path
+
+    original = json.loads(
+        (
+            Path(__file__).parents[1] / "fixtures" / "contract" / "imagegen-bridge-v1.openapi.json"
+        ).read_text()
+    )
+    theirs = {
+        op["operationId"] for item in original["paths"].values() for op in item.values()
+    } | set(original["components"]["schemas"])
+    server = serve(*KEYS_ON, env=ENV)
+    with admin(server) as client:
+        document = client.get("/v1/openapi.json").json()
+    ours = {
+        (method, path): op["operationId"]
+        for path, item in document["paths"].items()
+        for method, op in item.items()
+        if path.startswith(("/v1/keys", "/v1/usage"))
+    }
+    assert ours == {
+        ("get", "/v1/keys"): "listBridgeKeys",
+        ("post", "/v1/keys"): "createBridgeKey",
+        ("get", "/v1/keys/{id}"): "getBridgeKey",
+        ("patch", "/v1/keys/{id}"): "updateBridgeKey",
+        ("delete", "/v1/keys/{id}"): "revokeBridgeKey",
+        ("post", "/v1/keys/{id}/rotate"): "rotateBridgeKey",
+        ("get", "/v1/usage"): "listBridgeKeyUsage",
+    }
+    assert not set(ours.values()) & theirs
+    assert not any(path.startswith("/v1/keys") for path in original["paths"])

@@ -155,6 +155,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mcp": ("mcp", "Run the MCP server (tools for Claude, Cursor, VS Code, Codex …)."),
     "login": ("accounts", "Sign in to ChatGPT; the bridge keeps and refreshes the login."),
     "accounts": ("accounts", "The bridge's own logins (list, status, remove)."),
+    "keys": ("keys", "Named API keys with image quotas (create, list, revoke, usage …)."),
 }
 """Command → (defining module in :mod:`imagebridge.cli.commands`, one-line summary)."""
 

@@ -1,7 +1,9 @@
 """The API-key store's logic, shared by both backends: its SQL, rows and audit trail.
 
 Each backend supplies one primitive, :meth:`KeyStoreBase._script`: run a list of statements
-(named ``:param`` placeholders) in one transaction and return the first one's rows as dicts.
+(named ``:param`` placeholders) in one transaction and return the first one's rows as dicts;
+the later statements (the audit entry) run only when the first one returned a row, so a
+refused change leaves no trace.
 Everything else — the statements, the checks, turning rows into records — is here, so SQLite
 and PostgreSQL give the same answers.
 

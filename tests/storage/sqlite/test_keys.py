@@ -185,6 +185,12 @@ async def test_update_rotate_and_audit(path: Path) -> None:
         assert await store.find(hash_secret(secret)) is None
         assert await store.find(hash_secret(new_secret)) is not None
         await store.revoke(key_id, actor="cli")
+        with pytest.raises(BridgeError):  # a refused change is not audited
+            await store.rotate(
+                key_id, secret_hash=hash_secret(mint_secret()), prefix="x", actor="cli"
+            )
+        with pytest.raises(BridgeError):
+            await _create(store, "hank", KeyLimits())
         entries = await store.audit()
         assert [(e.action, e.actor, e.key_name) for e in entries] == [
             ("create", "admin", "hank"),

@@ -114,7 +114,7 @@ class PostgresKeyStore(KeyStoreBase, StoreLifecycle[PostgresDatabase]):
             async with conn.cursor(row_factory=dict_row) as cursor:
                 await cursor.execute(_pg(statements[0][0]), dict(statements[0][1]))
                 first = await cursor.fetchall() if cursor.description is not None else []
-            for sql, params in statements[1:]:
+            for sql, params in statements[1:] if first else ():
                 await conn.execute(_pg(sql), dict(params))
             return first
 

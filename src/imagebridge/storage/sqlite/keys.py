@@ -87,7 +87,7 @@ class SqliteKeyStore(KeyStoreBase, StoreLifecycle[SqliteDatabase]):
                 return _rows(conn, *statements[0])
             with immediate(conn):
                 first = _rows(conn, *statements[0])
-                for sql, params in statements[1:]:
+                for sql, params in statements[1:] if first else ():
                     conn.execute(sql, dict(params))
             return first
 

@@ -1,0 +1,59 @@
+"""A key's reservation against the Codex backend mock: a definite failure gives the image
+back, an unknown outcome (the mock stalls, or drops the connection mid-stream, after the
+request was sent: it may have been billed) keeps it (docs/keys.md, quota rules)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.server.conftest import ServeFactory
+from tests.server.test_keys import ENV, KEYS_ON, admin, as_key, create_key
+from tests.support.codex_backend import (
+    BRIDGE_ACCOUNT,
+    BRIDGE_TOKEN,
+    CodexBackend,
+    bridge_sets,
+    write_codex_auth,
+)
+
+BODY = {"operation": "generate", "prompt": "a red fox", "timeout_ms": 3000}
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "kept"),
+    [("http_400", False), ("stall", True), ("disconnect_mid_stream", True)],
+)
+def test_a_failure_gives_back_and_an_unknown_outcome_keeps_the_reservation(
+    serve: ServeFactory,
+    codex_backend: CodexBackend,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    behaviour: str,
+    kept: bool,
+) -> None:
+    home = tmp_path / "codex-home"
+    write_codex_auth(home, access_token=BRIDGE_TOKEN, account_id=BRIDGE_ACCOUNT)
+    monkeypatch.setenv("CODEX_HOME", str(home))  # the login is read from the process
+    sets = [s for s in bridge_sets(codex_backend, tmp_path) if not s.startswith("inputs.")]
+    server = serve(
+        *KEYS_ON,
+        *sets,
+        "providers.codex_responses.enabled=true",
+        'default_provider="codex-responses"',
+        env=ENV,
+    )
+    _, secret = create_key(server, "kim", images_per_day=3)
+    codex_backend.set_default(behaviour)
+    with as_key(server, secret) as client:
+        answer = client.post("/v1/images", json=BODY)
+    assert answer.status_code >= 400
+    error = answer.json()["error"]["imagegen_bridge"]
+    assert (error.get("details", {}).get("outcome") == "unknown") is kept
+    assert codex_backend.calls("responses") >= 1  # it was sent upstream
+    remaining = answer.headers["x-imagebridge-images-remaining-day"]
+    assert remaining == ("2" if kept else "3")
+    with admin(server) as client:
+        (row,) = client.get("/v1/usage").json()["data"]
+    assert (row["requested"], row["failed"], row["unknown"]) == ((1, 0, 1) if kept else (1, 1, 0))

@@ -236,3 +236,59 @@ def test_the_admin_api_is_in_the_openapi_document_without_colliding_names(
     }
     assert not set(ours.values()) & theirs
     assert not any(path.startswith("/v1/keys") for path in original["paths"])
+
+
+def _wait_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed", "cancelled", "interrupted"):
+            return job
+        time.sleep(0.05)
+    raise AssertionError("job did not finish")
+
+
+def test_a_key_never_sees_another_keys_jobs_artifacts_sessions_or_changes_presets(
+    serve: ServeFactory,
+) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    _, owner_secret = create_key(server, "owner", images_per_day=5)
+    _, other_secret = create_key(server, "other")
+    session = {"mode": "persistent", "key": "my-story"}
+    with as_key(server, owner_secret) as owner, as_key(server, other_secret) as other:
+        job = owner.post("/v1/jobs", json={**BODY, "session": session}).json()
+        done = _wait_job(owner, job["id"])
+        assert done["status"] == "succeeded"
+        artifact = done["result"]["data"][0]["id"]
+        assert done["result"]["session"]["key"] == "my-story"  # as the caller named it
+        job_id = job["id"]
+        assert owner.get(f"/v1/artifacts/{artifact}").status_code == 200
+        assert owner.get("/v1/sessions/my-story", params={"provider": "mock"}).status_code == 200
+        # Every route that takes an id answers the other key as if it did not exist.
+        for method, path in (
+            ("GET", f"/v1/jobs/{job_id}"),
+            ("PATCH", f"/v1/jobs/{job_id}"),
+            ("DELETE", f"/v1/jobs/{job_id}"),
+            ("GET", f"/v1/jobs/{job_id}/partial"),
+            ("GET", f"/v1/artifacts/{artifact}"),
+            ("GET", f"/v1/artifacts/{artifact}/thumbnail"),
+        ):
+            body = {"favorite": True} if method == "PATCH" else None
+            answer = other.request(method, path, json=body)
+            assert answer.status_code == 404, (method, path, answer.status_code)
+        assert job_id not in other.get("/v1/jobs").text
+        for method in ("GET", "DELETE"):
+            answer = other.request(method, "/v1/sessions/my-story", params={"provider": "mock"})
+            assert answer.status_code == 404, method
+        assert owner.get("/v1/sessions/my-story", params={"provider": "mock"}).status_code == 200
+        # The same session name on another key is another session.
+        mine = other.post("/v1/images", json={**BODY, "session": session}).json()
+        assert mine["session"]["reused"] is False
+        # Presets are the team's shared templates: a key reads them, only the admin writes.
+        preset = {"name": "house", "template": {"prompt": "a house"}}
+        assert other.post("/v1/presets", json=preset).status_code == 403
+        with admin(server) as boss:
+            assert boss.post("/v1/presets", json=preset).status_code == 201
+        assert other.get("/v1/presets/house").status_code == 200
+        assert other.put("/v1/presets/house", json={"template": {}}).status_code == 403
+        assert other.delete("/v1/presets/house").status_code == 403

@@ -20,7 +20,13 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
-from imagebridge.jobs.keys import KeyService, Reservation, key_id_of_scope
+from imagebridge.jobs.keys import (
+    KeyService,
+    Reservation,
+    key_id_of_scope,
+    scope_request_session,
+    unscope_response_session,
+)
 from imagebridge.jobs.previews import JobKey, PreviewCache
 from imagebridge.jobs.progress import ProgressRelay
 from imagebridge.jobs.shared_mode import CANCEL_REASON, LEASE_LOST_REASON
@@ -90,6 +96,9 @@ class JobRunner:
             cancellation=token,
             events=relay.sink,
         )
+        key_id = key_id_of_scope(scope)
+        if key_id is not None:  # a key's sessions live in its own namespace
+            request = scope_request_session(request, key_id)
         try:
             reservation = await self._reserve(scope, request)
         except BridgeError as error:
@@ -107,6 +116,8 @@ class JobRunner:
             await relay.close()
         if reservation is not None:
             await self._settle(reservation, request, outcome)
+        if key_id is not None and isinstance(outcome, ImageResponse):
+            outcome = unscope_response_session(outcome, key_id)
         return outcome
 
     async def _reserve(self, scope: str, request: ImageRequest) -> Reservation | None:

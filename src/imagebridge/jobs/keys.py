@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.request import ImageRequest
+from imagebridge.contract.response import ImageResponse
 from imagebridge.storage.interfaces import KeyStore
 from imagebridge.storage.records import KeyAuditEntry, KeyRecord, KeyUsage
 from imagebridge.storage.rules.keys import (
@@ -45,6 +47,9 @@ __all__ = [
     "key_id_of_scope",
     "key_scope",
     "remaining_images",
+    "scope_request_session",
+    "scope_session_key",
+    "unscope_response_session",
 ]
 
 KEY_SCOPE_PREFIX = "key:"
@@ -287,3 +292,35 @@ def _quota_refusal(record: KeyRecord, n: int, windows: Windows) -> BridgeError:
             "retry_after_ms": max(1, reset - windows.now) * 1000,
         },
     )
+
+
+def _scoped_key(key_id: str, session_key: str) -> str:
+    return f"{key_id}/{session_key}"
+
+
+def scope_session_key(key_id: str, session_key: str) -> str:
+    """The stored name of a key's session ``session_key``: ``<key id>/<session key>``.
+
+    A key's sessions live in its own namespace, so another key using the same session
+    name neither continues nor reads nor deletes its thread.
+    """
+    return _scoped_key(key_id, session_key)
+
+
+def scope_request_session(request: ImageRequest, key_id: str) -> ImageRequest:
+    """``request`` with its session key moved into the key's namespace."""
+    session = request.session
+    if session.key is None:
+        return request
+    scoped = session.model_copy(update={"key": _scoped_key(key_id, session.key)})
+    return request.model_copy(update={"session": scoped})
+
+
+def unscope_response_session(response: ImageResponse, key_id: str) -> ImageResponse:
+    """The answer with the key's own session name back (as the caller sent it)."""
+    session = response.session
+    prefix = _scoped_key(key_id, "")
+    if session is None or session.key is None or not session.key.startswith(prefix):
+        return response
+    plain = session.model_copy(update={"key": session.key[len(prefix) :]})
+    return response.model_copy(update={"session": plain})

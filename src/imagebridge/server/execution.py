@@ -27,7 +27,12 @@ from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import EventSink
 from imagebridge.engine.registry import is_provider_name
 from imagebridge.engine.validation import validate_request
-from imagebridge.jobs.keys import KeyService, Reservation
+from imagebridge.jobs.keys import (
+    KeyService,
+    Reservation,
+    scope_request_session,
+    unscope_response_session,
+)
 from imagebridge.server.auth import quota_headers
 from imagebridge.server.context import OperationOutcome, RequestContext, request_context
 from imagebridge.server.errors import provider_not_found
@@ -149,6 +154,10 @@ async def execute_image(
             link_base=str(request.base_url),
         )
         checked = image_request
+        principal = context.principal
+        key = principal.key if principal is not None else None
+        if key is not None:  # a key's sessions live in its own namespace
+            checked = scope_request_session(image_request, key.id)
 
         async def run() -> ImageResponse:
             work = state.runtime.execute(checked, execution)
@@ -156,10 +165,9 @@ async def execute_image(
                 return await _until_disconnect(request, token, work)
             return await work
 
-        principal = context.principal
-        key = principal.key if principal is not None else None
         if key is not None and state.access.keys is not None:
             response = await _run_on_key(state, state.access.keys, key, context, checked, run)
+            response = unscope_response_session(response, key.id)
         else:
             response = await run()
     except BridgeError as error:

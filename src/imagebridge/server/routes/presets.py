@@ -1,4 +1,9 @@
-"""Presets: named request templates, global to the bridge."""
+"""Presets: named request templates, global to the bridge.
+
+With named API keys (docs/keys.md) presets are the team's shared templates: every key may
+list, read and use them, only the admin may create, replace or delete one (403 for a key),
+so no key can change or remove a template another person relies on.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from imagebridge.contract.presets import (
     ImagePresetWrite,
 )
 from imagebridge.jobs import PresetService
+from imagebridge.server.context import request_context
 from imagebridge.server.openapi import ERROR_RESPONSES, json_request_body, query_parameter
 from imagebridge.server.query import (
     MAX_CURSOR_CHARS,
@@ -27,6 +33,12 @@ router = protected_router(tags=["presets"])
 
 _INVALID_QUERY = "preset query parameters are invalid"
 _DECODE = "request body must be valid preset JSON"
+
+
+def _admin_only(request: Request) -> None:
+    principal = request_context(request).principal
+    if principal is not None and not principal.admin:
+        raise BridgeError(ErrorCode.PERMISSION_DENIED, "only the admin key may change presets")
 
 
 def service(request: Request) -> PresetService:
@@ -62,6 +74,7 @@ async def list_presets(request: Request) -> Response:
 )
 async def create_preset(request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
+    _admin_only(request)
     body = await decode_body(ImagePresetCreate, request, _DECODE)
     preset = await service(request).create(body)
     response = json_response(preset, status_code=201)
@@ -87,6 +100,7 @@ async def get_preset(name: str, request: Request) -> Response:
 )
 async def replace_preset(name: str, request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
+    _admin_only(request)
     body = await decode_body(ImagePresetWrite, request, _DECODE)
     return json_response(await service(request).replace(name, body))
 
@@ -99,5 +113,6 @@ async def replace_preset(name: str, request: Request) -> Response:
 )
 async def delete_preset(name: str, request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
+    _admin_only(request)
     await service(request).delete(name)
     return Response(status_code=204)

@@ -10,6 +10,8 @@ from imagebridge.contract.response import SessionMetadata
 from imagebridge.engine.provider import Provider
 from imagebridge.engine.registry import is_provider_name
 from imagebridge.engine.validation import has_control_characters
+from imagebridge.jobs.keys import scope_session_key
+from imagebridge.server.context import request_context
 from imagebridge.server.errors import provider_not_found
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter
 from imagebridge.server.query import strict_query
@@ -19,6 +21,14 @@ from imagebridge.server.state import bridge_state
 router = protected_router(tags=["sessions"])
 
 _QUERY = [query_parameter("provider", {"type": "string"})]
+
+
+def _stored_key(request: Request, key: str) -> str:
+    """A key's sessions are in its own namespace (docs/keys.md, scope)."""
+    principal = request_context(request).principal
+    if principal is not None and principal.key is not None:
+        return scope_session_key(principal.key.id, key)
+    return key
 
 
 def _session_target(request: Request, key: str) -> Provider:
@@ -45,9 +55,11 @@ def _session_target(request: Request, key: str) -> Provider:
 async def get_session(key: str, request: Request) -> Response:
     provider = _session_target(request, key)
     try:
-        metadata = await provider.get_session(key)
+        metadata = await provider.get_session(_stored_key(request, key))
     except BridgeError as error:
         raise error.with_provider(provider.name) from None
+    if metadata.key is not None and metadata.key != key:
+        metadata = metadata.model_copy(update={"key": key})
     return json_response(metadata)
 
 
@@ -61,7 +73,7 @@ async def get_session(key: str, request: Request) -> Response:
 async def delete_session(key: str, request: Request) -> Response:
     provider = _session_target(request, key)
     try:
-        await provider.delete_session(key)
+        await provider.delete_session(_stored_key(request, key))
     except BridgeError as error:
         raise error.with_provider(provider.name) from None
     return Response(status_code=204)

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.types import Receive
 
-from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken

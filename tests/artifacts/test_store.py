@@ -62,6 +62,11 @@ def markers(root: Path) -> list[str]:
     return sorted(os.listdir(root / OWNERSHIP_DIRECTORY))
 
 
+def marker_files(root: Path) -> list[str]:
+    """The ownership markers proper (crash-leftover temp files aside)."""
+    return [name for name in markers(root) if not name.startswith(TEMP_PREFIX)]
+
+
 def artifact_error(call: Callable[[], object]) -> BridgeError:
     with pytest.raises(BridgeError) as caught:
         call()
@@ -434,12 +439,12 @@ def failing(real: Callable[..., Any], fail_on: set[int]) -> Callable[..., Any]:
 @pytest.mark.parametrize(
     ("function", "fail_on"),
     [
-        ("link", {1}),  # the artifact never gets its name
         ("fsync", {1}),  # the artifact's data never reaches the disk
-        ("fsync", {2}),  # the directory entry is not durable
-        ("link", {2}),  # the ownership marker cannot be published
-        ("fsync", {3}),  # the marker's data never reaches the disk
-        ("fsync", {4}),  # the ownership directory entry is not durable
+        ("fsync", {2}),  # the marker's data never reaches the disk
+        ("link", {1}),  # the ownership marker cannot be published
+        ("fsync", {3}),  # the ownership directory entry is not durable
+        ("link", {2}),  # the artifact never gets its name (its marker is withdrawn)
+        ("fsync", {4}),  # the artifact's directory entry is not durable
     ],
 )
 def test_a_crash_during_publication_leaves_nothing_visible(
@@ -495,46 +500,55 @@ def temp_files(root: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("directory", [None, "gallery/2024"])
-def test_a_process_killed_between_write_and_link_leaves_no_artifact(
+def test_a_process_killed_before_the_marker_is_linked_leaves_only_temp_files(
     root: Path, directory: str | None
 ) -> None:
-    """A real crash runs no cleanup: the process dies the moment the name would be given.
+    """A real crash runs no cleanup: the process dies the moment the marker would be named.
 
-    The hidden temp file it leaves is kept while a live writer could still own it and
-    removed by the next cleanup once it is older than the grace period.
+    The hidden temp files it leaves (the image's and the marker's) are kept while a live
+    writer could still own them and removed by the next cleanup after the grace period.
     """
     _publish_and_die_at_link(root, directory, link_call=1)
     leftovers = visible_files(root)
     assert len(leftovers) == 1 and os.path.basename(leftovers[0]).startswith(TEMP_PREFIX)
     assert os.path.dirname(leftovers[0]) == (directory or "")
-    assert markers(root) == []
+    assert marker_files(root) == []
+    assert len(temp_files(root)) == 2  # the image's and the marker's
     store = ArtifactStore(root)
     young = store.cleanup()
-    assert (young.scanned, young.stale_temp_files, young.stale_temp_files_removed) == (0, 0, 0)
+    assert (young.stale_temp_files, young.stale_temp_files_removed) == (0, 0)
     assert visible_files(root) == leftovers
-    assert store.repair_orphans(10, apply=False).scanned == 0
+    assert store.repair_orphans(10, apply=False).orphaned_records == 0
     after_grace = time.time() + DEFAULT_STALE_TEMP_SECS + 5
     report = store.cleanup(now=after_grace)
-    assert (report.scanned, report.stale_temp_files, report.stale_temp_files_removed) == (0, 1, 1)
+    assert (report.deleted, report.stale_temp_files, report.stale_temp_files_removed) == (0, 2, 2)
     assert not report.temp_scan_limit_reached
-    assert visible_files(root) == []
+    assert visible_files(root) == [] and temp_files(root) == []
     expected = f"{directory}/crash.png" if directory else "crash.png"
     published = publish(store, filename="crash.png", directory=directory)
     assert published.name == expected  # the name was never taken
 
 
-def test_a_process_killed_before_its_marker_is_linked_leaves_a_removable_marker_temp(
-    root: Path,
+@pytest.mark.parametrize("directory", [None, "gallery/2024"])
+def test_a_process_killed_before_the_artifact_is_linked_leaves_a_marker_repair_removes(
+    root: Path, directory: str | None
 ) -> None:
-    _publish_and_die_at_link(root, None, link_call=2)
-    assert visible_files(root) == ["crash.png"]  # published but unowned: never deleted
-    leftovers = temp_files(root)
-    assert len(leftovers) == 1 and leftovers[0].startswith(OWNERSHIP_DIRECTORY + "/")
+    """The marker is durable before the image gets its name, so no file is ever unowned:
+    a crash in between leaves a marker naming a missing file, which repair removes (a live
+    publication holds the ownership lock over that window, so repair never sees one)."""
+    _publish_and_die_at_link(root, directory, link_call=2)
+    assert [os.path.basename(f)[: len(TEMP_PREFIX)] for f in visible_files(root)] == [TEMP_PREFIX]
+    assert len(marker_files(root)) == 1
     store = ArtifactStore(root)
-    report = store.cleanup(now=time.time() + DEFAULT_STALE_TEMP_SECS + 5, max_age_secs=0)
-    assert (report.scanned, report.deleted, report.stale_temp_files_removed) == (0, 0, 1)
-    assert temp_files(root) == []
-    assert visible_files(root) == ["crash.png"]
+    report = store.repair_orphans(10, apply=True)
+    assert (report.orphaned_records, report.repaired, report.stale_temp_files) == (1, 1, 0)
+    assert marker_files(root) == []
+    after_grace = time.time() + DEFAULT_STALE_TEMP_SECS + 5
+    swept = store.repair_orphans(10, apply=True, now=after_grace)
+    assert (swept.orphaned_records, swept.stale_temp_files_removed) == (0, 1)
+    assert visible_files(root) == [] and temp_files(root) == []
+    expected = f"{directory}/crash.png" if directory else "crash.png"
+    assert publish(store, filename="crash.png", directory=directory).name == expected
 
 
 def _leave_temp(directory: Path, data: bytes = b"partial") -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import secrets
@@ -26,6 +27,7 @@ __all__ = [
     "fsync_dir",
     "is_temp_name",
     "link_noclobber",
+    "locked",
     "open_child_dir",
     "open_dir",
     "open_parent",
@@ -194,3 +196,15 @@ def fsync_dir(dir_fd: int) -> None:
 def remove_quietly(dir_fd: int, name: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(name, dir_fd=dir_fd)
+
+
+@contextlib.contextmanager
+def locked(dir_fd: int, *, exclusive: bool) -> Iterator[None]:
+    """Hold ``flock`` on a directory: publishers share it from a marker to its file's name,
+    repair takes it alone to decide that a marker's file is missing (every process, every
+    open of the directory counts; a killed holder's lock goes with it)."""
+    fcntl.flock(dir_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    try:
+        yield
+    finally:
+        fcntl.flock(dir_fd, fcntl.LOCK_UN)

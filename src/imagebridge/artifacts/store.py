@@ -37,7 +37,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,8 @@ from imagebridge.artifacts.temp_sweep import (
 )
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine.crash_points import crash_point
+from imagebridge.engine.storage_faults import STORAGE_HEALTH, disk_fault, disk_fault_reason
 from imagebridge.imaging.ids import canonical_uuid, uuid7
 from imagebridge.imaging.inspect import (
     MAX_THUMBNAIL_EDGE,
@@ -104,6 +106,15 @@ def _artifact_error(message: str, **details: Any) -> BridgeError:
 
 def _not_found() -> BridgeError:
     return _artifact_error(_NOT_FOUND)
+
+
+def _write_error(message: str, exc: BaseException, **details: Any) -> BridgeError:
+    """A failed write: a storage fault (full disk, I/O error, read-only) says so in
+    ``details.reason``; anything else keeps the plain ``artifact`` error."""
+    reason = disk_fault_reason(exc)
+    if reason is not None:
+        return disk_fault(ErrorCode.ARTIFACT, message, reason, "artifacts", retryable=False)
+    return _artifact_error(message, **details)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +170,16 @@ class RepairReport:
     stale_temp_files: int = 0
     stale_temp_files_removed: int = 0
     temp_scan_limit_reached: bool = False
+
+
+def _taken(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _json_object(encoded: bytes) -> bool:
@@ -289,32 +310,31 @@ class ArtifactStore:
             if filename is not None and policy is ArtifactCollisionPolicy.SUFFIX
             else 1
         )
+        marker = Marker(
+            id=artifact_id,
+            name="",
+            created_at=int(self._clock()),
+            sha256=info.sha256,
+            owner=owner,
+            sidecar_name=None,
+            sidecar_sha256=None,
+        )
         with self._root_fds() as (root_fd, own_fd):
             dir_fd = self._publication_dir(root_fd, directory)
             try:
-                basename = self._link_new_file(dir_fd, data, requested, attempts)
-                name = f"{directory}/{basename}" if directory else basename
-                marker = Marker(
-                    id=artifact_id,
-                    name=name,
-                    created_at=int(self._clock()),
-                    sha256=info.sha256,
-                    owner=owner,
-                    sidecar_name=None,
-                    sidecar_sha256=None,
+                basename = self._link_new_file(
+                    dir_fd, own_fd, data, requested, attempts, marker, directory
                 )
+                name = f"{directory}/{basename}" if directory else basename
                 try:
                     _fs.fsync_dir(dir_fd)
                 except OSError as exc:
                     self._unpublish(dir_fd, basename)
-                    raise _artifact_error("could not sync the artifact directory") from exc
-                try:
-                    self._write_marker(own_fd, marker)
-                except BaseException:
-                    self._unpublish(dir_fd, basename)
-                    raise
+                    self._withdraw_marker(own_fd, artifact_id)
+                    raise _write_error("could not sync the artifact directory", exc) from exc
             finally:
                 os.close(dir_fd)
+        STORAGE_HEALTH.succeeded("artifacts")
         return StoredArtifact(artifact_id, name, self._root / name, info)
 
     @staticmethod
@@ -340,26 +360,83 @@ class ArtifactStore:
             ) from exc
         except OSError as exc:
             os.close(fd)
-            raise _artifact_error("could not create output directory component") from exc
+            raise _write_error("could not create output directory component", exc) from exc
         return fd
 
-    def _link_new_file(self, dir_fd: int, data: bytes, requested: str, attempts: int) -> str:
+    def _link_new_file(
+        self,
+        dir_fd: int,
+        own_fd: int,
+        data: bytes,
+        requested: str,
+        attempts: int,
+        marker: Marker,
+        directory: str | None,
+    ) -> str:
+        """Write ``data`` to a temp file, record the marker naming the candidate, then link
+        the candidate name: the marker is durable before the name exists, so a crash at any
+        step leaves a temp file (removed after the grace) or a marker without its file
+        (removed by :meth:`repair_orphans`), never a file nobody owns. Publishers share the
+        ownership directory's lock from marker to name; repair takes it alone."""
         try:
             temp = _fs.write_temp(dir_fd, data, _ARTIFACT_MODE)
         except OSError as exc:
-            raise _artifact_error("could not write artifact") from exc
+            raise _write_error("could not write artifact", exc) from exc
+        crash_point("artifact.temp_written")
         try:
-            for attempt in range(1, attempts + 1):
-                candidate = requested if attempt == 1 else suffixed_filename(requested, attempt)
-                if _fs.link_noclobber(dir_fd, temp, candidate):
-                    return candidate
-        except OSError as exc:
-            raise _artifact_error("could not publish artifact without overwrite") from exc
+            with _fs.locked(own_fd, exclusive=False):
+                linked = self._name_new_file(
+                    dir_fd, own_fd, temp, requested, attempts, marker, directory
+                )
         finally:
             _fs.remove_quietly(dir_fd, temp)
+        if linked is not None:
+            return linked
         if attempts == 1:
             raise _artifact_error("artifact file already exists", name=requested)
         raise _artifact_error("artifact collision suffix limit was reached", name=requested)
+
+    def _name_new_file(
+        self,
+        dir_fd: int,
+        own_fd: int,
+        temp: str,
+        requested: str,
+        attempts: int,
+        marker: Marker,
+        directory: str | None,
+    ) -> str | None:
+        """Record a marker for each candidate name and link it; the name taken, or ``None``
+        when every candidate exists (the marker is withdrawn then, and on any failure)."""
+        recorded = False
+        linked: str | None = None
+        try:
+            for attempt in range(1, attempts + 1):
+                candidate = requested if attempt == 1 else suffixed_filename(requested, attempt)
+                if _taken(dir_fd, candidate):
+                    continue  # no marker for a name already taken (a link may still race)
+                name = f"{directory}/{candidate}" if directory else candidate
+                self._write_marker(own_fd, replace(marker, name=name), replace=recorded)
+                recorded = True
+                crash_point("artifact.marker_written")
+                try:
+                    if _fs.link_noclobber(dir_fd, temp, candidate):
+                        linked = candidate
+                        crash_point("artifact.linked")
+                        return candidate
+                except OSError as exc:
+                    raise _write_error("could not publish artifact without overwrite", exc) from exc
+            return None
+        finally:
+            if linked is None and recorded:
+                self._withdraw_marker(own_fd, marker.id)
+
+    @staticmethod
+    def _withdraw_marker(own_fd: int, artifact_id: str) -> None:
+        """Remove the marker of a publication that did not complete."""
+        _fs.remove_quietly(own_fd, f"{artifact_id}.json")
+        with contextlib.suppress(OSError):
+            _fs.fsync_dir(own_fd)
 
     def _write_marker(self, own_fd: int, marker: Marker, *, replace: bool = False) -> None:
         encoded = marker.encode()
@@ -368,7 +445,7 @@ class ArtifactStore:
         try:
             temp = _fs.write_temp(own_fd, encoded, _MARKER_MODE)
         except OSError as exc:
-            raise _artifact_error("could not write artifact ownership record") from exc
+            raise _write_error("could not write artifact ownership record", exc) from exc
         target = f"{marker.id}.json"
         try:
             if replace:
@@ -376,7 +453,7 @@ class ArtifactStore:
             elif not _fs.link_noclobber(own_fd, temp, target):
                 raise _artifact_error("artifact ownership record already exists")
         except OSError as exc:
-            raise _artifact_error("could not publish artifact ownership record") from exc
+            raise _write_error("could not publish artifact ownership record", exc) from exc
         finally:
             _fs.remove_quietly(own_fd, temp)
         try:
@@ -384,7 +461,7 @@ class ArtifactStore:
         except OSError as exc:
             if not replace:  # a new marker that may not survive a crash is withdrawn
                 _fs.remove_quietly(own_fd, target)
-            raise _artifact_error("could not sync artifact ownership records") from exc
+            raise _write_error("could not sync artifact ownership records", exc) from exc
 
     # -- reading and verification ----------------------------------------------------------
 
@@ -529,7 +606,8 @@ class ArtifactStore:
                         parent, own_fd, marker, sidecar_basename, sidecar_name, encoded
                     )
             except (Unsafe, OSError) as exc:
-                raise _artifact_error("could not write metadata sidecar") from exc
+                raise _write_error("could not write metadata sidecar", exc) from exc
+        STORAGE_HEALTH.succeeded("artifacts")
         return sidecar_name
 
     def _publish_sidecar(
@@ -541,25 +619,34 @@ class ArtifactStore:
         sidecar_name: str,
         encoded: bytes,
     ) -> None:
+        """Temp file, then the marker naming the sidecar, then the sidecar's name: a crash
+        leaves a temp file or a marker naming a missing sidecar (whose reference
+        :meth:`repair_orphans` clears after the grace), never a sidecar nobody owns."""
         temp = _fs.write_temp(parent, encoded, _ARTIFACT_MODE)
-        try:
-            if not _fs.link_noclobber(parent, temp, basename):
-                raise _artifact_error("could not publish metadata sidecar without overwrite")
-        finally:
-            _fs.remove_quietly(parent, temp)
+        linked = False
         updated = marker.with_sidecar(sidecar_name, hashlib.sha256(encoded).hexdigest())
         try:
+            crash_point("sidecar.temp_written")
+            with _fs.locked(own_fd, exclusive=False):
+                self._write_marker(own_fd, updated, replace=True)
+                crash_point("sidecar.marker_written")
+                if not _fs.link_noclobber(parent, temp, basename):
+                    raise _artifact_error("could not publish metadata sidecar without overwrite")
+                linked = True
+            crash_point("sidecar.linked")
             _fs.fsync_dir(parent)
-            self._write_marker(own_fd, updated, replace=True)
         except BaseException:
             current = self._load_marker(own_fd, f"{marker.id}.json")
-            if current == updated:  # replaced but not durable: put the old record back
+            if current == updated:  # put the old record back
                 with contextlib.suppress(BridgeError):
                     self._write_marker(own_fd, marker, replace=True)
-            _fs.remove_quietly(parent, basename)
-            with contextlib.suppress(OSError):
-                _fs.fsync_dir(parent)
+            if linked:
+                _fs.remove_quietly(parent, basename)
+                with contextlib.suppress(OSError):
+                    _fs.fsync_dir(parent)
             raise
+        finally:
+            _fs.remove_quietly(parent, temp)
 
     @staticmethod
     def _encode_sidecar(record: Mapping[str, Any] | bytes) -> bytes:
@@ -695,30 +782,44 @@ class ArtifactStore:
                 marker = self._load_marker(own_fd, filename)
                 if marker is None:
                     report.skipped += 1
-                    continue
-                sidecar = self._sidecar_state(root_fd, marker)
-                if self._read_artifact(root_fd, marker) is not None:
-                    if sidecar in (None, PathState.REGULAR):
-                        report.healthy += 1
-                    elif sidecar is PathState.MISSING:
-                        report.missing_sidecars += 1
-                        if apply:
-                            ok = self._clear_sidecar(root_fd, own_fd, marker)
-                            report.repaired += ok
-                            report.skipped += not ok
-                    else:
-                        report.skipped += 1
-                elif _fs.entry_state(root_fd, marker.name).state is PathState.MISSING:
-                    report.orphaned_records += 1
-                    if sidecar is PathState.INVALID:
-                        report.skipped += 1
-                    elif apply:
-                        ok = self._remove_orphan(root_fd, own_fd, marker)
-                        report.repaired += ok
-                        report.skipped += not ok
+                elif self._verified(root_fd, marker) is not None:
+                    report.healthy += 1
                 else:
-                    report.skipped += 1
+                    # Decided alone: a live publication holds the lock (shared) from its
+                    # marker to its file's name, so a missing file here is a crash's.
+                    with _fs.locked(own_fd, exclusive=True):
+                        self._repair_one(root_fd, own_fd, filename, report, apply)
         return report
+
+    def _repair_one(
+        self, root_fd: int, own_fd: int, filename: str, report: RepairReport, apply: bool
+    ) -> None:
+        marker = self._load_marker(own_fd, filename)
+        if marker is None:
+            report.skipped += 1
+            return
+        sidecar = self._sidecar_state(root_fd, marker)
+        if self._read_artifact(root_fd, marker) is not None:
+            if sidecar in (None, PathState.REGULAR):
+                report.healthy += 1
+            elif sidecar is PathState.MISSING:
+                report.missing_sidecars += 1
+                if apply:
+                    ok = self._clear_sidecar(root_fd, own_fd, marker)
+                    report.repaired += ok
+                    report.skipped += not ok
+            else:
+                report.skipped += 1
+        elif _fs.entry_state(root_fd, marker.name).state is PathState.MISSING:
+            report.orphaned_records += 1
+            if sidecar is PathState.INVALID:
+                report.skipped += 1
+            elif apply:
+                ok = self._remove_orphan(root_fd, own_fd, marker)
+                report.repaired += ok
+                report.skipped += not ok
+        else:
+            report.skipped += 1
 
     def _clear_sidecar(self, root_fd: int, own_fd: int, marker: Marker) -> bool:
         current = self._load_marker(own_fd, f"{marker.id}.json")

@@ -25,6 +25,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest, parse_size
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Normalization
 from imagebridge.engine.decoded import take_decoded
+from imagebridge.engine.storage_faults import DISK_FAULT_REASONS
 from imagebridge.engine.transparency import ChromaPlan
 from imagebridge.imaging.b64 import decode_strict, encode_text, is_canonical
 from imagebridge.imaging.chroma import inspect_transparent_alpha, remove_background
@@ -37,6 +38,8 @@ from imagebridge.imaging.metadata import (
 )
 
 __all__ = [
+    "ARTIFACT_NOT_STORED",
+    "SIDECAR_NOT_STORED",
     "ArtifactLinker",
     "ArtifactSink",
     "MaterializeLimits",
@@ -100,6 +103,12 @@ class ArtifactLinker(Protocol):
         """The link's path and query, relative to the bridge's base address."""
         ...
 
+
+ARTIFACT_NOT_STORED = "artifact_not_stored"
+"""Warning: storage failed (full disk, I/O error) after the image was made and paid for, so
+it is delivered inline as ``b64_json`` instead (``data[i].type`` normalization says why)."""
+SIDECAR_NOT_STORED = "metadata_sidecar_not_stored"
+"""Warning: the artifact was stored but storage failed before its metadata sidecar was."""
 
 C2PA_WARNING = "c2pa_manifest_invalidated"
 """Embedded metadata changed bytes that a C2PA manifest had signed."""
@@ -269,13 +278,17 @@ class Materializer:
                 ]
             )
         projected: list[GeneratedImage] = []
+        unstored: list[Normalization] = []
         if effective.output.response_format in (ResponseFormat.B64_JSON, ResponseFormat.METADATA):
             projected = await _each(
                 [self._project(i, effective, owner, link_base) for i in verified]
             )
         else:  # publication is sequential so collision suffixes stay deterministic
             for image in verified:
-                projected.append(await self._project(image, effective, owner, link_base))
+                projected.append(await self._project(image, effective, owner, link_base, unstored))
+        if unstored:
+            normalizations.extend(unstored)
+            warnings.append(ARTIFACT_NOT_STORED)
         for item in projected:
             budget += self._payload_size(item)
             self._check_budget(budget)
@@ -549,6 +562,8 @@ class Materializer:
         common["warnings"] = list(response.warnings)
         result = response.model_copy(deep=True)
         for item in result.data:
+            if item.type == "b64_json" and ARTIFACT_NOT_STORED in result.warnings:
+                continue  # delivered inline: storage failed, there is nothing to describe
             if item.type != "artifact" or item.id is None or item.name is None:
                 raise _protocol("metadata sidecars require named artifact outputs")
             image: dict[str, Any] = {
@@ -562,9 +577,14 @@ class Materializer:
             }
             if item.generation_ms is not None:
                 image["generation_ms"] = item.generation_ms
-            item.metadata_name = await self.artifacts.attach_metadata(
-                item.id, item.name, {**common, "image": image}
-            )
+            try:
+                item.metadata_name = await self.artifacts.attach_metadata(
+                    item.id, item.name, {**common, "image": image}
+                )
+            except BridgeError as error:
+                if error.details.get("reason") not in DISK_FAULT_REASONS:
+                    raise
+                result.add_warning(SIDECAR_NOT_STORED)  # the image itself is stored
         return result
 
     # -- dimensions ---------------------------------------------------------------------------
@@ -604,8 +624,16 @@ class Materializer:
     # -- projection ---------------------------------------------------------------------------
 
     async def _project(
-        self, image: VerifiedImage, effective: ImageRequest, owner: str, link_base: str | None
+        self,
+        image: VerifiedImage,
+        effective: ImageRequest,
+        owner: str,
+        link_base: str | None,
+        unstored: list[Normalization] | None = None,
     ) -> GeneratedImage:
+        """The delivered item. An ``artifact``/``url`` image whose publication meets a
+        storage fault (the image is made and billed by then) is delivered inline instead,
+        within ``max_response_bytes``, with a normalization appended to ``unstored``."""
         info = image.info
         common: dict[str, Any] = {
             "index": image.index,
@@ -630,15 +658,32 @@ class Materializer:
         await self.check_delivery(effective, link_base)
         assert self.artifacts is not None
         output = effective.output
-        published = await self.artifacts.publish(
-            image.data,
-            expected_format=info.format,
-            owner=owner,
-            filename_prefix=output.filename_prefix,
-            directory=output.directory,
-            filename=output.filename,
-            collision=output.collision,
-        )
+        try:
+            published = await self.artifacts.publish(
+                image.data,
+                expected_format=info.format,
+                owner=owner,
+                filename_prefix=output.filename_prefix,
+                directory=output.directory,
+                filename=output.filename,
+                collision=output.collision,
+            )
+        except BridgeError as error:
+            reason = error.details.get("reason")
+            if unstored is None or reason not in DISK_FAULT_REASONS:
+                raise
+            unstored.append(
+                Normalization(
+                    field=f"data[{image.index}].type",
+                    requested=response_format.value,
+                    effective=ResponseFormat.B64_JSON.value,
+                    reason=f"artifact_storage_{reason}",
+                )
+            )
+            inline = image.encoded
+            if inline is None:
+                inline = await asyncio.to_thread(encode_text, image.data)
+            return GeneratedImage(type="b64_json", b64_json=inline, **common)
         if response_format is ResponseFormat.URL:
             base, links = self.url_base(link_base), self.links
             assert base is not None

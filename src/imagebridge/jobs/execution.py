@@ -19,6 +19,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
+from imagebridge.engine.materialize import ARTIFACT_NOT_STORED
 from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
 from imagebridge.jobs.keys import (
     KeyService,
@@ -55,6 +56,27 @@ def _stored_request(record: JobRecord, route: str | None = None) -> ImageRequest
         return request
     routing = request.routing.model_copy(update={"provider": route})
     return request.model_copy(update={"routing": routing})
+
+
+def _unstored_images(response: ImageResponse) -> BridgeError | None:
+    """The failure of a job whose images storage refused (delivered inline by the engine)
+    and whose result is too large to keep them inline in its row: they are lost, and the
+    job says it ended that way instead of succeeding without them."""
+    if ARTIFACT_NOT_STORED not in response.warnings:
+        return None
+    notes = [n for n in response.normalizations if n.reason.startswith("artifact_storage_")]
+    reason = notes[0].reason.removeprefix("artifact_storage_") if notes else "no_space"
+    return BridgeError(
+        ErrorCode.ARTIFACT,
+        "the job's images were generated but could not be stored, and are too large to "
+        "keep in the job's result",
+        details={
+            "reason": reason,
+            "storage": "artifacts",
+            "outputs_not_stored": len(notes),
+            "provider": response.provider,
+        },
+    )
 
 
 class JobRunner:
@@ -183,11 +205,15 @@ class JobRunner:
             )
             if trimmed:
                 logger.warning("durable job result trimmed to fit", extra={"job_id": job_id})
-            try:
-                await self._store.succeed(scope, job_id, text, now=self._now())
-                return
-            except BridgeError as refused:  # still too large: fail with the store's reason
-                outcome = refused
+            lost = _unstored_images(outcome) if trimmed else None
+            if lost is not None:  # inline images dropped by the trim: say so, not "succeeded"
+                outcome = lost
+            else:
+                try:
+                    await self._store.succeed(scope, job_id, text, now=self._now())
+                    return
+                except BridgeError as refused:  # still too large: fail with the store's reason
+                    outcome = refused
             status = ImageJobStatus.FAILED
         else:
             status = self._failure_status(token)

@@ -26,6 +26,7 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.response import BridgeErrorBody
 from imagebridge.engine.provider import Provider, diagnostics_owner
 from imagebridge.engine.registry import ProviderReadiness
+from imagebridge.engine.storage_faults import STORAGE_HEALTH
 from imagebridge.server.models import (
     CircuitBreakerDiagnostics,
     ConfigurationDiagnostics,
@@ -39,6 +40,7 @@ from imagebridge.server.models import (
     OperatorEventHistory,
     ProviderReadinessStatus,
     RuntimeDiagnostics,
+    StorageDiagnostics,
 )
 from imagebridge.server.state import BridgeState
 
@@ -192,4 +194,5 @@ async def build_extended_diagnostics(
         providers=_readiness(await state.readiness.latest(), runtime.registry.names),
         events=OperatorEventHistory.model_validate(state.events.snapshot()),
         providers_detail=details,
+        storage=StorageDiagnostics.model_validate(STORAGE_HEALTH.snapshot()),
     )

@@ -35,6 +35,8 @@ __all__ = [
     "ProviderReadinessStatus",
     "ReadinessStatus",
     "RuntimeDiagnostics",
+    "StorageAreaFault",
+    "StorageDiagnostics",
 ]
 
 ListenerScope = Literal["loopback", "remote", "embedded", "unknown"]
@@ -157,6 +159,25 @@ class OperatorDiagnostics(ContractModel):
     events: OperatorEventHistory
 
 
+class StorageAreaFault(ContractModel):
+    """The last storage fault of one area (``artifacts``, ``database``, ``staging``)."""
+
+    reason: Literal["no_space", "io_error", "read_only"]
+    since: int
+    """When this fault was first seen (epoch seconds)."""
+    last_seen: int
+    failures: int
+    """Writes it has refused since then."""
+
+
+class StorageDiagnostics(ContractModel):
+    """``degraded`` while a write area has refused a write for a full disk, an I/O error
+    or a read-only filesystem and no write there has succeeded since (reads keep working)."""
+
+    status: Literal["ok", "degraded"]
+    areas: dict[str, StorageAreaFault] = Field(default_factory=dict)
+
+
 class ExtendedDiagnostics(OperatorDiagnostics):
     """``GET /v1/diagnostics/extended``: everything ``/v1/diagnostics`` has, plus
     imagebridge's additions where they belong. The place for any new diagnostic."""
@@ -166,3 +187,5 @@ class ExtendedDiagnostics(OperatorDiagnostics):
     providers_detail: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude_if=omit_empty)
     """Optional per-provider extras (e.g. quota windows) from a provider's
     ``diagnostics()`` hook, keyed by provider name."""
+    storage: StorageDiagnostics = Field(default_factory=lambda: StorageDiagnostics(status="ok"))
+    """The write areas' health: ``degraded`` with each faulty area's reason."""

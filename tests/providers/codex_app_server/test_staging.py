@@ -97,3 +97,34 @@ async def test_sweep_removes_only_old_turn_folders(tmp_path: Path) -> None:
     os.utime(keep, (past, past))
     assert await area.sweep(older_than_seconds=3600) == 1
     assert not old.exists() and fresh.exists() and keep.exists()
+
+
+@pytest.mark.parametrize(("code", "reason"), [(28, "no_space"), (5, "io_error")])
+async def test_a_full_staging_disk_is_a_retryable_clean_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, reason: str
+) -> None:
+    """Staging runs before the turn: nothing was sent upstream, so a retry is safe; the
+    half-written ``.part`` file is gone and the turn's folder is removed."""
+    from imagebridge.engine.storage_faults import STORAGE_HEALTH
+
+    STORAGE_HEALTH.reset()
+    area = StagingArea(tmp_path / "staging")
+    real = os.replace
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(BridgeError) as caught:
+        async with area.batch() as batch:
+            await batch.add(FINAL_PNG)
+    error = caught.value
+    assert (error.code, error.retryable) == (ErrorCode.ARTIFACT, True)
+    assert (error.details["reason"], error.details["storage"]) == (reason, "staging")
+    assert list((tmp_path / "staging").iterdir()) == []
+    assert STORAGE_HEALTH.reasons() == {"staging": reason}
+
+    monkeypatch.setattr(os, "replace", real)
+    async with area.batch() as batch:
+        assert (await batch.add(FINAL_PNG)).read_bytes() == FINAL_PNG
+    assert not STORAGE_HEALTH.degraded

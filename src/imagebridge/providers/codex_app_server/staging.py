@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Self
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine.storage_faults import STORAGE_HEALTH, disk_fault, disk_fault_reason
 from imagebridge.imaging.inspect import sniff_format
 
 __all__ = ["StagedBatch", "StagingArea"]
@@ -155,11 +156,22 @@ class StagedBatch:
                     os.unlink(temporary)
                 raise
         except OSError as error:
+            reason = disk_fault_reason(error)
+            if reason is not None:  # before the turn: nothing was sent, a retry is safe
+                raise disk_fault(
+                    ErrorCode.ARTIFACT,
+                    "cannot write an input image to the staging folder",
+                    reason,
+                    "staging",
+                    retryable=True,
+                    errno=error.errno,
+                ) from None
             raise BridgeError(
                 ErrorCode.ARTIFACT,
                 "cannot write an input image to the staging folder",
                 details={"errno": error.errno},
             ) from None
+        STORAGE_HEALTH.succeeded("staging")
         return target
 
     async def cleanup(self) -> None:

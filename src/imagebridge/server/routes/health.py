@@ -1,15 +1,32 @@
-"""``/health/live`` and ``/health/ready``: public, detail-free, never probe on request."""
+"""``/health/live`` and ``/health/ready``: public, detail-free, never probe on request.
+
+Their bodies are the original's (``{"status": ...}``, decoded strictly by its clients). A
+storage fault (a full disk, an I/O error) does not make the bridge unready, since it still
+serves reads; both answers then carry ``x-imagebridge-storage: degraded; <area>=<reason>``
+(``/v1/diagnostics/extended`` has the details under ``storage``).
+"""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from imagebridge.engine.storage_faults import STORAGE_HEALTH
 from imagebridge.server.models import LiveStatus, ReadinessStatus
 from imagebridge.server.routes import json_response, public_router
 from imagebridge.server.state import bridge_state
 
 router = public_router(tags=["health"])
+
+STORAGE_HEADER = "x-imagebridge-storage"
+
+
+def _with_storage(response: Response) -> Response:
+    reasons = STORAGE_HEALTH.reasons()
+    if reasons:
+        areas = ", ".join(f"{area}={reason}" for area, reason in reasons.items())
+        response.headers[STORAGE_HEADER] = f"degraded; {areas}"
+    return response
 
 
 @router.get(
@@ -18,7 +35,7 @@ router = public_router(tags=["health"])
     responses={200: {"model": LiveStatus, "description": "The process is serving"}},
 )
 async def live() -> Response:
-    return json_response(LiveStatus())
+    return _with_storage(json_response(LiveStatus()))
 
 
 @router.get(
@@ -35,5 +52,5 @@ async def live() -> Response:
 async def ready(request: Request) -> Response:
     state = bridge_state(request)
     if state.readiness.ready and not state.drain.draining:
-        return json_response(ReadinessStatus(status="ready"))
-    return json_response(ReadinessStatus(status="not_ready"), status_code=503)
+        return _with_storage(json_response(ReadinessStatus(status="ready")))
+    return _with_storage(json_response(ReadinessStatus(status="not_ready"), status_code=503))

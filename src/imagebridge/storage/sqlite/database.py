@@ -26,6 +26,14 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine.storage_faults import (
+    IO_ERROR,
+    NO_SPACE,
+    READ_ONLY,
+    STORAGE_HEALTH,
+    disk_fault,
+    disk_fault_reason,
+)
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS
 from imagebridge.storage.records import SchemaStatus
 from imagebridge.storage.rules.schema import (
@@ -95,10 +103,35 @@ def _is_busy(exc: Exception) -> bool:
     )
 
 
+_FAULT_BY_PRIMARY_CODE = {
+    sqlite3.SQLITE_FULL: NO_SPACE,
+    sqlite3.SQLITE_IOERR: IO_ERROR,
+    sqlite3.SQLITE_READONLY: READ_ONLY,
+}
+
+
+def _storage_fault(exc: Exception) -> str | None:
+    """``no_space`` / ``io_error`` / ``read_only`` for SQLite's (or the OS's) disk faults."""
+    primary = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(exc, sqlite3.Error) and isinstance(primary, int):
+        return _FAULT_BY_PRIMARY_CODE.get(primary & 0xFF)
+    return disk_fault_reason(exc)
+
+
 def _translate(exc: Exception, code: ErrorCode, label: str) -> BridgeError:
-    """A clean BridgeError for a SQLite (or other unexpected) failure in a store call."""
+    """A clean BridgeError for a SQLite (or other unexpected) failure in a store call.
+
+    A disk fault (full, I/O error, read-only) is ``internal`` with ``details.reason`` and
+    ``details.storage: "database"`` whatever the store: SQLite rolled the transaction
+    back, so nothing was half-written and the same call may be retried once space returns.
+    """
     if isinstance(exc, BridgeError):
         return exc
+    fault = _storage_fault(exc)
+    if fault is not None:
+        return disk_fault(
+            ErrorCode.INTERNAL, f"{label} could not be written", fault, "database", retryable=True
+        )
     if _is_busy(exc):
         return BridgeError(
             code,
@@ -324,10 +357,14 @@ class SqliteDatabase:
         return self._closed
 
     def _call(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        changes = self._conn.total_changes
         try:
-            return operation(self._conn)
+            result = operation(self._conn)
         except Exception as exc:
             raise _translate(exc, self._code, self._label) from None
+        if self._conn.total_changes != changes:  # a write went through: the disk takes them
+            STORAGE_HEALTH.succeeded("database")
+        return result
 
     async def run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``operation(conn)`` on the worker thread.

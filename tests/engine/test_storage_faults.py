@@ -37,6 +37,14 @@ def _fresh_health() -> Iterator[None]:
     STORAGE_HEALTH.reset()
 
 
+class Links:
+    async def ready(self) -> None:
+        return None
+
+    async def link(self, artifact: Any) -> str:
+        return str(artifact.name)
+
+
 def full_disk(monkeypatch: pytest.MonkeyPatch, code: int = errno.ENOSPC) -> None:
     real = os.write
 
@@ -56,6 +64,7 @@ async def test_a_billed_image_that_cannot_be_stored_is_delivered_inline(
     provider = FakeProvider(caps=ONE)
     runtime, store = _store_runtime(tmp_path, provider)
     runtime.materializer.public_base_url = "https://img.example/a/"
+    runtime.materializer.links = Links()
     full_disk(monkeypatch, code)
 
     response = await runtime.execute(request(output={"response_format": response_format}))

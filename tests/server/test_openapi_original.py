@@ -32,6 +32,8 @@ OUR_COMPONENTS: dict[str, str] = {
     "ExtendedRuntimeDiagnostics": "runtime part of it, with circuit breakers",
     "ExtendedJobManagerDiagnostics": "jobs part of it, with shared-queue state",
     "CircuitBreakerDiagnostics": "one provider's breaker inside ExtendedRuntimeDiagnostics",
+    "StorageDiagnostics": "storage part of ExtendedDiagnostics (full disk, I/O errors)",
+    "StorageAreaFault": "one faulty write area inside StorageDiagnostics",
     "LiveStatus": "GET /health/live body, which the original leaves undocumented",
     "CompatImage": "an item of CompatibleImagesResponse.data, inlined by the original",
     "CompatResponseExtension": "CompatibleImagesResponse.imagegen_bridge, inlined by the original",

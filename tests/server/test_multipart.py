@@ -9,10 +9,12 @@ provider double shows what the engine handed it.
 from __future__ import annotations
 
 import base64
+import io
 from typing import Any
 
 import httpx
 import pytest
+from PIL import Image
 
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import png, with_mock
@@ -37,6 +39,13 @@ def server(serve_module: ServeFactory, recorder: FakeProvider) -> LiveServer:
     return serve_module('default_provider="recorder"', providers=with_mock(recorder))
 
 
+def rgba_png(width: int, height: int) -> bytes:
+    """A mask as OpenAI's rule wants it: the first image's size, with alpha."""
+    buffer = io.BytesIO()
+    Image.new("RGBA", (width, height), (0, 0, 0, 0)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
 def decoded(item: Any) -> bytes:
     data = item.data
     return data if isinstance(data, bytes) else base64.b64decode(data)
@@ -46,7 +55,7 @@ def test_every_file_and_text_part_reaches_the_request(
     server: LiveServer, recorder: FakeProvider
 ) -> None:
     first, second = png(4, 4, (10, 20, 30)), png(5, 5, (40, 50, 60))
-    reference, mask = png(6, 6, (70, 80, 90)), png(4, 4, (0, 0, 0))
+    reference, mask = png(6, 6, (70, 80, 90)), rgba_png(4, 4)
     files = [
         ("image[]", ("first.png", first, "image/png")),
         ("image[]", ("second.png", second, "image/png")),

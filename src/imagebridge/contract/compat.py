@@ -6,7 +6,16 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from imagebridge.contract._base import U8, U64, ContractModel, RequestModel, StrictStr, omit_none
+from imagebridge.contract._base import (
+    U8,
+    U32,
+    U64,
+    ContractModel,
+    RequestModel,
+    StrictBool,
+    StrictStr,
+    omit_none,
+)
 from imagebridge.contract.enums import (
     Background,
     CompatibilityMode,
@@ -20,6 +29,7 @@ from imagebridge.contract.enums import (
     Resolution,
     RevisedPromptPolicy,
 )
+from imagebridge.contract.openai_fields import Translation, translate
 from imagebridge.contract.request import (
     AspectRatio,
     GenerationParameters,
@@ -43,8 +53,11 @@ __all__ = [
     "CompatModel",
     "CompatModelList",
     "CompatResponseExtension",
+    "CompatTokenDetails",
+    "CompatUsage",
     "CompatibleGenerationRequest",
     "compat_response",
+    "compat_usage",
 ]
 
 CompatResponseFormat = Literal["b64_json", "url"]
@@ -68,33 +81,48 @@ class CompatBridgeExtension(RequestModel):
     filename_prefix: StrictStr | None = None
 
 
+OpenAIQuality = Literal["auto", "low", "medium", "high", "xhigh", "max", "standard", "hd"]
+OpenAIOutputFormat = Literal["png", "jpeg", "webp", "gif", "svg"]
+
+
 class CompatibleGenerationRequest(RequestModel):
-    """``POST /v1/images/generations``: OpenAI's fields we honour; anything else is refused."""
+    """``POST /v1/images/generations``: every field of OpenAI's ``images.generate``.
+
+    Each field is passed on, mapped, ignored with a warning or refused by name
+    (:mod:`imagebridge.contract.openai_fields`); an unknown field is refused by name.
+    """
 
     prompt: StrictStr = ""
     model: StrictStr | None = None
     n: U8 | None = None
     size: ImageSize | None = None
-    quality: Quality | None = None
-    output_format: OutputFormat | None = None
+    quality: OpenAIQuality | None = None
+    output_format: OpenAIOutputFormat | None = None
     output_compression: U8 | None = None
     background: Background | None = None
     moderation: Moderation | None = None
     response_format: CompatResponseFormat | None = None
     user: StrictStr | None = None
+    safety_identifier: StrictStr | None = None
+    style: Literal["vivid", "natural"] | None = None
+    complexity: Literal["low", "medium", "high"] | None = None
+    partial_images: U8 | None = None
+    stream: StrictBool | None = None
+    frame_count: U32 | None = None
+    frame_duration_ms: U32 | None = None
+    svg: dict[str, Any] | None = None
     imagegen_bridge: CompatBridgeExtension | None = None
 
-    def to_request(self, *, idempotency_key: str | None = None) -> ImageRequest:
+    def translate(self) -> Translation:
+        """The OpenAI fields' decisions (raises the refusals, naming the field)."""
+        return translate(self.model_dump(exclude={"imagegen_bridge"}))
+
+    def to_request(
+        self, *, idempotency_key: str | None = None, translation: Translation | None = None
+    ) -> ImageRequest:
         ext = self.imagegen_bridge or CompatBridgeExtension()
-        parameters: dict[str, Any] = {}
-        for key in ("n", "size", "quality", "output_format", "output_compression"):
-            value = getattr(self, key)
-            if value is not None:
-                parameters[key] = value
-        for key in ("background", "moderation"):
-            value = getattr(self, key)
-            if value is not None:
-                parameters[key] = value
+        fields = translation or self.translate()
+        parameters: dict[str, Any] = dict(fields.parameters)
         for key in ("aspect_ratio", "resolution", "partial_images", "input_fidelity", "action"):
             value = getattr(ext, key)
             if value is not None:
@@ -128,8 +156,8 @@ class CompatibleGenerationRequest(RequestModel):
             data["session"] = ext.session.model_dump(mode="json")
         if ext.reference_images:
             data["reference_images"] = [i.model_dump(mode="json") for i in ext.reference_images]
-        if self.user is not None:
-            data["user"] = self.user
+        if fields.user is not None:
+            data["user"] = fields.user
         if idempotency_key is not None:
             data["idempotency_key"] = idempotency_key
         return ImageRequest.model_validate(data)
@@ -152,11 +180,80 @@ class CompatResponseExtension(ContractModel):
     warnings: list[StrictStr] = Field(default_factory=list)
 
 
+class CompatTokenDetails(ContractModel):
+    """OpenAI's ``input_tokens_details`` / ``output_tokens_details``."""
+
+    text_tokens: U64
+    image_tokens: U64
+
+
+class CompatUsage(ContractModel):
+    """OpenAI's image ``usage``: totals and their text/image split."""
+
+    input_tokens: U64
+    input_tokens_details: CompatTokenDetails
+    output_tokens: U64
+    output_tokens_details: CompatTokenDetails
+    total_tokens: U64
+
+
 class CompatImagesResponse(ContractModel):
+    """OpenAI's ``ImagesResponse`` (strict decoders accept it) plus ``imagegen_bridge``."""
+
     created: U64
     data: list[CompatImage]
-    usage: Usage | None = Field(default=None, exclude_if=omit_none)
+    background: Literal["transparent", "opaque"] | None = Field(default=None, exclude_if=omit_none)
+    output_format: OutputFormat | None = Field(default=None, exclude_if=omit_none)
+    quality: Literal["low", "medium", "high"] | None = Field(default=None, exclude_if=omit_none)
+    size: StrictStr | None = Field(default=None, exclude_if=omit_none)
+    usage: CompatUsage | None = Field(default=None, exclude_if=omit_none)
     imagegen_bridge: CompatResponseExtension
+
+
+def compat_usage(usage: Usage | None) -> CompatUsage | None:
+    """OpenAI's usage block from the provider's counts; absent when it reported none.
+
+    The text/image split is the provider's (``usage.provider`` counters) where it gave one;
+    otherwise input tokens count as text and output tokens as image.
+    """
+    if usage is None or (usage.input_tokens is None and usage.output_tokens is None):
+        return None
+    counters = usage.provider
+    given_in = usage.input_tokens or 0
+    given_out = usage.output_tokens or 0
+    in_image = min(counters.get("input_image_tokens", 0), given_in)
+    out_text = min(counters.get("output_text_tokens", 0), given_out)
+    return CompatUsage(
+        input_tokens=given_in,
+        input_tokens_details=CompatTokenDetails(
+            text_tokens=given_in - in_image, image_tokens=in_image
+        ),
+        output_tokens=given_out,
+        output_tokens_details=CompatTokenDetails(
+            text_tokens=out_text, image_tokens=given_out - out_text
+        ),
+        total_tokens=usage.total_tokens if usage.total_tokens is not None else given_in + given_out,
+    )
+
+
+_BACKGROUNDS: dict[Background, Literal["transparent", "opaque"]] = {
+    Background.TRANSPARENT: "transparent",
+    Background.OPAQUE: "opaque",
+}
+"""``auto`` has no OpenAI answer value: the key is left out."""
+_QUALITIES: dict[Quality, Literal["low", "medium", "high"]] = {
+    Quality.LOW: "low",
+    Quality.MEDIUM: "medium",
+    Quality.HIGH: "high",
+}
+
+
+def _size(response: ImageResponse) -> str | None:
+    if response.data:
+        first = response.data[0]
+        return f"{first.width}x{first.height}"
+    size = response.effective.size
+    return None if size == "auto" else size
 
 
 def compat_response(response: ImageResponse) -> CompatImagesResponse:
@@ -169,10 +266,15 @@ def compat_response(response: ImageResponse) -> CompatImagesResponse:
         )
         for item in response.data
     ]
+    effective = response.effective
     return CompatImagesResponse(
         created=response.created,
         data=images,
-        usage=response.usage,
+        background=_BACKGROUNDS.get(effective.background),
+        output_format=response.data[0].format if response.data else effective.output_format,
+        quality=_QUALITIES.get(effective.quality),
+        size=_size(response),
+        usage=compat_usage(response.usage),
         imagegen_bridge=CompatResponseExtension(
             id=response.id,
             provider=response.provider,

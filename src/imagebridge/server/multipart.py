@@ -25,21 +25,34 @@ from imagebridge.contract.enums import (
     InputFidelity,
     Moderation,
     Operation,
-    OutputFormat,
-    Quality,
     RevisedPromptPolicy,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.openai_fields import (
+    OPENAI_QUALITIES,
+    REFUSED_FIELDS,
+    Translation,
+    refuse,
+    translate,
+)
 from imagebridge.contract.request import ImageRequest, parse_size
+from imagebridge.imaging.inspect import ainspect_image
 
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks
 
-__all__ = ["MAX_TEXT_PART_BYTES", "EditForm", "build_edit_request", "parse_edit_form"]
+__all__ = [
+    "MAX_TEXT_PART_BYTES",
+    "EditForm",
+    "EditRequest",
+    "build_edit_request",
+    "check_mask",
+    "parse_edit_form",
+]
 
 MAX_TEXT_PART_BYTES = 64 * 1024
 _INLINE_ENCODE_BYTES = 1024 * 1024
-IMAGE_FIELDS = frozenset({"image", "image[]", "reference_image", "mask"})
+IMAGE_FIELDS = frozenset({"image", "image[]", "reference_image", "mask", "markup"})
 TEXT_FIELDS = frozenset(
     {
         "prompt",
@@ -54,6 +67,13 @@ TEXT_FIELDS = frozenset(
         "input_fidelity",
         "response_format",
         "user",
+        "safety_identifier",
+        "style",
+        "complexity",
+        "partial_images",
+        "stream",
+        "frame_count",
+        "frame_duration_ms",
         "provider",
         "negative_prompt",
         "compatibility",
@@ -61,21 +81,33 @@ TEXT_FIELDS = frozenset(
         "session_key",
     }
 )
-_ENUMS: dict[str, type[Any]] = {
-    "quality": Quality,
-    "output_format": OutputFormat,
-    "background": Background,
-    "moderation": Moderation,
-    "input_fidelity": InputFidelity,
+_SVG_PREFIX = "svg["
+"""How OpenAI's SDKs spell the ``svg`` object's keys in a form (``svg[model]``)."""
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "quality": tuple(OPENAI_QUALITIES),
+    "output_format": ("png", "jpeg", "webp", "gif", "svg"),
+    "background": tuple(Background),
+    "moderation": tuple(Moderation),
+    "input_fidelity": tuple(InputFidelity),
+    "style": ("vivid", "natural"),
+    "complexity": ("low", "medium", "high"),
 }
+_INTEGERS = ("n", "output_compression", "partial_images", "frame_count", "frame_duration_ms")
 _POLICY_ENUMS: dict[str, type[Any]] = {
     "compatibility": CompatibilityMode,
     "revised_prompt": RevisedPromptPolicy,
 }
 
 
-def _invalid(message: str) -> BridgeError:
-    return BridgeError.invalid_request(message)
+def _invalid(message: str, param: str | None = None) -> BridgeError:
+    if param is None:
+        return BridgeError.invalid_request(message)
+    return BridgeError.invalid_request(message, field=param)
+
+
+def _field_name(name: str) -> str | None:
+    """A caller's part name fit to echo as ``param`` (bounded, printable)."""
+    return name if len(name) <= 100 and name.isprintable() else None
 
 
 @dataclass(slots=True)
@@ -153,13 +185,17 @@ class _FormCollector:
             name = raw_name.decode("utf-8")
         except UnicodeDecodeError:
             raise _invalid("multipart field is unsupported") from None
+        if name.startswith(_SVG_PREFIX):
+            raise refuse("svg", REFUSED_FIELDS["svg"])
         if name in TEXT_FIELDS:
             if name in self.form.text:
-                raise _invalid("multipart text field must not be repeated")
+                raise _invalid("multipart text field must not be repeated", name)
         elif name in IMAGE_FIELDS:
+            if name == "markup":
+                raise refuse("markup", REFUSED_FIELDS["markup"])
             if name == "mask":
                 if self._mask_seen:
-                    raise _invalid("multipart mask field must not be repeated")
+                    raise _invalid("multipart mask field must not be repeated", "mask")
                 self._mask_seen = True
             raw_filename = options.get(b"filename")
             if raw_filename:
@@ -169,7 +205,7 @@ class _FormCollector:
                 media, _ = parse_options_header(content_type)
                 part.media_type = media.decode("latin-1").lower() or None
         else:
-            raise _invalid("multipart field is unsupported")
+            raise _invalid("multipart field is unsupported", _field_name(name))
         part.name = name
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
@@ -177,7 +213,7 @@ class _FormCollector:
         part.data += data[start:end]
         if part.name in TEXT_FIELDS:
             if len(part.data) > MAX_TEXT_PART_BYTES:
-                raise _invalid("multipart text field exceeds the byte limit")
+                raise _invalid("multipart text field exceeds the byte limit", part.name)
         elif len(part.data) > self.max_image_bytes:
             raise BridgeError(
                 ErrorCode.INPUT,
@@ -193,7 +229,7 @@ class _FormCollector:
             try:
                 self.form.text[part.name] = bytes(part.data).decode("utf-8")
             except UnicodeDecodeError:
-                raise _invalid(f"multipart {part.name} is invalid") from None
+                raise _invalid(f"multipart {part.name} is invalid", part.name) from None
         else:
             self.form.images.append(
                 ImagePart(part.name, bytes(part.data), part.filename, part.media_type)
@@ -229,17 +265,32 @@ async def parse_edit_form(request: Request, *, max_image_bytes: int) -> EditForm
     return collector.form
 
 
+def _choice(name: str, raw: str, choices: tuple[str, ...]) -> str:
+    if raw not in choices:
+        raise _invalid(f"multipart {name} is invalid", name)
+    return raw
+
+
 def _enum_value(name: str, raw: str, enum: type[Any]) -> str:
     try:
         return str(enum(raw).value)
     except ValueError:
-        raise _invalid(f"multipart {name} is invalid") from None
+        raise _invalid(f"multipart {name} is invalid", name) from None
 
 
 def _integer(name: str, raw: str) -> int:
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 3 or int(raw) > 255:
-        raise _invalid(f"multipart {name} is invalid")
-    return int(raw)
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+        raise _invalid(f"multipart {name} is invalid", name)
+    value = int(raw)
+    if name in ("n", "output_compression", "partial_images") and value > 255:
+        raise _invalid(f"multipart {name} is invalid", name)
+    return value
+
+
+def _boolean(name: str, raw: str) -> bool:
+    if raw not in ("true", "false"):
+        raise _invalid(f"multipart {name} must be true or false", name)
+    return raw == "true"
 
 
 async def _encode(data: bytes) -> str:
@@ -252,34 +303,83 @@ async def _encode(data: bytes) -> str:
 
 async def _image_input(part: ImagePart) -> dict[str, Any]:
     item: dict[str, Any] = {"type": "base64", "data": await _encode(part.data)}
-    if part.media_type is not None:
+    if part.media_type is not None and part.media_type.startswith("image/"):
+        # A declared image type is checked against the bytes; application/octet-stream
+        # (what OpenAI's SDKs send for bytes or BytesIO) or no type: the bytes decide.
         item["media_type"] = part.media_type
     if part.filename is not None:
         item["filename"] = part.filename
     return item
 
 
-async def build_edit_request(form: EditForm) -> ImageRequest:
-    """Map the form onto a native ``edit`` request."""
-    sources = [part for part in form.images if part.field in ("image", "image[]")]
-    if not sources:
-        raise _invalid("multipart edit requires at least one image")
-    text = form.text
-    if "prompt" not in text:
-        raise _invalid("multipart edit requires a prompt")
-    parameters: dict[str, Any] = {}
-    for name in ("n", "output_compression"):
+async def check_mask(image: bytes, mask: bytes) -> None:
+    """Refuse, before any provider runs, a mask that cannot mark an edit of ``image``.
+
+    OpenAI's rule: the mask has an alpha channel (its transparent pixels mark the area to
+    edit) and the first image's size. Bytes that do not inspect as an image are left to
+    the engine's input checks, which name them.
+    """
+    try:
+        image_info, mask_info = await asyncio.gather(ainspect_image(image), ainspect_image(mask))
+    except BridgeError:
+        return
+    if not mask_info.has_alpha:
+        raise BridgeError(
+            ErrorCode.INPUT,
+            "mask must have an alpha channel: its transparent pixels mark the area to edit",
+            details={"field": "mask"},
+        )
+    if (mask_info.width, mask_info.height) != (image_info.width, image_info.height):
+        raise BridgeError(
+            ErrorCode.INPUT,
+            "mask must have the same size as the first image",
+            details={
+                "field": "mask",
+                "mask_size": f"{mask_info.width}x{mask_info.height}",
+                "image_size": f"{image_info.width}x{image_info.height}",
+            },
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EditRequest:
+    """The native edit request, the OpenAI fields' decisions, and whether a stream was asked."""
+
+    request: ImageRequest
+    translation: Translation
+    stream: bool
+
+
+def _openai_values(text: dict[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name in _INTEGERS:
         if name in text:
-            parameters[name] = _integer(name, text[name])
+            values[name] = _integer(name, text[name])
     if "size" in text:
         try:
             parse_size(text["size"])
         except ValueError:
-            raise _invalid("multipart size is invalid") from None
-        parameters["size"] = text["size"]
-    for name, enum in _ENUMS.items():
+            raise _invalid("multipart size is invalid", "size") from None
+        values["size"] = text["size"]
+    for name, choices in _CHOICES.items():
         if name in text:
-            parameters[name] = _enum_value(name, text[name], enum)
+            values[name] = _choice(name, text[name], choices)
+    for name in ("user", "safety_identifier"):
+        if name in text:
+            values[name] = text[name]
+    return values
+
+
+async def build_edit_request(form: EditForm) -> EditRequest:
+    """Map the form onto a native ``edit`` request."""
+    sources = [part for part in form.images if part.field in ("image", "image[]")]
+    if not sources:
+        raise _invalid("multipart edit requires at least one image", "image")
+    text = form.text
+    if "prompt" not in text:
+        raise _invalid("multipart edit requires a prompt", "prompt")
+    translation = translate(_openai_values(text))
+    stream = _boolean("stream", text["stream"]) if "stream" in text else False
     policies = {
         name: _enum_value(name, text[name], enum)
         for name, enum in _POLICY_ENUMS.items()
@@ -287,7 +387,7 @@ async def build_edit_request(form: EditForm) -> ImageRequest:
     }
     response_format = text.get("response_format", "b64_json")
     if response_format not in ("b64_json", "url"):
-        raise _invalid("multipart response_format is invalid")
+        raise _invalid("multipart response_format is invalid", "response_format")
     routing: dict[str, Any] = {}
     if "provider" in text:
         routing["provider"] = text["provider"]
@@ -297,7 +397,7 @@ async def build_edit_request(form: EditForm) -> ImageRequest:
         "prompt": text["prompt"],
         "operation": Operation.EDIT.value,
         "images": [await _image_input(part) for part in sources],
-        "parameters": parameters,
+        "parameters": translation.parameters,
         "routing": routing,
         "output": {"response_format": response_format},
         "policies": policies,
@@ -307,11 +407,13 @@ async def build_edit_request(form: EditForm) -> ImageRequest:
         body["reference_images"] = [await _image_input(part) for part in references]
     masks = [part for part in form.images if part.field == "mask"]
     if masks:
+        await check_mask(sources[0].data, masks[0].data)
         body["mask"] = await _image_input(masks[0])
     if "negative_prompt" in text:
         body["negative_prompt"] = text["negative_prompt"]
-    if "user" in text:
-        body["user"] = text["user"]
+    if translation.user is not None:
+        body["user"] = translation.user
     if "session_key" in text:
         body["session"] = {"mode": "persistent", "key": text["session_key"]}
-    return decode_model(ImageRequest, body, "multipart body is malformed")
+    request = decode_model(ImageRequest, body, "multipart body is malformed")
+    return EditRequest(request, translation, stream)

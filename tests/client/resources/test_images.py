@@ -186,8 +186,8 @@ async def test_openai_compatible_generation(api: Client) -> None:
 
 async def test_openai_compatible_generation_rejects_unknown_fields_locally(api: Client) -> None:
     with pytest.raises(BridgeAPIError) as caught:
-        await resolve(api.images.generations({"prompt": "a fox", "style": "vivid"}))
-    assert caught.value.details["fields"] == ["style"]
+        await resolve(api.images.generations({"prompt": "a fox", "tempo": "vivid"}))
+    assert caught.value.details["fields"] == ["tempo"]
 
 
 async def test_openai_compatible_multipart_edit(api: Client, tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ from the ``Idempotency-Key`` header only.
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,9 +19,16 @@ from imagebridge.contract.compat import (
     compat_response,
 )
 from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.openai_fields import (
+    Translation,
+    openai_param,
+    refuse,
+    validation_refusal,
+)
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.server.compat_models import ModelRoute, resolve_model
+from imagebridge.server.errors import HttpError
 from imagebridge.server.execution import apply_idempotency_header, execute_image, idempotency_header
 from imagebridge.server.multipart import build_edit_request, parse_edit_form
 from imagebridge.server.openapi import (
@@ -28,7 +37,7 @@ from imagebridge.server.openapi import (
     idempotency_parameter,
     json_request_body,
 )
-from imagebridge.server.routes import decode_body, large_json_response, protected_router
+from imagebridge.server.routes import OFFLOAD_BYTES, large_json_response, protected_router
 from imagebridge.server.state import BridgeState, bridge_state
 
 router = protected_router(tags=["openai-compatible"])
@@ -43,10 +52,17 @@ _COMPAT_RESPONSES = {
 class _Routed:
     """Builds the native request (model routed, idempotency header applied) for execution."""
 
-    def __init__(self, state: BridgeState, request: Request, image_request: ImageRequest) -> None:
+    def __init__(
+        self,
+        state: BridgeState,
+        request: Request,
+        image_request: ImageRequest,
+        translation: Translation,
+    ) -> None:
         self._state = state
         self._request = request
         self._image_request = image_request
+        self._translation = translation
         self.route: ModelRoute | None = None
 
     def __call__(self) -> ImageRequest:
@@ -56,15 +72,63 @@ class _Routed:
 
     def answer(self, response: ImageResponse) -> CompatImagesResponse:
         answer = compat_response(response)
+        extension = answer.imagegen_bridge
+        added = list(self._translation.normalizations)
         if self.route is not None and self.route.normalization is not None:
-            answer.imagegen_bridge.normalizations.insert(0, self.route.normalization)
+            added.insert(0, self.route.normalization)
+        extension.normalizations[:0] = added
+        for warning in self._translation.warnings:
+            if warning not in extension.warnings:
+                extension.warnings.append(warning)
         return answer
 
 
-async def _run(state: BridgeState, request: Request, image_request: ImageRequest) -> Response:
-    routed = _Routed(state, request, image_request)
-    response = await execute_image(state, request, routed)
+def _first_issue_field(error: BridgeError) -> str | None:
+    issues = error.details.get("issues")
+    if isinstance(issues, list) and issues and isinstance(issues[0], dict):
+        field = issues[0].get("field")
+        return field if isinstance(field, str) else None
+    return None
+
+
+def openai_error(error: BridgeError) -> BridgeError:
+    """The error with ``details.field`` (the envelope's ``param``) as an OpenAI field name.
+
+    A validation failure listing ``details.issues`` (``param`` null on the native routes,
+    the original's rule) names its first issue's field here: OpenAI clients read ``param``.
+    """
+    native = error.field or _first_issue_field(error)
+    param = openai_param(native)
+    if param == error.field or isinstance(error, HttpError):
+        return error
+    renamed = error.copy()
+    renamed.details["field"] = param
+    return renamed
+
+
+async def _run(
+    state: BridgeState, request: Request, image_request: ImageRequest, translation: Translation
+) -> Response:
+    routed = _Routed(state, request, image_request, translation)
+    try:
+        response = await execute_image(state, request, routed)
+    except BridgeError as error:
+        raise openai_error(error) from None
     return await large_json_response(routed.answer(response))
+
+
+def _decode_generation(body: bytes) -> CompatibleGenerationRequest:
+    try:
+        return CompatibleGenerationRequest.model_validate_json(body)
+    except ValidationError as exc:
+        raise validation_refusal(exc, _GENERATION_DECODE) from None
+    except (ValueError, TypeError, RecursionError):
+        raise BridgeError.invalid_request(_GENERATION_DECODE) from None
+
+
+def _refuse_stream(stream: bool | None) -> None:
+    if stream:
+        raise refuse("stream", "streamed answers are not served on this route yet")
 
 
 @router.post(
@@ -77,12 +141,18 @@ async def _run(state: BridgeState, request: Request, image_request: ImageRequest
     },
 )
 async def generate_compatible(request: Request) -> Response:
-    body = await decode_body(CompatibleGenerationRequest, request, _GENERATION_DECODE)
+    raw = await request.body()
+    if len(raw) > OFFLOAD_BYTES:
+        body = await asyncio.to_thread(_decode_generation, raw)
+    else:
+        body = _decode_generation(raw)
+    _refuse_stream(body.stream)
+    translation = body.translate()
     try:
-        image_request = body.to_request()
-    except ValidationError:
-        raise BridgeError.invalid_request(_GENERATION_DECODE) from None
-    return await _run(bridge_state(request), request, image_request)
+        image_request = body.to_request(translation=translation)
+    except ValidationError as exc:
+        raise openai_error(validation_refusal(exc, _GENERATION_DECODE)) from None
+    return await _run(bridge_state(request), request, image_request, translation)
 
 
 @router.post(
@@ -96,5 +166,6 @@ async def edit_compatible(request: Request) -> Response:
     form = await parse_edit_form(
         request, max_image_bytes=state.config.artifacts.image.max_encoded_bytes
     )
-    image_request = await build_edit_request(form)
-    return await _run(state, request, image_request)
+    edit = await build_edit_request(form)
+    _refuse_stream(edit.stream)
+    return await _run(state, request, edit.request, edit.translation)

@@ -1,0 +1,530 @@
+"""The artifact store on an S3-compatible bucket: the filesystem store's rules, on objects.
+
+Not yet wired: ``artifacts.backend = "s3"`` is refused by the config checks until the
+application builds this store behind the same interface as the filesystem one. It offers
+the awaitable operations of :class:`~imagebridge.artifacts.async_store.AsyncArtifactStore`
+with the same guarantees, under the key prefix of its :class:`~.s3.S3ObjectStore`::
+
+    ownership/<id>.json          the marker (the filesystem store's format, ≤ 4 KiB)
+    images/<id>/<name>           the image
+    metadata/<id>.json           the optional sidecar (≤ 1 MiB JSON object)
+
+- **Visible only once complete.** The image goes up first (one PUT, or a completed
+  multipart upload); the artifact exists only once its marker is stored after it. A
+  marker that cannot be stored removes the image again.
+- **Only what a marker vouches for is served.** A read checks the owner scope, the
+  image's SHA-256 and format and the sidecar's SHA-256; an unknown, foreign or altered
+  artifact is the same "not found or is invalid". An unreachable store is *not* "not
+  found": it is ``store_unavailable`` (retryable), so a client retries instead of
+  believing the image is gone.
+- **Nothing is never cleaned.** A process killed between the image and its marker (or
+  between a sidecar and the marker naming it) leaves an object no marker names;
+  :meth:`cleanup` and :meth:`repair_orphans` remove such objects once older than the
+  grace period, and abort incomplete multipart uploads older than ``stale_upload_secs``.
+
+Differences from the filesystem: each artifact has its own key, so a requested
+``filename`` can never collide and ``collision`` never applies; there is no local path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from imagebridge.artifacts.markers import MAX_MARKER_BYTES, Marker, parse_marker, valid_owner
+from imagebridge.artifacts.naming import (
+    is_safe_filename,
+    is_safe_relative,
+    sanitize_prefix,
+    with_extension,
+)
+from imagebridge.artifacts.s3 import ObjectInfo, S3ObjectStore
+from imagebridge.artifacts.s3_errors import NOT_FOUND
+from imagebridge.artifacts.store import (
+    MAX_SIDECAR_BYTES,
+    ArtifactContent,
+    CleanupReport,
+    RepairReport,
+)
+from imagebridge.artifacts.temp_sweep import DEFAULT_STALE_TEMP_SECS, check_grace
+from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
+from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.imaging.ids import canonical_uuid, uuid7
+from imagebridge.imaging.inspect import (
+    MAX_THUMBNAIL_EDGE,
+    MIN_THUMBNAIL_EDGE,
+    ImageInfo,
+    ImageLimits,
+    inspect_image,
+    make_thumbnail,
+)
+
+__all__ = ["DEFAULT_STALE_UPLOAD_SECS", "S3ArtifactStore", "S3StoredArtifact"]
+
+DEFAULT_STALE_UPLOAD_SECS = 24 * 60 * 60
+_OWNERSHIP = "ownership/"
+_IMAGES = "images/"
+_METADATA = "metadata/"
+_NOT_FOUND_MESSAGE = "artifact was not found or is invalid"
+
+
+def _artifact_error(message: str, **details: Any) -> BridgeError:
+    return BridgeError(ErrorCode.ARTIFACT, message, details=details or None)
+
+
+def _not_found() -> BridgeError:
+    return _artifact_error(_NOT_FOUND_MESSAGE)
+
+
+def _is_not_found(error: BridgeError) -> bool:
+    return error.details.get("reason") == NOT_FOUND
+
+
+def _json_object(encoded: bytes) -> bool:
+    try:
+        return isinstance(json.loads(encoded.decode("utf-8")), dict)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class S3StoredArtifact:
+    """A newly stored artifact (no local path: it lives in the bucket)."""
+
+    id: str
+    name: str
+    info: ImageInfo
+
+
+def _image_key(marker_id: str, name: str) -> str:
+    return f"{_IMAGES}{marker_id}/{name}"
+
+
+def _sidecar_key(marker_id: str) -> str:
+    return f"{_METADATA}{marker_id}.json"
+
+
+class S3ArtifactStore:
+    """Publishes, reads, cleans up and repairs bridge-owned artifacts in a bucket."""
+
+    def __init__(
+        self,
+        objects: S3ObjectStore,
+        limits: ImageLimits | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        stale_upload_secs: int = DEFAULT_STALE_UPLOAD_SECS,
+    ) -> None:
+        self.objects = objects
+        self._limits = limits or ImageLimits()
+        self._clock = clock
+        self._stale_upload_secs = stale_upload_secs
+
+    @property
+    def limits(self) -> ImageLimits:
+        return self._limits
+
+    # -- publish ---------------------------------------------------------------------------
+
+    async def publish(
+        self,
+        data: bytes,
+        *,
+        expected_format: OutputFormat | str | None,
+        owner: str,
+        filename_prefix: str | None = None,
+        directory: str | None = None,
+        filename: str | None = None,
+        collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
+    ) -> S3StoredArtifact:
+        """Verify ``data`` and store it; the artifact exists once its marker does."""
+        try:
+            info = await asyncio.to_thread(inspect_image, data, self._limits)
+        except BridgeError as error:
+            raise BridgeError(
+                ErrorCode.ARTIFACT, error.message, details=error.details or None
+            ) from error
+        try:
+            expected = None if expected_format is None else OutputFormat(expected_format)
+            ArtifactCollisionPolicy(collision)
+        except ValueError as exc:
+            raise _artifact_error("artifact publication options are invalid") from exc
+        if expected is not None and info.format is not expected:
+            raise _artifact_error(
+                "generated image format does not match the effective request",
+                expected_format=expected.value,
+                actual_format=info.format.value,
+            )
+        if not valid_owner(owner):
+            raise _artifact_error("artifact owner scope is invalid")
+        if directory is not None and not is_safe_relative(directory):
+            raise _artifact_error("output directory is not a safe relative path")
+        if filename is not None and not is_safe_filename(filename, info.format):
+            raise _artifact_error(
+                "output filename must be a safe component with a matching image extension"
+            )
+        artifact_id = str(uuid7())
+        basename = (
+            with_extension(filename, info.format)
+            if filename is not None
+            else f"{sanitize_prefix(filename_prefix or 'image')}-{artifact_id}."
+            f"{info.format.extension}"
+        )
+        name = f"{directory}/{basename}" if directory else basename
+        marker = Marker(
+            id=artifact_id,
+            name=name,
+            created_at=int(self._clock()),
+            sha256=info.sha256,
+            owner=owner,
+            sidecar_name=None,
+            sidecar_sha256=None,
+        )
+        image_key = _image_key(artifact_id, name)
+        await self.objects.put(image_key, data, content_type=info.format.media_type)
+        try:
+            await self._put_marker(marker)
+        except BaseException:
+            with contextlib.suppress(BridgeError):
+                await asyncio.shield(self.objects.delete(image_key))
+            raise
+        return S3StoredArtifact(artifact_id, name, info)
+
+    async def _put_marker(self, marker: Marker) -> None:
+        encoded = marker.encode()
+        if len(encoded) > MAX_MARKER_BYTES:
+            raise _artifact_error("artifact ownership record is too large")
+        await self.objects.put(
+            f"{_OWNERSHIP}{marker.id}.json", encoded, content_type="application/json"
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _get_bounded(self, key: str, limit: int) -> bytes | None:
+        """The object's bytes, ``None`` when absent or larger than ``limit``."""
+        try:
+            stream = await self.objects.get(key)
+        except BridgeError as error:
+            if _is_not_found(error):
+                return None
+            raise
+        async with stream:
+            if stream.info.size > limit:
+                return None
+            return await stream.read(limit)
+
+    async def _load_marker(self, marker_id: str) -> Marker | None:
+        encoded = await self._get_bounded(f"{_OWNERSHIP}{marker_id}.json", MAX_MARKER_BYTES)
+        return None if encoded is None else parse_marker(encoded, f"{marker_id}.json")
+
+    async def _read_image(self, marker: Marker) -> tuple[bytes, ImageInfo] | None:
+        data = await self._get_bounded(
+            _image_key(marker.id, marker.name), self._limits.max_encoded_bytes
+        )
+        if data is None:
+            return None
+
+        def verify() -> ImageInfo | None:
+            if hashlib.sha256(data).hexdigest() != marker.sha256:
+                return None
+            try:
+                return inspect_image(data, self._limits)
+            except BridgeError:
+                return None
+
+        info = await asyncio.to_thread(verify)
+        return None if info is None else (data, info)
+
+    async def _sidecar_bytes(self, marker: Marker) -> bytes | None:
+        """The recorded sidecar if present and unchanged, else ``None``."""
+        encoded = await self._get_bounded(_sidecar_key(marker.id), MAX_SIDECAR_BYTES)
+        if encoded is None:
+            return None
+        if hashlib.sha256(encoded).hexdigest() != marker.sidecar_sha256 or not _json_object(
+            encoded
+        ):
+            return None
+        return encoded
+
+    async def _owned_marker(self, artifact_id: str, owner: str | None) -> Marker:
+        canonical = canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+        if canonical is None:
+            raise _not_found()
+        marker = await self._load_marker(canonical)
+        if marker is None or (owner is not None and marker.effective_owner != owner):
+            raise _not_found()
+        return marker
+
+    async def read(self, artifact_id: str, owner: str | None) -> ArtifactContent:
+        """Verified bytes of an artifact owned by ``owner`` (``None``: trusted local caller)."""
+        marker = await self._owned_marker(artifact_id, owner)
+        loaded = await self._read_image(marker)
+        if loaded is None:
+            raise _not_found()
+        if marker.sidecar_name is not None and await self._sidecar_bytes(marker) is None:
+            raise _not_found()
+        data, info = loaded
+        return ArtifactContent(marker.id, marker.name, data, info, marker.sidecar_name)
+
+    async def read_sidecar(self, artifact_id: str, owner: str | None) -> dict[str, Any] | None:
+        """The verified metadata sidecar of an owned artifact, or ``None`` if it has none."""
+        content = await self.read(artifact_id, owner)
+        if content.sidecar_name is None:
+            return None
+        marker = await self._owned_marker(artifact_id, owner)
+        encoded = await self._sidecar_bytes(marker)
+        if encoded is None:
+            raise _not_found()
+        value = json.loads(encoded.decode("utf-8"))
+        if not isinstance(value, dict):
+            raise _not_found()
+        return value
+
+    async def thumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes:
+        """A PNG thumbnail of an owned artifact, fitting ``edge``×``edge`` (32..2048)."""
+        if (
+            isinstance(edge, bool)
+            or not isinstance(edge, int)
+            or not MIN_THUMBNAIL_EDGE <= edge <= MAX_THUMBNAIL_EDGE
+        ):
+            raise BridgeError(
+                ErrorCode.INVALID_REQUEST,
+                "thumbnail edge must be between 32 and 2048 pixels",
+                details={"field": "edge"},
+            )
+        content = await self.read(artifact_id, owner)
+        try:
+            return await asyncio.to_thread(make_thumbnail, content.data, edge, self._limits)
+        except BridgeError as error:
+            raise BridgeError(
+                ErrorCode.ARTIFACT, error.message, details=error.details or None
+            ) from error
+
+    async def presigned_url(self, artifact_id: str, owner: str | None, expires_secs: int) -> str:
+        """A credential-free URL of a verified owned artifact's image, for redirects."""
+        content = await self.read(artifact_id, owner)
+        return await self.objects.presign_get(_image_key(content.id, content.name), expires_secs)
+
+    # -- sidecar metadata ------------------------------------------------------------------
+
+    async def attach_metadata(
+        self, artifact_id: str, name: str, record: Mapping[str, Any] | bytes
+    ) -> str:
+        """Store the sidecar and record it in the marker; returns its portable name.
+
+        A second attachment fails; so does any mismatch between ``name`` and the marker.
+        """
+        canonical = canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+        if canonical is None or not isinstance(name, str) or not is_safe_relative(name):
+            raise _artifact_error("artifact identity is invalid")
+        encoded = self._encode_sidecar(record)
+        marker = await self._load_marker(canonical)
+        if (
+            marker is None
+            or marker.name != name
+            or marker.sidecar_name is not None
+            or await self._read_image(marker) is None
+        ):
+            raise _artifact_error("artifact metadata cannot be attached to this artifact")
+        parent = name.rpartition("/")[0]
+        basename = f"metadata-{canonical}.json"
+        sidecar_name = f"{parent}/{basename}" if parent else basename
+        key = _sidecar_key(canonical)
+        await self.objects.put(key, encoded, content_type="application/json")
+        updated = marker.with_sidecar(sidecar_name, hashlib.sha256(encoded).hexdigest())
+        try:
+            await self._put_marker(updated)
+        except BaseException:
+            with contextlib.suppress(BridgeError):
+                await asyncio.shield(self.objects.delete(key))
+            raise
+        return sidecar_name
+
+    @staticmethod
+    def _encode_sidecar(record: Mapping[str, Any] | bytes) -> bytes:
+        if isinstance(record, bytes | bytearray):
+            encoded = bytes(record)
+        else:
+            try:
+                text = json.dumps(dict(record), indent=2, ensure_ascii=False, allow_nan=False)
+                encoded = (text + "\n").encode("utf-8")
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise _artifact_error("artifact metadata must be a bounded JSON object") from exc
+        if not encoded or len(encoded) > MAX_SIDECAR_BYTES or not _json_object(encoded):
+            raise _artifact_error(
+                "artifact metadata must be a bounded JSON object", maximum_bytes=MAX_SIDECAR_BYTES
+            )
+        return encoded
+
+    # -- retention and repair --------------------------------------------------------------
+
+    async def _markers(self, limit: int) -> tuple[list[tuple[str, Marker | None]], bool]:
+        """Up to ``limit`` (marker id, parsed marker or ``None``), and whether more exist."""
+        listed = await self.objects.list_objects(_OWNERSHIP, limit=limit + 1)
+        reached = len(listed) > limit
+        found: list[tuple[str, Marker | None]] = []
+        for item in listed[:limit]:
+            filename = item.key[len(_OWNERSHIP) :]
+            marker_id = filename.removesuffix(".json")
+            found.append((marker_id, await self._load_marker(marker_id)))
+        return found, reached
+
+    async def _remove(self, marker: Marker) -> None:
+        """Sidecar, image, then marker: a crash part-way leaves a marker the repair fixes."""
+        if marker.sidecar_name is not None:
+            await self.objects.delete(_sidecar_key(marker.id))
+        await self.objects.delete(_image_key(marker.id, marker.name))
+        await self.objects.delete(f"{_OWNERSHIP}{marker.id}.json")
+
+    async def delete(self, artifact_id: str, owner: str | None) -> None:
+        """Remove an owned artifact's objects (``not found`` when it is not one)."""
+        marker = await self._owned_marker(artifact_id, owner)
+        await self._remove(marker)
+
+    async def _sweep_unowned(
+        self, cutoff: float, limit: int, *, apply: bool
+    ) -> tuple[int, int, bool]:
+        """Objects no marker names (a crash between an object and its marker) older than
+        ``cutoff``, and stale multipart uploads: (found, removed, limit reached)."""
+        found = removed = 0
+        images = await self.objects.list_objects(_IMAGES, limit=limit + 1)
+        sidecars = await self.objects.list_objects(_METADATA, limit=limit + 1)
+        reached = len(images) > limit or len(sidecars) > limit
+        markers: dict[str, Marker | None] = {}
+
+        async def marker_of(marker_id: str) -> Marker | None:
+            if marker_id not in markers:
+                canonical = canonical_uuid(marker_id)
+                markers[marker_id] = (
+                    await self._load_marker(canonical) if canonical == marker_id else None
+                )
+            return markers[marker_id]
+
+        async def consider(item: ObjectInfo, owned: bool) -> None:
+            nonlocal found, removed
+            if owned or item.last_modified > cutoff:
+                return
+            found += 1
+            if apply:
+                await self.objects.delete(item.key)
+                removed += 1
+
+        for item in images[:limit]:
+            marker_id, _, rest = item.key[len(_IMAGES) :].partition("/")
+            marker = await marker_of(marker_id)
+            await consider(item, marker is not None and rest == marker.name)
+        for item in sidecars[:limit]:
+            marker_id = item.key[len(_METADATA) :].removesuffix(".json")
+            marker = await marker_of(marker_id)
+            await consider(item, marker is not None and marker.sidecar_name is not None)
+        uploads = await self.objects.incomplete_uploads(limit=limit)
+        moment = self._clock()
+        stale = [u for u in uploads if moment - u.initiated >= self._stale_upload_secs]
+        found += len(stale)
+        if apply and stale:
+            removed += await self.objects.abort_stale_uploads(
+                self._stale_upload_secs, limit=limit, now=moment
+            )
+        return found, removed, reached or len(uploads) >= limit
+
+    async def cleanup(
+        self,
+        now: float | None = None,
+        *,
+        max_age_secs: int = 7 * 24 * 60 * 60,
+        max_artifacts: int | None = None,
+        max_scan_entries: int = 100_000,
+        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
+    ) -> CleanupReport:
+        """Delete owned artifacts older than ``max_age_secs`` or beyond the newest
+        ``max_artifacts`` (looking at no more than ``max_scan_entries`` markers), after
+        removing crash leftovers older than ``stale_temp_secs``."""
+        if max_scan_entries <= 0:
+            raise _artifact_error("retention scan limit must be greater than zero")
+        if max_artifacts is not None and max_artifacts <= 0:
+            raise _artifact_error("retention max_artifacts must be greater than zero")
+        if max_age_secs < 0:
+            raise _artifact_error("retention max_age_secs must not be negative")
+        check_grace(stale_temp_secs)
+        current = self._clock() if now is None else now
+        cutoff = int(current) - max_age_secs
+        report = CleanupReport()
+        (
+            report.stale_temp_files,
+            report.stale_temp_files_removed,
+            report.temp_scan_limit_reached,
+        ) = await self._sweep_unowned(current - stale_temp_secs, max_scan_entries, apply=True)
+        listed, report.scan_limit_reached = await self._markers(max_scan_entries)
+        report.scanned = len(listed)
+        valid: list[Marker] = []
+        for _marker_id, marker in listed:
+            if marker is None or await self._read_image(marker) is None:
+                report.skipped += 1
+            else:
+                valid.append(marker)
+        valid.sort(key=lambda m: (m.created_at, m.id), reverse=True)
+        for position, marker in enumerate(valid):
+            expired = marker.created_at <= cutoff
+            excess = max_artifacts is not None and position >= max_artifacts
+            if expired or excess:
+                await self._remove(marker)
+                report.deleted += 1
+        return report
+
+    async def repair_orphans(
+        self,
+        max_scan: int,
+        *,
+        apply: bool,
+        now: float | None = None,
+        stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
+    ) -> RepairReport:
+        """Audit (``apply=False``) or repair: a marker whose image is gone is removed (with
+        its sidecar); a marker whose sidecar is gone has the reference cleared; objects no
+        marker names and stale uploads are counted, and removed when applying."""
+        if max_scan <= 0:
+            raise _artifact_error("artifact repair scan limit must be greater than zero")
+        check_grace(stale_temp_secs)
+        current = self._clock() if now is None else now
+        report = RepairReport()
+        (
+            report.stale_temp_files,
+            report.stale_temp_files_removed,
+            report.temp_scan_limit_reached,
+        ) = await self._sweep_unowned(current - stale_temp_secs, max_scan, apply=apply)
+        listed, report.scan_limit_reached = await self._markers(max_scan)
+        report.scanned = len(listed)
+        for _marker_id, marker in listed:
+            if marker is None:
+                report.skipped += 1
+                continue
+            image = await self.objects.head(_image_key(marker.id, marker.name))
+            sidecar_ok = marker.sidecar_name is None or (
+                await self._sidecar_bytes(marker) is not None
+            )
+            if image is not None and await self._read_image(marker) is not None:
+                if sidecar_ok:
+                    report.healthy += 1
+                elif await self.objects.head(_sidecar_key(marker.id)) is None:
+                    report.missing_sidecars += 1
+                    if apply:
+                        await self._put_marker(marker.with_sidecar(None, None))
+                        report.repaired += 1
+                else:
+                    report.skipped += 1  # a changed sidecar: never touched
+            elif image is None:
+                report.orphaned_records += 1
+                if not sidecar_ok and await self.objects.head(_sidecar_key(marker.id)):
+                    report.skipped += 1  # a changed sidecar: never touched
+                elif apply:
+                    await self._remove(marker)
+                    report.repaired += 1
+            else:
+                report.skipped += 1  # a changed image: never touched
+        return report

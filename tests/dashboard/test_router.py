@@ -37,6 +37,7 @@ MODULES = (
     "presets.js",
     "store.js",
     "system.js",
+    "team.js",
     "ui.js",
 )
 EXPECTED_TYPES = {
@@ -96,6 +97,7 @@ def test_the_page_carries_this_bridge_s_configured_limits(bridge: BridgeFactory)
         "outputs": 3,
         "timeout_ms": 1_800_000,
         "body_bytes": 9000,
+        "api_keys": 0,
     }
 
 

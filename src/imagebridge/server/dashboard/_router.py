@@ -121,7 +121,9 @@ router = public_router(tags=["dashboard"], include_in_schema=False)
 
 
 def page_limits(config: BridgeConfig) -> dict[str, int]:
-    """The configured bounds the composer checks and counts against, by the page's names."""
+    """The configured bounds the composer checks and counts against, by the page's names,
+    and whether named API keys are on (``api_keys``: 1 or 0; the Team view asks the admin
+    API only then)."""
     request = config.runtime.request
     return {
         "prompt_bytes": request.max_prompt_bytes,
@@ -131,6 +133,7 @@ def page_limits(config: BridgeConfig) -> dict[str, int]:
         "outputs": request.max_outputs,
         "timeout_ms": request.max_timeout_ms,
         "body_bytes": config.server.max_body_bytes,
+        "api_keys": int(config.server.keys.enabled),
     }
 
 

@@ -180,6 +180,23 @@ export class BridgeApi extends EventTarget {
     return this.json("GET", "/v1/diagnostics/extended");
   }
 
+  // -- API keys (admin only; a key gets 403) ----------------------------------------------
+  listKeys() {
+    return this.json("GET", "/v1/keys");
+  }
+
+  createKey(body) {
+    return this.json("POST", "/v1/keys", { json: body });
+  }
+
+  revokeKey(id) {
+    return this.json("DELETE", `/v1/keys/${segment(id)}`);
+  }
+
+  keyUsage(query = {}) {
+    return this.json("GET", "/v1/usage", { query });
+  }
+
   // -- jobs ------------------------------------------------------------------------------
   listJobs({ limit = 24, cursor, status, hidden = false, favorite = false, search } = {}) {
     return this.json("GET", "/v1/jobs", {

@@ -1,7 +1,7 @@
 // The dashboard page's entry: wires every view, then loads everything from the bridge.
 //
 // Views (one module each): auth.js (connection, token), composer.js, presets.js,
-// library.js, job_dialog.js, system.js. Shared values live in store.js, the bridge's
+// library.js, job_dialog.js, system.js, team.js (the admin's API keys). Shared values live in store.js, the bridge's
 // limits in limits.js, form rules in form.js, the HTTP client in api.js / bridge.js.
 
 import { ApiError } from "./api.js";
@@ -13,6 +13,7 @@ import { library, wireLibrary } from "./library.js";
 import { loadPresets, wirePresets } from "./presets.js";
 import * as store from "./store.js";
 import { loadDiagnostics, openSystem, wireSystem } from "./system.js";
+import { loadTeam, wireTeam } from "./team.js";
 import { $, describeError, toast } from "./ui.js";
 
 function wireDialogs() {
@@ -24,7 +25,7 @@ function wireDialogs() {
 async function reloadAll() {
   forgetCapabilities();
   const diagnostics = loadDiagnostics().catch(() => null);
-  const results = await Promise.allSettled([loadProviders(diagnostics), loadPresets(), library.reset()]);
+  const results = await Promise.allSettled([loadProviders(diagnostics), loadPresets(), library.reset(), loadTeam()]);
   const failed = results.find((result) => result.status === "rejected");
   if (failed && !(failed.reason instanceof ApiError && failed.reason.status === 401)) {
     toast(`Some data could not be loaded: ${describeError(failed.reason)}`);
@@ -41,6 +42,7 @@ function start() {
   wireLibrary();
   wireJobDialog();
   wireSystem();
+  wireTeam();
   $("refresh-button").addEventListener("click", () => {
     store.set("paused", false);
     reloadAll();

@@ -4,7 +4,7 @@
 // configuration (runtime.request.*, server.max_body_bytes), so the composer counts and
 // checks against the values this bridge enforces rather than copies kept in JavaScript.
 
-const NAMES = ["prompt_bytes", "negative_prompt_bytes", "identifier_bytes", "inputs", "outputs", "timeout_ms", "body_bytes"];
+const NAMES = ["prompt_bytes", "negative_prompt_bytes", "identifier_bytes", "inputs", "outputs", "timeout_ms", "body_bytes", "api_keys"];
 
 function read() {
   const element = document.querySelector('meta[name="imagebridge-limits"]');

@@ -213,26 +213,38 @@ class CompatImagesResponse(ContractModel):
 def compat_usage(usage: Usage | None) -> CompatUsage | None:
     """OpenAI's usage block from the provider's counts; absent when it reported none.
 
-    The text/image split is the provider's (``usage.provider`` counters) where it gave one;
-    otherwise input tokens count as text and output tokens as image.
+    The Codex providers report the image tool's own tokens as ``image_gen_*`` counters
+    (their top-level counts are the carrier chat model's): those are the image's usage when
+    present. The text/image split is the provider's where it gave one; otherwise input
+    tokens count as text and output tokens as image.
     """
-    if usage is None or (usage.input_tokens is None and usage.output_tokens is None):
+    if usage is None:
         return None
     counters = usage.provider
-    given_in = usage.input_tokens or 0
-    given_out = usage.output_tokens or 0
-    in_image = min(counters.get("input_image_tokens", 0), given_in)
-    out_text = min(counters.get("output_text_tokens", 0), given_out)
+    prefix = ""
+    given_in: int | None = usage.input_tokens
+    given_out: int | None = usage.output_tokens
+    total = usage.total_tokens
+    if "image_gen_input_tokens" in counters or "image_gen_output_tokens" in counters:
+        prefix = "image_gen_"
+        given_in = counters.get("image_gen_input_tokens")
+        given_out = counters.get("image_gen_output_tokens")
+        total = counters.get("image_gen_total_tokens")
+    if given_in is None and given_out is None:
+        return None
+    inputs, outputs = given_in or 0, given_out or 0
+    in_image = min(counters.get(f"{prefix}input_image_tokens", 0), inputs)
+    out_text = min(counters.get(f"{prefix}output_text_tokens", 0), outputs)
     return CompatUsage(
-        input_tokens=given_in,
+        input_tokens=inputs,
         input_tokens_details=CompatTokenDetails(
-            text_tokens=given_in - in_image, image_tokens=in_image
+            text_tokens=inputs - in_image, image_tokens=in_image
         ),
-        output_tokens=given_out,
+        output_tokens=outputs,
         output_tokens_details=CompatTokenDetails(
-            text_tokens=out_text, image_tokens=given_out - out_text
+            text_tokens=out_text, image_tokens=outputs - out_text
         ),
-        total_tokens=usage.total_tokens if usage.total_tokens is not None else given_in + given_out,
+        total_tokens=total if total is not None else inputs + outputs,
     )
 
 

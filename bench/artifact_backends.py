@@ -1,0 +1,119 @@
+"""Publishing and reading a 4 MB image: the S3 artifact store against the filesystem one.
+
+Issue 35's benchmark row at the store level: the same ~4 MB PNG (1280×1024 noise, so it
+does not compress) is published and read back, one at a time, through
+:class:`~imagebridge.artifacts.async_store.AsyncArtifactStore` (the filesystem store the
+bridge uses today, in a temporary directory) and through
+:class:`~imagebridge.artifacts.s3_store.S3ArtifactStore` on a private Ceph RADOS Gateway
+(``scripts/s3-server``, objects in memory, 127.0.0.1). Both verify the image on publish
+and on read (SHA-256 and format). ``ROUNDS`` rounds alternate the two and each keeps its
+best median of ``OPS`` publish+read pairs. It prints
+
+    artifacts.s3_over_filesystem.publish_read_p50   S3 / filesystem, report
+
+with the absolute medians as ``#`` notes. The end-to-end figure (a whole request through
+a bridge whose ``artifacts.backend = "s3"``) needs the store wired into the application
+and is not measured yet. Without Ceph (``scripts/install-test-deps``) nothing is measured.
+
+Run from the repository root: ``.venv/bin/python bench/artifact_backends.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from imagebridge.artifacts.async_store import AsyncArtifactStore
+from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3_store import S3ArtifactStore
+from imagebridge.artifacts.store import ArtifactStore
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.s3 import missing_s3_programs, running_s3_server  # noqa: E402
+
+OPS = 12
+ROUNDS = 3
+OWNER = "anonymous-local"
+
+
+def noise_png() -> bytes:
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(35).integers(0, 256, (1024, 1280, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels, "RGB").save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+async def _median(publish_read: Callable[[], Awaitable[None]]) -> float:
+    await publish_read()  # warm-up: connections, caches
+    walls: list[float] = []
+    for _ in range(OPS):
+        start = time.perf_counter()
+        await publish_read()
+        walls.append(time.perf_counter() - start)
+    return statistics.median(walls)
+
+
+async def measure(server: Any, image: bytes) -> tuple[float, float]:
+    settings = S3Settings(
+        bucket=server.bucket,
+        endpoint=server.endpoint,
+        region=server.region,
+        key_prefix=f"bench-{uuid.uuid4().hex[:8]}/",
+        addressing_style="path",
+        credentials=S3Credentials(server.access_key_id, server.secret_access_key),
+    )
+    best_fs = best_s3 = float("inf")
+    with tempfile.TemporaryDirectory(prefix="artifact-bench-") as directory:
+        filesystem = AsyncArtifactStore(ArtifactStore(Path(directory) / "artifacts"))
+        async with S3ObjectStore(settings) as objects:
+            s3 = S3ArtifactStore(objects)
+
+            async def fs_pair() -> None:
+                stored = await filesystem.publish(image, expected_format="png", owner=OWNER)
+                assert len((await filesystem.read(stored.id, OWNER)).data) == len(image)
+
+            async def s3_pair() -> None:
+                stored = await s3.publish(image, expected_format="png", owner=OWNER)
+                assert len((await s3.read(stored.id, OWNER)).data) == len(image)
+
+            for round_no in range(ROUNDS):
+                order = [fs_pair, s3_pair] if round_no % 2 == 0 else [s3_pair, fs_pair]
+                for pair in order:
+                    median = await _median(pair)
+                    if pair is fs_pair:
+                        best_fs = min(best_fs, median)
+                    else:
+                        best_s3 = min(best_s3, median)
+    return best_fs, best_s3
+
+
+def main() -> None:
+    missing = missing_s3_programs()
+    if missing:
+        print(f"# artifacts.s3_over_filesystem: not measured (no S3 server: {missing})")
+        return
+    image = noise_png()
+    with running_s3_server() as server:
+        best_fs, best_s3 = asyncio.run(measure(server, image))
+    print(
+        f"# {len(image) / 1e6:.1f} MB PNG, publish+read p50: filesystem {best_fs * 1000:.1f} ms, "
+        f"S3 (Ceph RGW on 127.0.0.1) {best_s3 * 1000:.1f} ms; best of {ROUNDS} rounds of {OPS}"
+    )
+    print(f"artifacts.s3_over_filesystem.publish_read_p50 {best_s3 / best_fs:.2f} report")
+
+
+if __name__ == "__main__":
+    main()

@@ -252,8 +252,8 @@ def test_a_key_never_sees_another_keys_jobs_artifacts_sessions_or_changes_preset
     serve: ServeFactory,
 ) -> None:
     server = serve(*KEYS_ON, env=ENV)
-    _, owner_secret = create_key(server, "owner", images_per_day=5)
-    _, other_secret = create_key(server, "other")
+    owner_id, owner_secret = create_key(server, "owner", images_per_day=5)
+    other_id, other_secret = create_key(server, "other")
     session = {"mode": "persistent", "key": "my-story"}
     with as_key(server, owner_secret) as owner, as_key(server, other_secret) as other:
         job = owner.post("/v1/jobs", json={**BODY, "session": session}).json()
@@ -292,3 +292,31 @@ def test_a_key_never_sees_another_keys_jobs_artifacts_sessions_or_changes_preset
         assert other.get("/v1/presets/house").status_code == 200
         assert other.put("/v1/presets/house", json={"template": {}}).status_code == 403
         assert other.delete("/v1/presets/house").status_code == 403
+        # The admin reads one key's jobs and artifacts with ?key=; a key may not.
+        assert other.get("/v1/jobs", params={"key": owner_id}).status_code == 403
+        assert other.get(f"/v1/artifacts/{artifact}", params={"key": owner_id}).status_code == 403
+    with admin(server) as boss:
+        assert job_id not in boss.get("/v1/jobs").text  # not in the admin's own history
+        listed = boss.get("/v1/jobs", params={"key": owner_id}).json()
+        assert [item["id"] for item in listed["items"]] == [job_id]
+        assert boss.get("/v1/jobs", params={"key": other_id}).json()["items"] == []
+        assert boss.get(f"/v1/jobs/{job_id}", params={"key": owner_id}).status_code == 200
+        for path in (f"/v1/artifacts/{artifact}", f"/v1/artifacts/{artifact}/thumbnail"):
+            assert boss.get(path, params={"key": owner_id}).status_code == 200
+            assert boss.get(path, params={"key": other_id}).status_code == 404
+
+
+def test_metrics_count_images_per_key_name_for_the_admin_only(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, "server.metrics.enabled=true", env=ENV)
+    _, secret = create_key(server, "metered", images_per_day=5)
+    with as_key(server, secret) as client:
+        assert client.post("/v1/images", json={**BODY, "parameters": {"n": 2}}).status_code == 200
+        failing = {**BODY, "prompt": "[mock:fail=upstream] a fox"}
+        assert client.post("/v1/images", json=failing).status_code >= 500
+        assert client.get("/metrics").status_code == 403
+    with admin(server) as client:
+        text = client.get("/metrics").text
+    assert 'imagebridge_key_images_total{key="metered",outcome="requested"} 3.0' in text
+    assert 'imagebridge_key_images_total{key="metered",outcome="delivered"} 2.0' in text
+    assert 'imagebridge_key_images_total{key="metered",outcome="failed"} 1.0' in text
+    assert secret not in text and secret[:12] not in text

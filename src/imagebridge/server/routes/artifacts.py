@@ -15,11 +15,11 @@ from starlette.responses import Response
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import canonical_uuid
-from imagebridge.server.context import request_context
 from imagebridge.server.errors import HttpError
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter
 from imagebridge.server.query import integer_parameter, strict_query
 from imagebridge.server.routes import protected_router
+from imagebridge.server.scope import KEY_FILTER, reading_owner
 from imagebridge.server.state import bridge_state
 
 router = protected_router(tags=["artifacts"])
@@ -60,10 +60,10 @@ def _headers(etag: str, filename: str) -> dict[str, str]:
     },
 )
 async def get_artifact(id: str, request: Request) -> Response:
-    strict_query(request, (), _INVALID_QUERY)
+    owner = reading_owner(request, strict_query(request, (KEY_FILTER,), _INVALID_QUERY))
     store = bridge_state(request).application.artifacts
     try:
-        content = await asyncio.to_thread(store.read, id, request_context(request).owner)
+        content = await asyncio.to_thread(store.read, id, owner)
     except BridgeError as error:
         raise _not_found(error) from None
     return Response(
@@ -98,10 +98,12 @@ def _edge(raw: str | None) -> int:
     },
 )
 async def get_thumbnail(id: str, request: Request) -> Response:
-    edge = _edge(strict_query(request, ("edge",), _INVALID_QUERY).get("edge"))
+    query = strict_query(request, ("edge", KEY_FILTER), _INVALID_QUERY)
+    edge = _edge(query.get("edge"))
+    owner = reading_owner(request, query)
     store = bridge_state(request).application.artifacts
     try:
-        data = await asyncio.to_thread(store.thumbnail, id, request_context(request).owner, edge)
+        data = await asyncio.to_thread(store.thumbnail, id, owner, edge)
     except BridgeError as error:
         if error.code is ErrorCode.INVALID_REQUEST:
             raise  # the edge, a caller mistake: 422

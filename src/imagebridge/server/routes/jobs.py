@@ -31,11 +31,21 @@ from imagebridge.server.query import (
 )
 from imagebridge.server.routes import decode_body, json_response, protected_router
 from imagebridge.server.routes.images import decode_image_request
+from imagebridge.server.scope import KEY_FILTER, reading_owner
 from imagebridge.server.state import bridge_state
 
 router = protected_router(tags=["jobs"])
 
-_QUERY_KEYS = ("limit", "cursor", "status", "visibility", "favorite", "search", "include_deleted")
+_QUERY_KEYS = (
+    "limit",
+    "cursor",
+    "status",
+    "visibility",
+    "favorite",
+    "search",
+    "include_deleted",
+    KEY_FILTER,
+)
 _UPDATE_DECODE = "request body must be valid job update JSON"
 _NO_PREVIEW = "partial preview is not available"
 _LIST_PARAMETERS = [
@@ -96,7 +106,7 @@ async def create_job(request: Request) -> Response:
 async def list_jobs(request: Request) -> Response:
     query = strict_query(request, _QUERY_KEYS, INVALID_QUERY)
     page = await manager(request).list(
-        _owner(request),
+        reading_owner(request, query),
         limit=integer_parameter(query.get("limit"), invalid=INVALID_QUERY),
         cursor=query.get("cursor"),
         status=query.get("status"),
@@ -114,8 +124,8 @@ async def list_jobs(request: Request) -> Response:
     responses={200: {"model": ImageJob, "description": "Job detail"}, **ERROR_RESPONSES},
 )
 async def get_job(id: str, request: Request) -> Response:
-    strict_query(request, (), INVALID_QUERY)
-    return json_response(await manager(request).get(_owner(request), id))
+    query = strict_query(request, (KEY_FILTER,), INVALID_QUERY)
+    return json_response(await manager(request).get(reading_owner(request, query), id))
 
 
 @router.delete(
@@ -156,8 +166,8 @@ async def update_job(id: str, request: Request) -> Response:
     },
 )
 async def partial_preview(id: str, request: Request) -> Response:
-    strict_query(request, (), INVALID_QUERY)
-    preview = manager(request).partial(_owner(request), id)
+    query = strict_query(request, (KEY_FILTER,), INVALID_QUERY)
+    preview = manager(request).partial(reading_owner(request, query), id)
     if preview is None:
         raise BridgeError.invalid_request(_NO_PREVIEW, resource="job")
     return Response(

@@ -22,12 +22,12 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.openai_fields import (
     Translation,
     openai_param,
-    refuse,
     validation_refusal,
 )
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.server.compat_models import ModelRoute, resolve_model
+from imagebridge.server.compat_stream import OPENAI_SSE_EVENT_SCHEMA, stream_compatible
 from imagebridge.server.errors import HttpError
 from imagebridge.server.execution import apply_idempotency_header, execute_image, idempotency_header
 from imagebridge.server.multipart import build_edit_request, parse_edit_form
@@ -44,7 +44,11 @@ router = protected_router(tags=["openai-compatible"])
 
 _GENERATION_DECODE = "request body must be valid image generation JSON"
 _COMPAT_RESPONSES = {
-    200: {"model": CompatImagesResponse, "description": "OpenAI-compatible images"},
+    200: {
+        "model": CompatImagesResponse,
+        "description": "OpenAI-compatible images (with `stream: true`, OpenAI's image events)",
+        "content": {"text/event-stream": {"schema": OPENAI_SSE_EVENT_SCHEMA}},
+    },
     **ERROR_RESPONSES,
 }
 
@@ -126,11 +130,6 @@ def _decode_generation(body: bytes) -> CompatibleGenerationRequest:
         raise BridgeError.invalid_request(_GENERATION_DECODE) from None
 
 
-def _refuse_stream(stream: bool | None) -> None:
-    if stream:
-        raise refuse("stream", "streamed answers are not served on this route yet")
-
-
 @router.post(
     "/v1/images/generations",
     operation_id="generateImageCompatible",
@@ -146,13 +145,18 @@ async def generate_compatible(request: Request) -> Response:
         body = await asyncio.to_thread(_decode_generation, raw)
     else:
         body = _decode_generation(raw)
-    _refuse_stream(body.stream)
     translation = body.translate()
     try:
         image_request = body.to_request(translation=translation)
     except ValidationError as exc:
         raise openai_error(validation_refusal(exc, _GENERATION_DECODE)) from None
-    return await _run(bridge_state(request), request, image_request, translation)
+    state = bridge_state(request)
+    if body.stream:
+        routed = _Routed(state, request, image_request, translation)
+        return stream_compatible(
+            state, request, image_request, routed, "image_generation", openai_error
+        )
+    return await _run(state, request, image_request, translation)
 
 
 @router.post(
@@ -167,5 +171,7 @@ async def edit_compatible(request: Request) -> Response:
         request, max_image_bytes=state.config.artifacts.image.max_encoded_bytes
     )
     edit = await build_edit_request(form)
-    _refuse_stream(edit.stream)
+    if edit.stream:
+        routed = _Routed(state, request, edit.request, edit.translation)
+        return stream_compatible(state, request, edit.request, routed, "image_edit", openai_error)
     return await _run(state, request, edit.request, edit.translation)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
@@ -20,7 +19,7 @@ from imagebridge.server.openapi import ERROR_RESPONSES, idempotency_parameter, j
 from imagebridge.server.routes import protected_router
 from imagebridge.server.routes.images import decode_image_request
 from imagebridge.server.state import bridge_state
-from imagebridge.server.streaming import EventStreamResponse
+from imagebridge.server.streaming import EndpointStream, EventStreamResponse
 
 router = protected_router(tags=["images"])
 
@@ -41,21 +40,6 @@ _EXAMPLE = (
     'event: started\ndata: {"type":"started"}\n\n'
     'event: completed\ndata: {"type":"completed","response":{}}\n\n'
 )
-
-
-class _StreamResponse(Response):
-    """Adapts :class:`EventStreamResponse` to what FastAPI expects an endpoint to return."""
-
-    def __init__(self, stream: EventStreamResponse) -> None:
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = []
-        self._stream = stream
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._stream(scope, receive, send)
-        if self.background is not None:
-            await self.background()
 
 
 @router.post(
@@ -98,4 +82,4 @@ async def stream_image(request: Request) -> Response:
         heartbeat_interval=state.options.heartbeat_interval,
         queue_size=state.options.stream_queue_size,
     )
-    return _StreamResponse(stream)
+    return EndpointStream(stream)

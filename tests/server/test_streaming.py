@@ -198,3 +198,75 @@ async def test_an_unexpected_failure_still_ends_the_stream_with_one_error() -> N
     frames = b"".join(recorder.bodies).decode().strip().split("\n\n")
     assert [frame.split("\n")[0] for frame in frames] == ["event: started", "event: error"]
     assert '"code":"internal_error"' in frames[-1] and "bug" not in frames[-1]
+
+
+class Deferring:
+    """A dialect without a ``started`` frame, like OpenAI's."""
+
+    started = None
+
+    def event(self, event: Any) -> bytes | None:
+        return sse_frame("partial", b"{}") if isinstance(event, PartialImageEvent) else None
+
+    def completed(self, response: ImageResponse) -> bytes:
+        return sse_frame("done", b"{}")
+
+    def error(self, error: BridgeError, request_id: str) -> bytes:
+        return sse_frame("error", error.code.value.encode())
+
+
+class Messages:
+    """An ASGI ``send`` keeping whole messages (status and headers included)."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    def body(self) -> bytes:
+        return b"".join(m.get("body", b"") for m in self.messages if "body" in m)
+
+
+async def test_a_deferred_stream_answers_an_early_failure_as_json() -> None:
+    async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
+        await sink(ProgressEvent(stage="validating"))  # not an event of this dialect
+        raise BridgeError(ErrorCode.UNSUPPORTED_CAPABILITY, "no", details={"field": "size"})
+
+    sent = Messages()
+    stream = EventStreamResponse(operation, request_id="r5", dialect=Deferring())
+    await asyncio.wait_for(stream({"type": "http"}, never_disconnects, sent.send), 5)
+    start = sent.messages[0]
+    assert start["status"] == 400
+    headers = dict(start["headers"])
+    assert headers[b"content-type"] == b"application/json"
+    assert headers[b"x-should-retry"] == b"false"
+    assert json.loads(sent.body())["error"]["param"] == "size"
+
+
+async def test_a_deferred_stream_starts_on_its_first_frame_or_heartbeat() -> None:
+    async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
+        await sink(PartialImageEvent(index=0, partial_index=0, b64_json="AA=="))
+        await asyncio.sleep(0.3)
+        raise BridgeError(ErrorCode.UPSTREAM, "late")
+
+    async def slow(sink: EventSink, token: CancelToken) -> ImageResponse:
+        await asyncio.sleep(0.3)
+        return response_for("r7")
+
+    early, idle = Messages(), Messages()
+    await EventStreamResponse(operation, request_id="r6", dialect=Deferring())(
+        {"type": "http"}, never_disconnects, early.send
+    )
+    assert early.messages[0]["status"] == 200
+    assert (
+        early.body().replace(HEARTBEAT, b"")
+        == b"event: partial\ndata: {}\n\nevent: error\ndata: upstream\n\n"
+    )
+    stream = EventStreamResponse(
+        slow, request_id="r7", heartbeat_interval=0.05, dialect=Deferring()
+    )
+    await stream({"type": "http"}, never_disconnects, idle.send)
+    assert idle.messages[0]["status"] == 200
+    assert idle.body().count(HEARTBEAT) >= 1
+    assert idle.body().endswith(b"event: done\ndata: {}\n\n")

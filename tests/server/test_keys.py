@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from imagebridge.providers.mock import MockProvider
 from tests.server.conftest import LiveServer, ServeFactory
@@ -320,3 +321,26 @@ def test_metrics_count_images_per_key_name_for_the_admin_only(serve: ServeFactor
     assert 'imagebridge_key_images_total{key="metered",outcome="delivered"} 2.0' in text
     assert 'imagebridge_key_images_total{key="metered",outcome="failed"} 1.0' in text
     assert secret not in text and secret[:12] not in text
+
+
+def test_the_openai_sdk_on_a_key_gets_its_images_then_a_rate_limit_error(
+    serve: ServeFactory,
+) -> None:
+    import openai
+
+    server = serve(*KEYS_ON, env=ENV)
+    _, secret = create_key(server, "sdk", images_per_day=2)
+    mock = server.state.find_provider(MockProvider)
+    assert mock is not None
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=secret, max_retries=0)
+    result = client.images.generate(
+        model="mock-image-1", prompt="two foxes", n=2, response_format="b64_json"
+    )
+    assert result.data is not None and len(result.data) == 2
+    calls = mock.calls
+    with pytest.raises(openai.RateLimitError) as refused:
+        client.images.generate(model="mock-image-1", prompt="one more", n=1)
+    headers = refused.value.response.headers
+    assert headers["x-should-retry"] == "true" and int(headers["retry-after"]) >= 1
+    assert headers["x-imagebridge-images-remaining-day"] == "0"
+    assert mock.calls == calls  # refused before the provider

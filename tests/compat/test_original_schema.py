@@ -9,12 +9,14 @@ original's SDK). This is the audit of item 3 of issue 19, run live against
 from __future__ import annotations
 
 import base64
+import hashlib
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import imagegen_bridge as sdk
 import pytest
 from openai.types.images_response import ImagesResponse
 
@@ -101,3 +103,34 @@ def test_errors_and_compat_answers_match_the_original_schemas(
     edited = http.post("/v1/images/edits", files=files, data={"prompt": "blue", "size": "16x16"})
     assert edited.status_code == 200
     ImagesResponse.model_validate(edited.json(), strict=True)
+
+
+def test_a_native_url_answer_keeps_the_original_shape_and_resolves(
+    http: httpx.Client, bridge: BridgeProcess
+) -> None:
+    # the original answered 500 here (no artifacts.public_base_url), or a URL it did not
+    # serve; the shape is unchanged and the link now works (docs/api-decisions.md)
+    request = {
+        "operation": "generate",
+        "prompt": "a linked schema fox",
+        "parameters": SMALL,
+        "output": {"response_format": "url"},
+    }
+    body = ok(http.post("/v1/images", json=request), "ImageResponse")
+    item = body["data"][0]
+    assert item["type"] == "url"
+    decoded = sdk.ImagegenBridgeClient(bridge.url, bearer_token=bridge.token).images.generate(
+        sdk.ImageRequest.generate(
+            "a linked schema fox",
+            parameters=sdk.GenerationParameters(size="16x16"),
+            output=sdk.OutputOptions(response_format="url"),
+        )
+    )
+    assert decoded.data[0].type == "url" and decoded.data[0].url is not None
+    for url, sha256 in (
+        (item["url"], item["sha256"]),
+        (decoded.data[0].url, decoded.data[0].sha256),
+    ):
+        fetched = httpx.get(url, timeout=30)  # no bearer
+        assert fetched.status_code == 200
+        assert hashlib.sha256(fetched.content).hexdigest() == sha256

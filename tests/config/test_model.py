@@ -75,6 +75,7 @@ DEFAULTS: dict[str, Any] = {
     "artifacts.retention.max_artifacts": None,
     "artifacts.retention.max_scan_entries": 100_000,
     "artifacts.retention.stale_temp_secs": 3_600,
+    "artifacts.retention.repair_interval_secs": 3_600,
     "artifacts.backend": "filesystem",
     "artifacts.s3.endpoint": None,
     "artifacts.s3.region": "us-east-1",

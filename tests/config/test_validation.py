@@ -278,6 +278,14 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
     ],
     *[
         (
+            f"repair-interval-{value}",
+            _cfg(**{"artifacts.retention.repair_interval_secs": value}),
+            ("artifacts.retention.repair_interval_secs", "out_of_range"),
+        )
+        for value in [1, 59, 365 * 24 * 3600 + 1]
+    ],
+    *[
+        (
             f"public-url-{url}",
             _cfg(**{"artifacts.public_base_url": url}),
             ("artifacts.public_base_url", "invalid_url"),

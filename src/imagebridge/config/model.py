@@ -238,6 +238,10 @@ class RetentionSettings(_Section):
     stale_temp_secs: U64 = 3_600
     """Age after which a hidden temp file left by a crashed writer is removed by cleanup
     (at least 60 s: a younger one may belong to a live writer)."""
+    repair_interval_secs: U64 = 3_600
+    """How often the server repairs what a crash left half-done (temp files past
+    ``stale_temp_secs``, markers whose file is missing, references to missing sidecars); it
+    also runs once at start. ``0`` turns both off (``artifacts repair --force`` remains)."""
 
 
 def _default_artifact_root() -> Path:

@@ -271,6 +271,13 @@ def _check_inputs_and_artifacts(config: BridgeConfig, report: Report) -> None:
             "out_of_range",
             "stale temp file grace must be between 60 seconds and 365 days",
         )
+    interval = retention.repair_interval_secs
+    if interval != 0 and not MIN_STALE_TEMP_SECS <= interval <= MAX_STALE_TEMP_SECS:
+        report(
+            "artifacts.retention.repair_interval_secs",
+            "out_of_range",
+            "repair interval must be 0 (off) or between 60 seconds and 365 days",
+        )
     if artifacts.public_base_url is not None and not valid_public_base_url(
         artifacts.public_base_url
     ):

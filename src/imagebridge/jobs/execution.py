@@ -19,6 +19,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
+from imagebridge.engine.crash_points import crash_point
 from imagebridge.engine.materialize import ARTIFACT_NOT_STORED
 from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
 from imagebridge.jobs.keys import (
@@ -209,6 +210,7 @@ class JobRunner:
             if lost is not None:  # inline images dropped by the trim: say so, not "succeeded"
                 outcome = lost
             else:
+                crash_point("job.result_pending")  # artifacts published, the row not yet final
                 try:
                     await self._store.succeed(scope, job_id, text, now=self._now())
                     return

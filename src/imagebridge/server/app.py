@@ -34,6 +34,7 @@ from imagebridge.server.metrics import BridgeMetrics
 from imagebridge.server.middleware import BridgeMiddleware, MiddlewareSettings
 from imagebridge.server.openapi import TITLE, build_openapi
 from imagebridge.server.readiness import ReadinessMonitor
+from imagebridge.server.recovery import ArtifactRecovery
 from imagebridge.server.routes import (
     artifacts,
     compat,
@@ -192,6 +193,12 @@ def create_app(
         ),
         origins=list(origins or []),
         jobs_enabled=config.server.jobs.enabled,
+        recovery=ArtifactRecovery(
+            engine.artifacts,
+            interval_s=config.artifacts.retention.repair_interval_secs,
+            max_scan=config.artifacts.retention.max_scan_entries,
+            stale_temp_secs=config.artifacts.retention.stale_temp_secs,
+        ),
     )
 
     @contextlib.asynccontextmanager
@@ -213,9 +220,13 @@ def create_app(
                 raise
             state.readiness.dependencies.append(state.jobs.jobs.healthy)
         state.readiness.start()
+        if state.recovery is not None:
+            state.recovery.start()
         try:
             yield
         finally:
+            if state.recovery is not None:
+                await state.recovery.stop()
             await state.readiness.stop()
             await _close(state, engine)
 

@@ -24,6 +24,7 @@ from imagebridge.server.auth import AccessPolicy
 from imagebridge.server.events import DEFAULT_EVENT_CAPACITY, OperatorEvents
 from imagebridge.server.metrics import BridgeMetrics
 from imagebridge.server.readiness import ReadinessMonitor
+from imagebridge.server.recovery import ArtifactRecovery
 from imagebridge.server.shutdown import Drain
 
 __all__ = ["BridgeState", "ServerOptions", "bridge_state", "unwrap_provider"]
@@ -65,6 +66,8 @@ class BridgeState:
     """Whether the jobs, presets and artifact routes are mounted (``server.jobs.enabled``)."""
     jobs: JobServices | None = None
     """The job manager and preset service, once the lifespan has opened them."""
+    recovery: ArtifactRecovery | None = None
+    """Repairs half-done artifact writes at start and periodically (server/recovery.py)."""
     startup_error: BridgeError | None = None
     """Why the lifespan could not start the app (reported by ``run_server``)."""
     drain: Drain = field(default_factory=Drain)

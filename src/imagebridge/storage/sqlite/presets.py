@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Self
 
+from imagebridge.engine.crash_points import crash_point
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, PRESET_STORE, StoreLifecycle
 from imagebridge.storage.records import JsonInput, PresetPage, PresetRecord, SchemaStatus
 from imagebridge.storage.rows import PRESET_COLUMNS, preset_page, preset_record
@@ -112,6 +113,7 @@ class SqlitePresetStore(StoreLifecycle[SqliteDatabase]):
                     f"INSERT INTO image_presets ({PRESET_COLUMNS}) VALUES (?, ?, ?, ?, ?)",  # noqa: S608
                     (name, description, template, now, now),
                 )
+                crash_point("preset.inserted")  # before COMMIT: SQLite's journal undoes it
             return PresetRecord(name, description, template, now, now)
 
         return await self._db.run(operation)

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from imagebridge.contract.accounts import ACCOUNT_NAME_RULE, is_account_name
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine.crash_points import crash_point
 from imagebridge.providers.codex.auth import AUTH_FILE_NAME
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "auth_document",
     "list_logins",
     "locked",
+    "remove_stale_temps",
     "utc_stamp",
     "write_auth_atomically",
 ]
@@ -110,11 +112,51 @@ def _ensure_home(home: Path) -> None:
     os.chmod(home, 0o700)  # mkdir's mode is masked by the umask; a reused directory too
 
 
+_TEMP_PREFIX: Final = f".{AUTH_FILE_NAME}."
+
+
+def remove_stale_temps(login: OwnLogin) -> int:
+    """Remove temp files of ``auth.json`` whose writer is gone (killed between its write
+    and its rename); they hold tokens. Writers hold the login's lock, so under it any
+    temp file of a process that no longer runs is a leftover. Returns how many."""
+    removed = 0
+    try:
+        names = os.listdir(login.home)
+    except OSError:
+        return 0
+    for name in names:
+        parts = name.removeprefix(_TEMP_PREFIX).split(".")
+        if not name.startswith(_TEMP_PREFIX) or len(parts) != 3 or parts[2] != "tmp":
+            continue
+        if not parts[0].isdigit() or _alive(int(parts[0])):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(login.home / name)
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, not ours to signal
+    return True
+
+
 def write_auth_atomically(login: OwnLogin, document: Mapping[str, Any]) -> None:
-    """Replace ``auth.json`` with ``document``: temp file (0600), fsync, rename, fsync dir."""
+    """Replace ``auth.json`` with ``document``: temp file (0600), fsync, rename, fsync dir.
+
+    Leftover temp files of killed writers are removed first (:func:`remove_stale_temps`).
+    """
     _ensure_home(login.home)
+    remove_stale_temps(login)
     data = json.dumps(document, indent=2).encode("utf-8")
-    temp = login.home / f".{AUTH_FILE_NAME}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    temp = login.home / f"{_TEMP_PREFIX}{os.getpid()}.{time.monotonic_ns()}.tmp"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         try:
@@ -125,6 +167,7 @@ def write_auth_atomically(login: OwnLogin, document: Mapping[str, Any]) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        crash_point("login.temp_written")
         os.replace(temp, login.auth_file)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -118,3 +118,10 @@ async def test_a_key_from_the_environment_replaces_the_file(tmp_path: Path) -> N
         await SignedArtifactLinks(short, 60).ready()
     assert caught.value.code is ErrorCode.CONFIGURATION
     assert "short" not in caught.value.message
+
+
+def test_a_root_reached_through_a_symlink_holds_the_key(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    key = links(tmp_path / "linked").key()
+    assert bytes.fromhex((tmp_path / "real" / KEY_FILENAME).read_text()) == key

@@ -89,7 +89,7 @@ def _key_error(message: str) -> BridgeError:
 def _load_or_create(root: Path) -> bytes:
     try:
         root.mkdir(parents=True, exist_ok=True)
-        dir_fd = _fs.open_dir(str(root))
+        dir_fd = _fs.open_dir(os.path.realpath(root))  # as the store opens it
     except OSError as exc:
         raise _key_error("artifact root is not usable for the link key") from exc
     try:

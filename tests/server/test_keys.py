@@ -344,3 +344,64 @@ def test_the_openai_sdk_on_a_key_gets_its_images_then_a_rate_limit_error(
     assert headers["x-should-retry"] == "true" and int(headers["retry-after"]) >= 1
     assert headers["x-imagebridge-images-remaining-day"] == "0"
     assert mock.calls == calls  # refused before the provider
+
+
+async def _two_at_once(server: LiveServer, secret: str, body: dict[str, Any]) -> list[int]:
+    async with server.async_client(headers={"authorization": f"Bearer {secret}"}) as client:
+        answers = await asyncio.gather(*(client.post("/v1/images", json=body) for _ in range(2)))
+    return sorted(answer.status_code for answer in answers)
+
+
+def test_max_concurrent_waits_within_the_deadline(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    _, secret = create_key(server, "single", max_concurrent=1)
+    slow = {**BODY, "prompt": "[mock:latency=400] a fox"}
+    started = time.monotonic()
+    assert asyncio.run(_two_at_once(server, secret, slow)) == [200, 200]
+    assert time.monotonic() - started >= 0.8  # the second waited for the first
+    # A deadline shorter than the wait: the second is refused, nothing reserved for it.
+    mock = server.state.find_provider(MockProvider)
+    assert mock is not None
+    slow = {**BODY, "prompt": "[mock:latency=3000] a fox"}
+    hurried = {**BODY, "timeout_ms": 500}
+    assert asyncio.run(_behind(server, secret, mock, slow, hurried)) == (200, 429)
+    with admin(server) as client:
+        rows = client.get("/v1/usage").json()["data"]
+    assert sum(row["requested"] for row in rows) == 3  # the refused one never reserved
+
+
+async def _behind(
+    server: LiveServer,
+    secret: str,
+    mock: MockProvider,
+    first: dict[str, Any],
+    second: dict[str, Any],
+) -> tuple[int, int]:
+    """``second`` sent once ``first`` is running at the provider."""
+    async with server.async_client(headers={"authorization": f"Bearer {secret}"}) as client:
+        calls = mock.calls
+        running = asyncio.create_task(client.post("/v1/images", json=first))
+        deadline = time.monotonic() + 30
+        # The provider runs on the server thread: poll its counter (bounded).
+        while mock.calls == calls and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        refused = await client.post("/v1/images", json=second)
+        refused_error = refused.json()["error"]["imagegen_bridge"]
+        assert refused_error["details"]["reason"] == "key_concurrency"
+        return (await running).status_code, refused.status_code
+
+
+def test_a_keys_job_reserves_when_it_runs(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    _, secret = create_key(server, "jobs", images_per_day=1)
+    with as_key(server, secret) as client:
+        failing = client.post("/v1/jobs", json={**BODY, "prompt": "[mock:fail=upstream] x"})
+        assert _wait_job(client, failing.json()["id"])["status"] == "failed"
+        first = client.post("/v1/jobs", json=BODY).json()
+        assert _wait_job(client, first["id"])["status"] == "succeeded"  # the failure gave back
+        second = client.post("/v1/jobs", json=BODY)
+        assert second.status_code == 202  # queued: nothing is reserved before it runs
+        refused = _wait_job(client, second.json()["id"])
+    assert refused["status"] == "failed"
+    assert refused["error"]["code"] == "rate_limited"
+    assert refused["error"]["details"]["reason"] == "key_quota"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from imagebridge.contract.enums import (
     ArtifactCollisionPolicy,
@@ -25,11 +26,15 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import CONTRACT_VERSION, ImageInput, ImageRequest, parse_size
 from imagebridge.contract.response import ValidationIssue
 
+if TYPE_CHECKING:  # the pixel layer (Pillow) stays unloaded for the interface alone
+    from imagebridge.imaging.inspect import ImageInfo
+
 __all__ = [
     "MAX_EMBEDDED_PROMPT_BYTES",
     "MAX_ISSUES",
     "MAX_PARTIAL_IMAGES",
     "RequestLimits",
+    "check_mask",
     "has_control_characters",
     "is_safe_directory",
     "is_safe_filename",
@@ -442,4 +447,34 @@ def validate_negotiated_request(
             "prompt, so the two are sent as one prompt.",
             "Or route to a provider whose capabilities list a native negative prompt.",
         ],
+    )
+
+
+MASK_SIZE_MESSAGE = "the mask must have the same dimensions as the first image"
+MASK_ALPHA_MESSAGE = "the mask needs an alpha channel marking the area to edit"
+
+
+def check_mask(mask: ImageInfo, source: ImageInfo, *, needs_alpha: bool = True) -> None:
+    """Refuse a mask that cannot mark a region of the first edit image (400 naming ``mask``).
+
+    The one mask check every surface and route uses, before any upstream call: a mask is
+    the first image's size (every mask API, and the bridge's own compositing, reads it
+    pixel for pixel), and its alpha channel marks the area to edit (transparent = change).
+    ``needs_alpha`` is off only for a native transport that reads masks another way.
+    """
+    problem = None
+    if (mask.width, mask.height) != (source.width, source.height):
+        problem = MASK_SIZE_MESSAGE
+    elif needs_alpha and not mask.has_alpha:
+        problem = MASK_ALPHA_MESSAGE
+    if problem is None:
+        return
+    raise BridgeError(
+        ErrorCode.INPUT,
+        problem,
+        details={
+            "field": "mask",
+            "mask_size": f"{mask.width}x{mask.height}",
+            "image_size": f"{source.width}x{source.height}",
+        },
     )

@@ -17,6 +17,7 @@ from imagebridge.contract.enums import Operation, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.inputs import LoadedImage, LoadedInputs
+from imagebridge.engine.validation import check_mask
 from imagebridge.imaging.inspect import ImageInfo
 from imagebridge.providers.openai.models import ModelProfile
 from imagebridge.providers.openai.wire import request_fields
@@ -102,15 +103,14 @@ def _check_size(image: LoadedImage, field_name: str, max_bytes: int, provider: s
 
 
 def _check_mask(mask: ImageInfo, source: ImageInfo, profile: ModelProfile, provider: str) -> None:
-    problem = None
+    """The API's own rule (a PNG), then the engine's shared mask rule (size, alpha)."""
     if mask.format is not OutputFormat.PNG:
-        problem = "the mask must be a PNG image"
-    elif (mask.width, mask.height) != (source.width, source.height):
-        problem = "the mask must have the same dimensions as the first image"
-    elif profile.mask_needs_alpha and not mask.has_alpha:
-        problem = "the mask needs an alpha channel marking the area to edit"
-    if problem is not None:
-        raise _input_error(problem, "mask", provider)
+        raise _input_error("the mask must be a PNG image", "mask", provider)
+    try:
+        check_mask(mask, source, needs_alpha=profile.mask_needs_alpha)
+    except BridgeError as error:
+        error.provider = provider
+        raise
 
 
 def _form_value(value: str | int | bool) -> str:

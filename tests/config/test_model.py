@@ -47,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     "runtime.idempotency.completed_ttl_secs": 86_400,
     "runtime.idempotency.in_flight_ttl_secs": 1_860,
     "runtime.idempotency.unknown_ttl_secs": 86_400,
+    "runtime.images.feather_px": 8,
+    "runtime.images.size_match_window": 50,
+    "runtime.images.prefer": "default",
     "inputs.local_roots": ["."],
     **{
         f"{section}.{key}": value

@@ -183,7 +183,11 @@ async def test_mixed_dimensions_are_reported_per_image() -> None:
     eff = request(parameters={"n": 2, "size": "2x2"})
     result = await Materializer().materialize(response(items), eff, None, owner="o")
     assert [(n.field, n.effective) for n in result.normalizations] == [("data[1].size", "1x1")]
-    assert result.warnings == ["provider_output_dimensions_differed"]
+    # the original's warning, kept for its clients, and the issue-32 one for the same fact
+    assert result.warnings == [
+        "provider_output_dimensions_differed",
+        "provider_output_size_differed",
+    ]
 
 
 # -- metadata: embedded records and sidecars -----------------------------------------------
@@ -609,7 +613,11 @@ async def test_uniformly_different_dimensions_change_the_effective_size() -> Non
         "3x2",
         "provider_output_dimensions_differed",
     )
-    assert result.warnings == ["provider_output_dimensions_differed"]
+    # the original's warning, kept for its clients, and the issue-32 one for the same fact
+    assert result.warnings == [
+        "provider_output_dimensions_differed",
+        "provider_output_size_differed",
+    ]
     same = await Materializer().materialize(
         response([image_item(0, png_bytes(2, 2))]),
         request(parameters={"size": "2x2"}),

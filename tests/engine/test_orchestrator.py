@@ -68,7 +68,11 @@ async def test_mode_reports_verified_dimension_mismatch(mode: str) -> None:
     assert [(n.field, n.requested, n.effective, n.reason) for n in response.normalizations] == [
         ("parameters.size", "2x2", "1x1", "provider_output_dimensions_differed")
     ]
-    assert response.warnings == ["provider_output_dimensions_differed"]
+    # the original's warning, kept for its clients, and the issue-32 one for the same fact
+    assert response.warnings == [
+        "provider_output_dimensions_differed",
+        "provider_output_size_differed",
+    ]
 
 
 async def test_replays_idempotent_responses_without_a_second_provider_call() -> None:

@@ -361,12 +361,18 @@ def test_21_normalize_reports_each_change(standard: LiveServer) -> None:
     )
     assert response.status_code == 200
     body = response.json()
-    reasons = {item["field"]: item for item in body["normalizations"]}
-    assert len(body["normalizations"]) == 3
+    # the original's three, then (issue 32) the delivered 1x1 against the 1536x1024 asked for
+    negotiated = body["normalizations"][:3]
+    reasons = {item["field"]: item for item in negotiated}
+    assert len(negotiated) == 3
     assert reasons["parameters.n"]["reason"] == "clamped_to_provider_range"
     assert (reasons["parameters.n"]["requested"], reasons["parameters.n"]["effective"]) == (3, 2)
     assert reasons["parameters.quality"]["reason"] == "normalized_to_provider_value"
     assert reasons["parameters.size"]["reason"] == "normalized_to_provider_size"
+    delivered = body["normalizations"][3:]
+    assert [(d["field"], d["requested"], d["reason"]) for d in delivered] == [
+        ("parameters.size", "1536x1024", "provider_output_size_differed")
+    ]
     assert (body["effective"]["n"], body["effective"]["quality"]) == (2, "auto")
     assert body["effective"]["size"] == "auto"
     assert {k: body["requested"][k] for k in parameters} == parameters

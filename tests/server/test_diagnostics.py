@@ -104,7 +104,7 @@ def test_the_base_document_holds_exactly_the_original_keys(serve: ServeFactory) 
     assert extended["providers_detail"] == {
         "quota": {"quota": {"state": "available", "used_percent": 12}}
     }
-    assert set(extended["runtime"]) == {*body["runtime"], "circuit_breakers"}
+    assert set(extended["runtime"]) == {*body["runtime"], "circuit_breakers", "size_match"}
     assert set(extended["jobs"]) == {
         *body["jobs"],
         "shared",

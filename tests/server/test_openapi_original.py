@@ -34,6 +34,9 @@ OUR_COMPONENTS: dict[str, str] = {
     "CircuitBreakerDiagnostics": "one provider's breaker inside ExtendedRuntimeDiagnostics",
     "StorageDiagnostics": "storage part of ExtendedDiagnostics (full disk, I/O errors)",
     "StorageAreaFault": "one faulty write area inside StorageDiagnostics",
+    "SizeMatchDiagnostics": "one transport's size-match rate inside ExtendedRuntimeDiagnostics",
+    "SizeMismatchPolicy": "values of policies.size_mismatch (issue 32)",
+    "RoutingPreference": "values of routing.prefer (issue 32)",
     "LiveStatus": "GET /health/live body, which the original leaves undocumented",
     "CompatImage": "an item of CompatibleImagesResponse.data, inlined by the original",
     "CompatResponseExtension": "CompatibleImagesResponse.imagegen_bridge, inlined by the original",
@@ -139,5 +142,19 @@ _KNOWN_SHAPES: set[tuple[str, frozenset[str], frozenset[str]]] = {
                    "jobs", "providers", "runtime"}),
         frozenset({"artifact_storage_enabled", "bridge_version", "configuration", "jobs",
                    "providers", "runtime"}),
+    ),
+    # Request additions of issue 32, omitted from every echo when unset, so a request the
+    # original's clients send (nulls for absent fields) is echoed unchanged
+    # (docs/api-decisions.md, "Images as asked").
+    (
+        "RequestPolicies",
+        frozenset({"batch_execution", "compatibility", "negative_prompt", "revised_prompt",
+                   "size_mismatch"}),
+        frozenset({"batch_execution", "compatibility", "negative_prompt", "revised_prompt"}),
+    ),
+    (
+        "RoutingOptions",
+        frozenset({"fallback_policy", "fallbacks", "model", "prefer", "provider"}),
+        frozenset({"fallback_policy", "fallbacks", "model", "provider"}),
     ),
 }  # fmt: skip

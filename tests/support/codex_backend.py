@@ -302,6 +302,9 @@ class CodexBackend:
         self.honour_size = honour_size
         """Off: every image is :attr:`image_size`, whatever size was asked (as the real
         images route does)."""
+        self.ignore_size_on: set[Route] = set()
+        """Routes that ignore ``size`` even with ``honour_size`` on (every image is
+        :attr:`image_size` there): one transport honours a size, the other does not."""
         self.c2pa = False
         """On: every PNG carries a C2PA manifest chunk (``caBX``), as real Codex PNGs do."""
         self.canvas_from_prompt = False
@@ -939,9 +942,9 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "usage_limit_in_stream":
             self._send_json(429, backend.usage_limit_error(self.quota), headers)
             return
-        width, height = _parse_size(
-            request.get("size") if backend.honour_size else None, backend.image_size
-        )
+        images_routes: set[Route] = {"images_generations", "images_edits"}
+        honoured = backend.honour_size and not images_routes & backend.ignore_size_on
+        width, height = _parse_size(request.get("size") if honoured else None, backend.image_size)
         if backend.canvas_from_prompt and not backend.honour_size:
             width, height = _canvas_for(request.get("prompt"))
         background = request.get("background")
@@ -1075,7 +1078,8 @@ class _Handler(BaseHTTPRequestHandler):
         self, size: object, output_format: object, background: object, variant: int = 0
     ) -> str:
         backend = self.server.backend
-        width, height = _parse_size(size if backend.honour_size else None, backend.image_size)
+        honoured = backend.honour_size and "responses" not in backend.ignore_size_on
+        width, height = _parse_size(size if honoured else None, backend.image_size)
         image_format = "png"
         if backend.honour_output_format and output_format in ("png", "jpeg", "webp"):
             image_format = str(output_format)

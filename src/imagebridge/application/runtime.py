@@ -213,6 +213,9 @@ def runtime_settings(config: BridgeConfig, registered: Sequence[str]) -> ImageRu
             in_flight_ttl_secs=idempotency.in_flight_ttl_secs,
             unknown_ttl_secs=idempotency.unknown_ttl_secs,
         ),
+        mask_feather_px=runtime.images.feather_px,
+        size_match_window=runtime.images.size_match_window,
+        prefer=runtime.images.prefer,
     )
 
 

@@ -48,6 +48,7 @@ from imagebridge.config._types import (
     parallelism_value,
 )
 from imagebridge.config.paths import default_data_dir
+from imagebridge.contract.enums import RoutingPreference
 
 __all__ = [
     "ACCOUNT_POLICIES",
@@ -169,6 +170,19 @@ class IdempotencySettings(_Section):
     unknown_ttl_secs: U64 = 86_400
 
 
+class ImagesAsAskedSettings(_Section):
+    """``[runtime.images]``: how the bridge holds transports to what was asked (issue 32)."""
+
+    feather_px: U32 = 8
+    """Width of the soft seam inside an emulated mask's area (0 = a hard edge; at most 256)."""
+    size_match_window: U32 = 50
+    """How many recent calls per provider, model and size tier the size-match rate covers
+    (1 to 10 000)."""
+    prefer: RoutingPreference = RoutingPreference.DEFAULT
+    """``routing.prefer`` for requests that do not say: ``honour_size`` sends an explicit
+    size above 1536 px to the transport measured to deliver it best."""
+
+
 class RuntimeSettings(_Section):
     """Deadlines, admission, breakers, request limits and idempotency."""
 
@@ -184,6 +198,7 @@ class RuntimeSettings(_Section):
     """Per-provider breaker policies keyed by provider name."""
     request: RequestLimitSettings = Field(default_factory=RequestLimitSettings)
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
+    images: ImagesAsAskedSettings = Field(default_factory=ImagesAsAskedSettings)
 
     def gate_for(self, provider: str) -> ConcurrencySettings:
         """The provider's own gate, or ``provider_default``."""

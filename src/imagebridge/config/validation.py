@@ -59,6 +59,8 @@ _MAX_SHUTDOWN_GRACE_MS = 5 * 60 * 1000
 _MAX_SERVER_SHUTDOWN_GRACE_MS = 60 * 60 * 1000
 _MAX_SHUTDOWN_SETTLE_MS = 60_000
 _MAX_OPEN_DURATION_MS = 24 * 60 * 60 * 1000
+_MAX_FEATHER_PX = 256  # imaging.masks.MAX_FEATHER_PX (config builds on the contract alone)
+_MAX_SIZE_MATCH_WINDOW = 10_000
 # A younger temp file may belong to a live writer (the store refuses less as well).
 MIN_STALE_TEMP_SECS = 60
 MAX_STALE_TEMP_SECS = 365 * 24 * 60 * 60
@@ -154,6 +156,19 @@ def _check_runtime(config: BridgeConfig, report: Report) -> None:
             "shutdown grace must be between 1 millisecond and five minutes",
         )
 
+    images = runtime.images
+    if images.feather_px > _MAX_FEATHER_PX:
+        report(
+            "runtime.images.feather_px",
+            "out_of_range",
+            f"mask feather must be at most {_MAX_FEATHER_PX} pixels",
+        )
+    if not 1 <= images.size_match_window <= _MAX_SIZE_MATCH_WINDOW:
+        report(
+            "runtime.images.size_match_window",
+            "out_of_range",
+            f"size-match window must be between 1 and {_MAX_SIZE_MATCH_WINDOW} calls",
+        )
     _check_gate("runtime.global", runtime.global_, report)
     _check_gate("runtime.provider_default", runtime.provider_default, report)
     known = set(PROVIDER_KEYS.values()) | set(config.providers.openai_compatible)

@@ -29,7 +29,9 @@ __all__ = [
     "Resolution",
     "ResponseFormat",
     "RevisedPromptPolicy",
+    "RoutingPreference",
     "SessionMode",
+    "SizeMismatchPolicy",
     "SupportLevel",
     "TransparencyMode",
     "enum_rank",
@@ -165,6 +167,23 @@ class BatchExecution(StrEnum):
     AUTO = "auto"
     SEQUENTIAL = "sequential"
     PARALLEL = "parallel"
+
+
+class SizeMismatchPolicy(StrEnum):
+    """``policies.size_mismatch`` (an imagebridge addition): what a delivered image of
+    another size than asked becomes. ``accept`` reports it; ``fail`` refuses it after the
+    (billed) call."""
+
+    ACCEPT = "accept"
+    FAIL = "fail"
+
+
+class RoutingPreference(StrEnum):
+    """``routing.prefer`` (an imagebridge addition): ``default`` routes as configured;
+    ``honour_size`` sends a large explicit size to the transport measured to deliver it."""
+
+    DEFAULT = "default"
+    HONOUR_SIZE = "honour_size"
 
 
 class SupportLevel(StrEnum):

@@ -35,7 +35,9 @@ from imagebridge.contract.enums import (
     Resolution,
     ResponseFormat,
     RevisedPromptPolicy,
+    RoutingPreference,
     SessionMode,
+    SizeMismatchPolicy,
     TransparencyMode,
 )
 
@@ -55,6 +57,7 @@ __all__ = [
     "TransparencyOptions",
     "parse_aspect_ratio",
     "parse_size",
+    "resolution_tier",
 ]
 
 CONTRACT_VERSION = "1"
@@ -74,6 +77,23 @@ def parse_size(value: str) -> tuple[int, int] | None:
     if width > _U32_MAX or height > _U32_MAX:
         raise ValueError("size edge does not fit 32 bits")
     return width, height
+
+
+RESOLUTION_LONG_EDGE: dict[Resolution, int] = {
+    Resolution.ONE_K: 1536,
+    Resolution.TWO_K: 2048,
+    Resolution.FOUR_K: 4096,
+}
+"""The longest edge of each ``resolution`` tier (a larger edge belongs to the next)."""
+
+
+def resolution_tier(width: int, height: int) -> Resolution:
+    """The tier a ``width``×``height`` image belongs to, by its longer edge."""
+    long_edge = max(width, height)
+    for tier, limit in RESOLUTION_LONG_EDGE.items():
+        if long_edge <= limit:
+            return tier
+    return Resolution.FOUR_K
 
 
 def _check_size(value: str) -> str:
@@ -210,6 +230,9 @@ class RoutingOptions(RequestModel):
     model: StrictStr | None = Field(default=None, exclude_if=omit_none)
     fallbacks: list[ProviderRoute] = Field(default_factory=list, exclude_if=omit_empty)
     fallback_policy: FallbackPolicy = FallbackPolicy.ON_UNAVAILABLE
+    prefer: RoutingPreference | None = Field(default=None, exclude_if=omit_none)
+    """imagebridge addition, omitted when unset so the original's strict clients decode
+    every request echo they can send (docs/api-decisions.md)."""
 
 
 class SessionOptions(RequestModel):
@@ -243,6 +266,8 @@ class RequestPolicies(RequestModel):
     negative_prompt: NegativePromptMode = NegativePromptMode.AUTO
     revised_prompt: RevisedPromptPolicy = RevisedPromptPolicy.INCLUDE
     batch_execution: BatchExecution = BatchExecution.AUTO
+    size_mismatch: SizeMismatchPolicy | None = Field(default=None, exclude_if=omit_none)
+    """imagebridge addition (``accept`` when unset), omitted when unset like ``prefer``."""
 
 
 class ImageRequest(RequestModel):

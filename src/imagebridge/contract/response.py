@@ -48,6 +48,8 @@ KNOWN_WARNINGS = (
     "responses_model_fallback_used",
     "c2pa_manifest_invalidated",
     "account_failover_used",
+    "mask_emulated",
+    "provider_output_size_differed",
 )
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import itertools
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
@@ -25,11 +25,14 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest, parse_size
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Normalization
 from imagebridge.engine.decoded import take_decoded
+from imagebridge.engine.masking import MaskPlan
+from imagebridge.engine.sizes import SIZE_WARNING, SizeReport, size_mismatch_error, size_report
 from imagebridge.engine.storage_faults import DISK_FAULT_REASONS
 from imagebridge.engine.transparency import ChromaPlan
 from imagebridge.imaging.b64 import decode_strict, encode_text, is_canonical
 from imagebridge.imaging.chroma import inspect_transparent_alpha, remove_background
 from imagebridge.imaging.inspect import ImageInfo, ImageLimits, inspect_image
+from imagebridge.imaging.masks import composite_masked
 from imagebridge.imaging.metadata import (
     build_generation_record,
     embed_metadata,
@@ -183,6 +186,10 @@ def _delivered(response: ImageResponse, projected: list[GeneratedImage]) -> Imag
     )
 
 
+def _sizes(verified: list[VerifiedImage]) -> list[tuple[int, int, int]]:
+    return [(image.index, image.info.width, image.info.height) for image in verified]
+
+
 def _decode_boxed(box: list[str]) -> bytes:
     """Decode the base64 text in ``box`` (a worker thread's argument).
 
@@ -238,11 +245,17 @@ class Materializer:
         owner: str,
         original: ImageRequest | None = None,
         link_base: str | None = None,
+        mask: MaskPlan | None = None,
+        on_transport_size: Callable[[SizeReport], None] | None = None,
     ) -> ImageResponse:
         """Verify ``response`` against ``effective`` and project it for delivery.
 
-        ``original`` is the caller's request, needed only for embedded metadata records;
-        ``link_base`` the address the caller reached the bridge on (for ``url`` outputs).
+        ``original`` is the caller's request: its size ask is what delivered sizes are
+        compared with (and embedded metadata records name it). ``link_base`` is the
+        address the caller reached the bridge on (for ``url`` outputs). ``mask``:
+        composite every output through an emulated mask. ``on_transport_size`` hears how
+        the transport's own output compared with the ask (before any compositing), even
+        when the request then fails on ``policies.size_mismatch``.
         ``response`` is consumed: its items' base64 text is released once decoded.
         """
         self._check_output_set(response, effective)
@@ -251,8 +264,23 @@ class Materializer:
         for image in verified:
             budget += len(image.data)
             self._check_budget(budget)
+        asked = (original or effective).parameters
+        if on_transport_size is not None:
+            transport = size_report(asked, effective.parameters.size, _sizes(verified))
+            if transport is not None:
+                on_transport_size(transport)
         normalizations: list[Normalization] = []
         warnings: list[str] = []
+        if mask is not None:
+            normalizations.extend(
+                await _each([self._composite(image, mask, effective) for image in verified])
+            )
+            warnings.append("mask_emulated")
+        delivered = size_report(asked, effective.parameters.size, _sizes(verified))
+        if delivered is not None:
+            refusal = size_mismatch_error(delivered, (original or effective).policies.size_mismatch)
+            if refusal is not None:
+                raise refusal
         background = effective.parameters.background
         for image in verified:
             if plan is not None:
@@ -263,6 +291,9 @@ class Materializer:
         if size_changes:
             normalizations.extend(size_changes)
             warnings.append("provider_output_dimensions_differed")
+        if delivered is not None and not delivered.matched:
+            normalizations.extend(delivered.normalizations)
+            warnings.append(SIZE_WARNING)
         if effective.output.metadata.embeds:
             # Asked for: XMP goes into the bytes, which breaks the C2PA manifest's binding.
             if any(has_c2pa_manifest(image.data, image.info.format) for image in verified):
@@ -414,6 +445,42 @@ class Materializer:
                 pass  # more pixels than the loop should decode, or invalid: the full check
         return await asyncio.to_thread(
             inspect_image, data, self.limits.image, sha256=sha256, before_pixel_buffer=text.clear
+        )
+
+    # -- masks ------------------------------------------------------------------------------
+
+    async def _composite(
+        self, image: VerifiedImage, plan: MaskPlan, effective: ImageRequest
+    ) -> Normalization:
+        """The edit composited through the emulated mask, at the source's size."""
+        try:
+            result = await asyncio.to_thread(
+                composite_masked,
+                plan.source.data,
+                plan.mask.data,
+                image.data,
+                feather_px=plan.feather_px,
+                output_format=effective.parameters.output_format,
+                compression=effective.parameters.output_compression,
+                limits=self.limits.image,
+            )
+        except BridgeError as error:
+            failure = _verification_failure(error, image.index)
+            failure.details.setdefault("stage", "mask_composite")
+            raise failure from None
+        image.replace_data(result.data, result.info)
+        generated = f"{result.generated_size[0]}x{result.generated_size[1]}"
+        return Normalization(
+            field=f"data[{image.index}].mask",
+            effective={
+                "composited": True,
+                "region": plan.region.box,
+                "feather_px": plan.feather_px,
+                "generated_size": generated,
+                "delivered_size": f"{result.info.width}x{result.info.height}",
+                "resampled": result.resampled,
+            },
+            reason="mask_composited_over_source",
         )
 
     # -- transparency ------------------------------------------------------------------------

@@ -52,6 +52,8 @@ class NegotiationResult:
     requested: GenerationParameters
     request: ImageRequest
     normalizations: list[Normalization]
+    mask_emulated: bool = False
+    """The mask was taken out of ``request``: the bridge composites the edit through it."""
 
 
 def copy_parameters(parameters: GenerationParameters) -> GenerationParameters:
@@ -79,6 +81,7 @@ class _Negotiator:
             self.data.pop("mask", None)
         self.params: dict[str, Any] = self.data["parameters"]
         self.normalizations: list[Normalization] = []
+        self.mask_emulated = False
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -153,11 +156,27 @@ class _Negotiator:
                 requested=sources,
                 supported=caps.edit_images.max_count if caps.edit_images.available else 0,
             )
-        if request.mask is not None and not caps.masks.available:
+        if request.mask is None:
+            return
+        emulated = caps.masks.support is SupportLevel.EMULATED
+        if not caps.masks.available or (emulated and self.strict):
+            # strict mode keeps the original's refusal; the bridge emulates only when asked
+            # to normalize (docs/providers.md, "What you asked, what you got")
             error = self.unsupported("provider does not support edit masks", "mask")
             if caps.provider.startswith("codex-"):
                 error.details["codex_code"] = CODEX_MASK_CODE
             raise error
+        if emulated:
+            self.data["mask"] = None
+            self.mask_emulated = True
+            self.normalizations.append(
+                Normalization(
+                    field="mask",
+                    requested="native",
+                    effective="emulated",
+                    reason="mask_emulated",
+                )
+            )
 
     def sessions(self) -> None:
         mode = self.original.session.mode
@@ -366,6 +385,7 @@ class _Negotiator:
             requested=copy_parameters(self.original.parameters),
             request=effective,
             normalizations=self.normalizations,
+            mask_emulated=self.mask_emulated,
         )
 
 

@@ -24,6 +24,7 @@ from imagebridge.contract.enums import (
     FallbackPolicy,
     ProviderAttemptOutcome,
     RevisedPromptPolicy,
+    RoutingPreference,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import CompletedEvent, ProgressEvent
@@ -40,11 +41,19 @@ from imagebridge.engine.idempotency import (
     request_fingerprint,
 )
 from imagebridge.engine.inputs import ImageInputLoader, LoadedInputs, load_request_inputs
+from imagebridge.engine.masking import (
+    DEFAULT_FEATHER_PX,
+    MaskPlan,
+    check_request_mask,
+    plan_mask_emulation,
+)
 from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.negotiation import copy_parameters, negotiate_request
 from imagebridge.engine.operation import Operation, StageGuard
 from imagebridge.engine.provider import EventSink, Provider, ProviderContext
 from imagebridge.engine.registry import ProviderRegistry
+from imagebridge.engine.size_stats import DEFAULT_WINDOW, SizeMatchStats
+from imagebridge.engine.sizes import SizeReport, size_ask
 from imagebridge.engine.transparency import prepare_transparency
 from imagebridge.engine.validation import (
     RequestLimits,
@@ -99,8 +108,10 @@ def is_valid_request_id(value: str) -> bool:
 
 
 def should_fallback(error: BridgeError, policy: FallbackPolicy) -> bool:
-    """Whether a route failure may move on to the next route."""
+    """Whether a route failure may move on to the next route (never after a billed call)."""
     if error.outcome_unknown or error.code in _NEVER_FALLBACK:
+        return False
+    if error.details.get("billed") is True:
         return False
     if error.code in _UNAVAILABLE:
         return True
@@ -128,6 +139,14 @@ class ImageRuntimeSettings:
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     breakers: Mapping[str, BreakerConfig] = field(default_factory=dict)
     idempotency: IdempotencyConfig = field(default_factory=IdempotencyConfig)
+    mask_feather_px: int = DEFAULT_FEATHER_PX
+    size_match_window: int = DEFAULT_WINDOW
+    prefer: RoutingPreference = RoutingPreference.DEFAULT
+    """``routing.prefer`` for requests that do not say (config ``runtime.images.prefer``)."""
+
+
+HONOUR_SIZE_MIN_EDGE = 1536
+"""``honour_size`` routing applies to explicit sizes with a longer edge above this."""
 
 
 @dataclass(slots=True)
@@ -207,6 +226,7 @@ class ImageRuntime:
             breaker = settings.breakers.get(name, settings.breaker)
             self.breakers[name] = CircuitBreaker(name, breaker, clock)
         self.idempotency = IdempotencyCoordinator(settings.idempotency)
+        self.size_stats = SizeMatchStats(settings.size_match_window)
         self._shutdown = CancelToken()
         self._stages = StageGuard(self._shutdown, settings.cancellation_grace_ms)
         self._active = 0
@@ -453,7 +473,7 @@ class ImageRuntime:
 
     def _routes(self, request: ImageRequest) -> list[tuple[str, str | None]]:
         routing = request.routing
-        primary = routing.provider or self.registry.default
+        primary = routing.provider or self._size_preferred(request) or self.registry.default
         routes = [(primary, routing.model)]
         routes.extend((route.provider, route.model) for route in routing.fallbacks)
         seen: set[tuple[str, str | None]] = set()
@@ -467,6 +487,21 @@ class ImageRuntime:
                 )
             seen.add(route)
         return routes
+
+    def _size_preferred(self, request: ImageRequest) -> str | None:
+        """With ``routing.prefer: honour_size`` (or that config default), the transport
+        measured to deliver a large explicit size best, for a request naming no provider.
+
+        ``None`` leaves routing as it is: no large explicit size, no measurement yet.
+        """
+        prefer = request.routing.prefer or self.settings.prefer
+        if prefer is not RoutingPreference.HONOUR_SIZE:
+            return None
+        ask = size_ask(request.parameters)
+        if ask is None or ask.size is None or max(ask.size) <= HONOUR_SIZE_MIN_EDGE:
+            return None
+        names = [self.registry.default, *sorted(set(self.registry.names) - {self.registry.default})]
+        return self.size_stats.best(names, ask.tier, request.routing.model)
 
     async def _execute_route(
         self, provider_name: str, model: str | None, request: ImageRequest, op: Operation
@@ -525,17 +560,32 @@ class ImageRuntime:
         validate_request(prepared.request, self.settings.request_limits)
         negotiated = negotiate_request(prepared.request, caps)
         effective = negotiated.request
+        inputs = op.inputs
+        mask_plan: MaskPlan | None = None
+        if request.mask is not None:
+            check_request_mask(inputs, emulated=negotiated.mask_emulated)
+            if negotiated.mask_emulated:
+                effective, inputs, mask_plan = await self._stages.controlled(
+                    plan_mask_emulation(
+                        effective,
+                        inputs,
+                        feather_px=self.settings.mask_feather_px,
+                        limits=self.materializer.limits.image,
+                    ),
+                    op,
+                    "request was cancelled while reading the edit mask",
+                )
         provider_started = time.monotonic()
         context = ProviderContext(
             request_id=op.request_id,
             deadline=op.deadline,
             cancellation=op.token,
             events=op.events,
-            inputs=op.inputs,
+            inputs=inputs,
         )
         merged = any(n.reason == _NEGATIVE_PROMPT_MERGE for n in negotiated.normalizations)
         decorated = isinstance(provider, FanoutProvider)
-        if merged or not decorated:  # negotiation can grow the request: check it again here
+        if merged or not decorated or mask_plan is not None:  # the prompt may have grown
             validate_negotiated_request(
                 effective, self.settings.request_limits, negative_prompt_merged=merged
             )
@@ -565,6 +615,11 @@ class ImageRuntime:
         response.timings.queue_ms = queue_ms
         await context.emit(CompletedEvent(response=response))  # provider done; materializing
         artifact_started = time.monotonic()
+        served_model = response.model
+
+        def record_size(report: SizeReport) -> None:
+            self.size_stats.record(name, served_model, report.ask.tier, report.matched)
+
         materialized = await self._stages.controlled(
             self.materializer.materialize(
                 response,
@@ -573,6 +628,8 @@ class ImageRuntime:
                 owner=op.owner,
                 original=request,
                 link_base=op.link_base,
+                mask=mask_plan,
+                on_transport_size=record_size,
             ),
             op,
             "request was cancelled during output materialization",

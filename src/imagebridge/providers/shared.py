@@ -26,6 +26,7 @@ from imagebridge.contract.enums import BatchMode, SupportLevel
 __all__ = [
     "MAX_UPSTREAM_MESSAGE_CHARS",
     "REDACTED",
+    "emulated_mask",
     "native_batch",
     "native_inputs",
     "redact",
@@ -51,6 +52,17 @@ def native_inputs(max_count: int, max_bytes_each: int, max_bytes_total: int) -> 
         max_count=max_count,
         max_bytes_each=max_bytes_each,
         max_bytes_total=max_bytes_total,
+    )
+
+
+def emulated_mask(max_bytes: int) -> InputCapabilities:
+    """One mask the transport never sees: the engine composites the edit through it
+    (``masks: emulated``; strict compatibility refuses it instead)."""
+    return InputCapabilities(
+        support=SupportLevel.EMULATED,
+        max_count=1,
+        max_bytes_each=max_bytes,
+        max_bytes_total=max_bytes,
     )
 
 

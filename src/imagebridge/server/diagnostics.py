@@ -40,6 +40,7 @@ from imagebridge.server.models import (
     OperatorEventHistory,
     ProviderReadinessStatus,
     RuntimeDiagnostics,
+    SizeMatchDiagnostics,
     StorageDiagnostics,
 )
 from imagebridge.server.state import BridgeState
@@ -189,6 +190,15 @@ async def build_extended_diagnostics(
             circuit_breakers={
                 name: CircuitBreakerDiagnostics.model_validate(snapshot)
                 for name, snapshot in runtime.breaker_snapshot().items()
+            },
+            size_match={
+                provider: {
+                    model: {
+                        tier: SizeMatchDiagnostics.model_validate(r) for tier, r in tiers.items()
+                    }
+                    for model, tiers in models.items()
+                }
+                for provider, models in runtime.size_stats.snapshot().items()
             },
         ),
         providers=_readiness(await state.readiness.latest(), runtime.registry.names),

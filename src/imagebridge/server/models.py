@@ -35,6 +35,7 @@ __all__ = [
     "ProviderReadinessStatus",
     "ReadinessStatus",
     "RuntimeDiagnostics",
+    "SizeMatchDiagnostics",
     "StorageAreaFault",
     "StorageDiagnostics",
 ]
@@ -86,11 +87,22 @@ class RuntimeDiagnostics(ContractModel):
     providers_queued: dict[str, int]
 
 
+class SizeMatchDiagnostics(ContractModel):
+    """One transport's measured size honesty for one model and size tier."""
+
+    calls: int = Field(ge=0)
+    matched: int = Field(ge=0)
+    rate: float = Field(ge=0, le=1)
+
+
 class ExtendedRuntimeDiagnostics(RuntimeDiagnostics):
     """Runtime state plus each provider's circuit breaker (the original sent these inside
     ``runtime``, where its own SDK's decoder refused them)."""
 
     circuit_breakers: dict[str, CircuitBreakerDiagnostics]
+    size_match: dict[str, dict[str, dict[str, SizeMatchDiagnostics]]] = Field(default_factory=dict)
+    """Per provider, model and size tier: how many of the last calls with a size ask
+    delivered that size (``runtime.images.size_match_window``; issue 32)."""
 
 
 class JobManagerDiagnostics(ContractModel):

@@ -416,7 +416,9 @@ async def test_capabilities_follow_the_model(codex_bridge: CodexBridge) -> None:
     assert small.sizes.allowed == ["1024x1024", "1024x1536", "1536x1024"]
     assert small.transparent_background.value == "native"
     assert [f.value for f in small.input_fidelities] == ["low", "high"]
-    assert default.masks.support.value == "unsupported"
+    # issue 32: the bridge composites the edit through the mask (strict still refuses it)
+    assert default.masks.support.value == "emulated"
+    assert default.masks.max_count == 1
     assert (default.partial_images.min, default.partial_images.max) == (0, 3)
     assert default.reference_images.max_count == 5
 

@@ -129,7 +129,7 @@ async def test_capabilities_are_fanned_out_and_codex_shaped(bridge: BridgeHarnes
     assert caps.sizes.auto and not caps.sizes.arbitrary and not caps.sizes.allowed
     assert [f.value for f in caps.output_formats] == ["png"]
     assert caps.transparent_background.value == "emulated"
-    assert caps.masks.support.value == "unsupported"
+    assert caps.masks.support.value == "emulated"  # composited by the engine (issue 32)
     assert (caps.partial_images.min, caps.partial_images.max) == (0, 0)
     assert caps.persistent_sessions and caps.explicit_threads
     with pytest.raises(BridgeError) as caught:

@@ -6,6 +6,8 @@
 images. Quality, format, moderation and model are not honoured there, so they are
 ``auto``/PNG only; the three standard sizes are accepted as shape requests (sent, and
 emulated with an aspect sentence) and the size actually produced is reported.
+Neither takes a mask: both say ``masks: emulated`` and the engine composites the edit
+through the mask (strict compatibility refuses it, as the original did).
 Both have a native count of 1: the application wraps them in the fan-out decorator.
 """
 
@@ -30,7 +32,7 @@ from imagebridge.contract.enums import (
     SupportLevel,
 )
 from imagebridge.providers.codex.inputs import CodexInputBounds
-from imagebridge.providers.shared import native_batch, native_inputs
+from imagebridge.providers.shared import emulated_mask, native_batch, native_inputs
 
 __all__ = [
     "IMAGES_ROUTE_SIZES",
@@ -97,7 +99,7 @@ def responses_capabilities(
         actions=list(ImageAction),
         reference_images=_inputs(bounds),
         edit_images=_inputs(bounds),
-        masks=InputCapabilities.unsupported(),
+        masks=emulated_mask(bounds.max_bytes_each),
         partial_images=U8Range(min=0, max=3),
         persistent_sessions=False,
         explicit_threads=False,
@@ -133,7 +135,7 @@ def images_capabilities(
         actions=[ImageAction.AUTO],
         reference_images=_inputs(bounds),
         edit_images=_inputs(bounds),
-        masks=InputCapabilities.unsupported(),
+        masks=emulated_mask(bounds.max_bytes_each),
         partial_images=U8Range(min=0, max=0),
         persistent_sessions=False,
         explicit_threads=False,

@@ -13,11 +13,16 @@ from collections.abc import Sequence
 from typing import Final
 
 from imagebridge.contract.enums import Resolution
-from imagebridge.contract.request import parse_aspect_ratio, parse_size
+from imagebridge.contract.request import (
+    RESOLUTION_LONG_EDGE,
+    parse_aspect_ratio,
+    parse_size,
+    resolution_tier,
+)
 
 __all__ = ["aspect_line", "ratio_of_size", "size_for_hints", "with_aspect_line"]
 
-_TIER_LONG_EDGE: Final = {Resolution.ONE_K: 1536, Resolution.TWO_K: 2048, Resolution.FOUR_K: 4096}
+_TIER_LONG_EDGE: Final = RESOLUTION_LONG_EDGE
 
 
 def aspect_line(width: int, height: int) -> str:
@@ -43,11 +48,7 @@ def ratio_of_size(size: str) -> tuple[int, int] | None:
 def _tier(size: str) -> Resolution:
     dims = parse_size(size)
     assert dims is not None
-    long_edge = max(dims)
-    for tier, limit in _TIER_LONG_EDGE.items():
-        if long_edge <= limit:
-            return tier
-    return Resolution.FOUR_K
+    return resolution_tier(*dims)
 
 
 def size_for_hints(

@@ -2,16 +2,15 @@
 
 codex decides almost everything itself: one image per turn, ``auto`` size, quality,
 background and moderation, PNG out. Transparency is emulated by the engine's chroma key,
-negative prompts are merged into the prompt, and there is no mask support
-(negotiation refuses masks with ``CODEX_RASTER_MASK_UNSUPPORTED``). Up to five edit
-sources and five references are staged as files for each turn.
+negative prompts are merged into the prompt, and masks are emulated by the engine's
+compositing (strict compatibility refuses them with ``CODEX_RASTER_MASK_UNSUPPORTED``).
+Up to five edit sources and five references are staged as files for each turn.
 """
 
 from __future__ import annotations
 
 from imagebridge._version import __version__
 from imagebridge.contract.capabilities import (
-    InputCapabilities,
     ProviderCapabilities,
     SizeCapabilities,
     U8Range,
@@ -25,7 +24,7 @@ from imagebridge.contract.enums import (
     Quality,
     SupportLevel,
 )
-from imagebridge.providers.shared import native_batch, native_inputs
+from imagebridge.providers.shared import emulated_mask, native_batch, native_inputs
 
 __all__ = [
     "DEFAULT_IMAGE_MODEL",
@@ -71,7 +70,7 @@ def app_server_capabilities(model: str) -> ProviderCapabilities:
         actions=[ImageAction.AUTO],
         reference_images=inputs,
         edit_images=inputs.model_copy(),
-        masks=InputCapabilities.unsupported(),
+        masks=emulated_mask(MAX_INPUT_BYTES_EACH),
         partial_images=U8Range(min=0, max=0),
         persistent_sessions=True,
         explicit_threads=True,

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from imagebridge.cli.context import CliContext, CliUsageError
+
+if TYPE_CHECKING:
+    from imagebridge.application.artifact_migration import MigrationReport
+    from imagebridge.artifacts.s3 import S3ObjectStore
+    from imagebridge.artifacts.s3_store import S3ArtifactStore
+    from imagebridge.config import BridgeConfig
 
 __all__ = [
     "artifacts_cleanup",
@@ -97,3 +105,79 @@ def artifacts_repair(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
     )
     ctx.output.value({"dry_run": dry_run, **asdict(report)})
     return 0
+
+
+def _s3_store(config: BridgeConfig) -> tuple[S3ObjectStore, S3ArtifactStore]:
+    """The S3 artifact store of ``[artifacts.s3]`` (whatever ``artifacts.backend`` says)."""
+    from imagebridge.application import image_limits
+    from imagebridge.application.object_store import s3_settings
+    from imagebridge.artifacts.s3 import S3ObjectStore
+    from imagebridge.artifacts.s3_store import S3ArtifactStore
+
+    objects = S3ObjectStore(s3_settings(config.artifacts.s3))
+    return objects, S3ArtifactStore(
+        objects, image_limits(config), stale_upload_secs=config.artifacts.s3.stale_upload_secs
+    )
+
+
+def artifacts_migrate(ctx: CliContext, *, to: str, dry_run: bool, force: bool) -> int:
+    """Copy every verified filesystem artifact into the ``[artifacts.s3]`` bucket."""
+    _one_of(dry_run, force, "artifacts migrate")
+    if to != "s3":
+        raise CliUsageError("artifacts migrate: only --to s3 is supported (back is not built yet)")
+    import asyncio
+    from dataclasses import asdict
+
+    from imagebridge.application import image_limits
+    from imagebridge.application.artifact_migration import migrate_to_s3
+    from imagebridge.artifacts.store import ArtifactStore
+
+    config = ctx.config()
+    source = ArtifactStore(config.artifacts.root, image_limits(config))
+    objects, target = _s3_store(config)
+
+    def progress(done: int, total: int) -> None:
+        ctx.output.status(f"artifacts migrate: {done}/{total}", done=done, total=total)
+
+    async def run() -> MigrationReport:
+        async with objects:
+            return await migrate_to_s3(
+                source,
+                target,
+                max_scan=config.artifacts.retention.max_scan_entries,
+                apply=force,
+                progress=progress,
+            )
+
+    report = asyncio.run(run())
+    ctx.output.value({"dry_run": dry_run, "to": to, **asdict(report)})
+    return 1 if report.failed else 0
+
+
+def artifacts_verify(ctx: CliContext, *, store: str) -> int:
+    """Read back every artifact of one store against its recorded hashes (exit 1 on any)."""
+    import asyncio
+    from dataclasses import asdict
+
+    from imagebridge.application import image_limits
+    from imagebridge.application.artifact_migration import VerifyReport, verify_filesystem
+    from imagebridge.artifacts.store import ArtifactStore
+
+    config = ctx.config()
+    max_scan = config.artifacts.retention.max_scan_entries
+    if store == "filesystem":
+        fs = ArtifactStore(config.artifacts.root, image_limits(config))
+        report = asyncio.run(verify_filesystem(fs, max_scan=max_scan))
+    elif store == "s3":
+        objects, target = _s3_store(config)
+
+        async def run() -> VerifyReport:
+            async with objects:
+                scanned, verified, failed, reached = await target.verify(max_scan)
+            return VerifyReport(scanned, verified, failed, reached)
+
+        report = asyncio.run(run())
+    else:
+        raise CliUsageError("artifacts verify: --store must be filesystem or s3")
+    ctx.output.value({"store": store, **asdict(report)})
+    return 1 if report.failed else 0

@@ -62,6 +62,30 @@ def _artifacts() -> typer.Typer:
 
         return artifacts_repair(cli_context(ctx), dry_run=dry_run, force=force)
 
+    @group.command("migrate")
+    def migrate(
+        ctx: typer.Context,
+        to: Annotated[str, typer.Option("--to", metavar="s3", help="Target store.")],
+        dry_run: DryRunOpt = False,
+        force: ForceOpt = False,
+    ) -> int:
+        """Copy every verified artifact into [artifacts.s3] (resumable; verified by SHA-256)."""
+        from imagebridge.cli.maintenance import artifacts_migrate
+
+        return artifacts_migrate(cli_context(ctx), to=to, dry_run=dry_run, force=force)
+
+    @group.command("verify")
+    def verify(
+        ctx: typer.Context,
+        store: Annotated[
+            str, typer.Option("--store", metavar="filesystem|s3", help="Which store to check.")
+        ] = "filesystem",
+    ) -> int:
+        """Read back every artifact against its recorded SHA-256 (exit 1 if any fails)."""
+        from imagebridge.cli.maintenance import artifacts_verify
+
+        return artifacts_verify(cli_context(ctx), store=store)
+
     return group
 
 

@@ -6,13 +6,22 @@ route's provider when it names none). Provider events become progress through
 if needed; a failure is recorded ``cancelled``, ``interrupted`` (shutdown, with a recovery
 hint: its upstream call may have happened) or ``failed``. A job whose shared-mode lease was
 lost is left to the instance that recorded it interrupted.
+
+In shared mode the database may be away for a moment (a PostgreSQL restart): reading the
+job and writing its outcome are retried, with a pause growing from ``retry_pause_s`` to
+``retry_max_pause_s``, for up to ``retry_window_s`` (the lease: after it another instance
+records the job interrupted anyway). Store calls are safe to repeat; the provider call is
+never repeated. A write whose commit was lost with the connection is recognised on the
+retry (the row already holds this outcome).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -44,6 +53,7 @@ logger = logging.getLogger("imagebridge.jobs")
 SHUTDOWN_REASON = "shutdown"
 """The cancel reason of a job still running when the manager's shutdown timeout ran out."""
 _RECOVERY = "inspect_history_before_retrying"
+T = TypeVar("T")
 
 
 def _stored_request(record: JobRecord, route: str | None = None) -> ImageRequest:
@@ -90,12 +100,37 @@ class JobRunner:
         previews: PreviewCache,
         now: Callable[[], int],
         keys: KeyService | None = None,
+        *,
+        retry_window_s: float = 0.0,
+        retry_pause_s: float = 0.5,
+        retry_max_pause_s: float = 10.0,
     ) -> None:
         self._runtime = runtime
         self._store = store
         self._previews = previews
         self._now = now
         self._keys = keys
+        self._retry_window_s = retry_window_s
+        self._retry_pause_s = retry_pause_s
+        self._retry_max_pause_s = max(retry_pause_s, retry_max_pause_s)
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]], job_id: str) -> T:
+        """``call()``, repeated while it fails retryably (the store is away) and the retry
+        window lasts; the last failure is raised."""
+        deadline = time.monotonic() + self._retry_window_s
+        pause = self._retry_pause_s
+        while True:
+            try:
+                return await call()
+            except BridgeError as error:
+                if not error.retryable or time.monotonic() + pause > deadline:
+                    raise
+                logger.warning(
+                    "durable job store unavailable; retrying",
+                    extra={"job_id": job_id, "code": error.code.value},
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, self._retry_max_pause_s)
 
     async def execute(
         self, key: JobKey, token: CancelToken, route: str | None
@@ -103,7 +138,7 @@ class JobRunner:
         """The job's response, or the error it ended with (never raised)."""
         scope, job_id = key
         try:
-            record = await self._store.get(scope, job_id)
+            record = await self._retrying(lambda: self._store.get(scope, job_id), job_id)
             if record.cancel_requested:
                 token.cancel(CANCEL_REASON)
             request = await asyncio.to_thread(_stored_request, record, route)
@@ -212,9 +247,16 @@ class JobRunner:
             else:
                 crash_point("job.result_pending")  # artifacts published, the row not yet final
                 try:
-                    await self._store.succeed(scope, job_id, text, now=self._now())
+                    await self._write_outcome(
+                        job_id,
+                        ImageJobStatus.SUCCEEDED,
+                        lambda: self._store.succeed(scope, job_id, text, now=self._now()),
+                    )
                     return
                 except BridgeError as refused:  # still too large: fail with the store's reason
+                    if refused.retryable and self._retry_window_s > 0:  # stayed away
+                        self._not_recorded(job_id, refused)
+                        return
                     outcome = refused
             status = ImageJobStatus.FAILED
         else:
@@ -222,10 +264,40 @@ class JobRunner:
         failure = outcome
         if status is ImageJobStatus.INTERRUPTED:
             failure = failure.copy().with_detail("recovery", _RECOVERY)
+        error_body = failure.to_dict()
         try:
-            await self._store.fail(scope, job_id, status, failure.to_dict(), now=self._now())
-        except BridgeError as error:  # left running: the next start records it interrupted
-            logger.error(
-                "could not record durable job outcome",
-                extra={"job_id": job_id, "code": error.code.value},
+            await self._write_outcome(
+                job_id,
+                status,
+                lambda: self._store.fail(scope, job_id, status, error_body, now=self._now()),
             )
+        except BridgeError as error:
+            self._not_recorded(job_id, error)
+
+    async def _write_outcome(
+        self, job_id: str, status: ImageJobStatus, write: Callable[[], Awaitable[object]]
+    ) -> None:
+        """``write()`` the final row, retried while the store is away. A retry that finds
+        the job already ``status`` means an earlier attempt committed but its answer was
+        lost with the connection: done, not an error."""
+        uncertain = False
+
+        async def attempt() -> None:
+            nonlocal uncertain
+            try:
+                await write()
+            except BridgeError as error:
+                if uncertain and error.details.get("status") == status.value:
+                    return
+                uncertain = uncertain or error.retryable
+                raise
+
+        await self._retrying(attempt, job_id)
+
+    @staticmethod
+    def _not_recorded(job_id: str, error: BridgeError) -> None:
+        # Left running: the next start (or the lease's expiry) records it interrupted.
+        logger.error(
+            "could not record durable job outcome",
+            extra={"job_id": job_id, "code": error.code.value},
+        )

@@ -112,7 +112,18 @@ class JobManager:
         self._settle_timeout_s = settle_timeout_s
         self._queued_page = queued_page
         self._previews = PreviewCache(self._settings.partial_preview_max_bytes)
-        self._runner = JobRunner(runtime, store, self._previews, self._now, keys)
+        self._runner = JobRunner(
+            runtime,
+            store,
+            self._previews,
+            self._now,
+            keys,
+            # Shared mode: the database may restart under a running job; its lease is
+            # how long the outcome may wait for it (then another instance takes over).
+            retry_window_s=float(shared.lease_secs) if shared is not None else 0.0,
+            retry_pause_s=shared.poll_interval_s if shared is not None else 0.5,
+            retry_max_pause_s=shared.heartbeat_secs if shared is not None else 0.5,
+        )
         self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
         self._scheduled: set[JobKey] = set()
         self._tokens: dict[JobKey, CancelToken] = {}
@@ -175,6 +186,12 @@ class JobManager:
     @property
     def instance_id(self) -> str:
         return self._instance_id
+
+    @property
+    def store_reachable(self) -> bool:
+        """In shared mode, whether the shared store answers right now (readiness); a
+        single-instance store is checked by the readiness probe instead."""
+        return self._shared is None or self._shared.connected
 
     @property
     def shared_queue(self) -> SharedQueue | None:

@@ -15,8 +15,14 @@ so no job is ever run twice. Four loops keep that going:
   ran out (their instance died or lost the database); they are never re-run, because
   their provider call may have happened;
 * **listener**: notifications from the store (``LISTEN``/``NOTIFY`` on PostgreSQL) wake the
-  claim loop and deliver cancellations at once. If the subscription fails it is retried
-  with a growing pause; polling and heartbeats keep everything correct meanwhile.
+  claim loop and deliver cancellations at once. If the subscription fails (the database
+  restarted, the connection dropped) it is retried with a pause growing from
+  ``poll_interval_s`` to ``heartbeat_secs``; polling and heartbeats keep everything correct
+  meanwhile, and a new subscription is followed by a claim, for work queued in between.
+
+:attr:`SharedQueue.connected` says whether the store answers right now: the listening
+connection is up and the last claim worked. Readiness uses it, so a bridge whose database
+went away says "not ready" within moments instead of at its next readiness probe.
 
 Lease deadlines use each instance's clock: keep the clocks of instances that share a
 database synchronised (NTP), well within ``lease_secs``.
@@ -57,7 +63,6 @@ LEASE_LOST_REASON = "lease_lost"
 
 MAX_LEASE_SECS = 7 * 24 * 3600
 MAX_HEARTBEAT_BATCH = 10_000
-_MAX_RESUBSCRIBE_PAUSE_S = 30.0
 _HOST_CHARACTERS = re.compile(r"[^A-Za-z0-9.-]+")
 _INSTANCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
@@ -161,6 +166,7 @@ class SharedQueue:
         self._closing = False
         self._late: JobRecord | None = None
         self._claims_failing = False
+        self._listening = False
         self._claimer: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -172,6 +178,11 @@ class SharedQueue:
     @property
     def instance_id(self) -> str:
         return self._settings.instance_id
+
+    @property
+    def connected(self) -> bool:
+        """Whether the store answers: notifications are subscribed and claims work."""
+        return self._listening and not self._claims_failing
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -344,20 +355,32 @@ class SharedQueue:
                 token.cancel(CANCEL_REASON)
 
     async def _listen_loop(self) -> None:
-        pause = self._settings.poll_interval_s
+        first = self._settings.poll_interval_s
+        longest = max(first, self._settings.heartbeat_secs)
+        pause = first
+        failing = False
         while True:
             try:
                 async with self._store.subscribe() as events:
-                    pause = self._settings.poll_interval_s
+                    pause = first
+                    self._listening = True
+                    if failing:
+                        logger.info("job notifications resumed")
+                    failing = False
                     self._wake.set()  # anything queued while we were not listening
                     async for event in events:
                         self._handle(event)
             except BridgeError as error:
-                logger.warning(
-                    "job notifications were interrupted; polling until they resume",
-                    extra={"code": error.code.value},
-                )
+                if not failing:  # once per outage, not once per attempt
+                    logger.warning(
+                        "job notifications were interrupted; polling until they resume",
+                        extra={"code": error.code.value},
+                    )
+                failing = True
             except Exception:
                 logger.exception("job notifications failed unexpectedly")
+                failing = True
+            finally:
+                self._listening = False
             await asyncio.sleep(pause)
-            pause = min(pause * 2, _MAX_RESUBSCRIBE_PAUSE_S)
+            pause = min(pause * 2, longest)

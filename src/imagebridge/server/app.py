@@ -8,11 +8,13 @@ services, background readiness probing and runtime shutdown to the app's lifespa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -22,7 +24,7 @@ from imagebridge.application import Application, build_application
 from imagebridge.application.job_services import JobServices
 from imagebridge.application.keys import open_key_service
 from imagebridge.config.loader import ConfigOrigin
-from imagebridge.config.model import BridgeConfig
+from imagebridge.config.model import BridgeConfig, JobSettings
 from imagebridge.contract.errors import BridgeError
 from imagebridge.jobs import JobManagerSettings, SharedQueueSettings
 from imagebridge.jobs.keys import KeyService
@@ -92,21 +94,77 @@ async def _open_jobs(
     grace_s = shutdown_grace_seconds(config)
     location = jobs.database
     postgres = postgres_options(jobs, env) if is_postgres_url(location) else None
-    services = await JobServices.open(
-        location,
-        engine.runtime,
-        JobManagerSettings.from_config(jobs, shutdown_timeout_s=grace_s),
-        queue=SharedQueueSettings.from_config(jobs),
-        postgres=postgres,
-        settle_timeout_s=settle_seconds(config),
-        keys=keys,
-    )
+
+    async def open_services() -> JobServices:
+        return await JobServices.open(
+            location,
+            engine.runtime,
+            JobManagerSettings.from_config(jobs, shutdown_timeout_s=grace_s),
+            queue=SharedQueueSettings.from_config(jobs),
+            postgres=postgres,
+            settle_timeout_s=settle_seconds(config),
+            keys=keys,
+        )
+
+    if postgres is None:
+        services = await open_services()
+    else:
+        services = await _wait_for_database(open_services, jobs)
     try:
         await services.start()
     except BaseException:
         await services.aclose(0)
         raise
     return services
+
+
+async def _wait_for_database(
+    open_services: Callable[[], Awaitable[JobServices]], jobs: JobSettings
+) -> JobServices:
+    """Open the PostgreSQL job services, retrying while the database is unreachable.
+
+    Pauses grow from ``poll_interval_ms`` to ``heartbeat_secs``; after
+    ``postgres_startup_wait_ms`` the last failure becomes a clear startup error (the server
+    exits non-zero). Only a retryable failure (unreachable, busy) is waited for: a wrong
+    password or schema is reported at once.
+    """
+    limit_s = jobs.postgres_startup_wait_ms / 1000
+    deadline = time.monotonic() + limit_s
+    pause = jobs.poll_interval_ms / 1000
+    longest = max(pause, float(jobs.heartbeat_secs))
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            services = await open_services()
+        except BridgeError as error:
+            if not error.retryable:
+                raise
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BridgeError(
+                    error.code,
+                    f"the jobs database (PostgreSQL) was unreachable for {limit_s:g} s at "
+                    "startup; giving up (server.jobs.postgres_startup_wait_ms)",
+                    retryable=True,  # a later start may find it
+                    details={
+                        **error.details,
+                        "field": "server.jobs.database",
+                        "storage": "database",
+                        "attempts": attempts,
+                        "waited_ms": jobs.postgres_startup_wait_ms,
+                    },
+                ) from None
+            logger.warning(
+                "jobs database unreachable at startup; waiting",
+                extra={"attempt": attempts, "remaining_ms": int(remaining * 1000)},
+            )
+            await asyncio.sleep(min(pause, remaining))
+            pause = min(pause * 2, longest)
+            continue
+        if attempts > 1:
+            logger.info("jobs database reachable", extra={"attempt": attempts})
+        return services
 
 
 def _middleware_settings(config: BridgeConfig) -> MiddlewareSettings:

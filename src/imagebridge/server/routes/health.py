@@ -51,6 +51,7 @@ async def live() -> Response:
 )
 async def ready(request: Request) -> Response:
     state = bridge_state(request)
-    if state.readiness.ready and not state.drain.draining:
+    store_reachable = state.jobs is None or state.jobs.jobs.store_reachable
+    if state.readiness.ready and not state.drain.draining and store_reachable:
         return _with_storage(json_response(ReadinessStatus(status="ready")))
     return _with_storage(json_response(ReadinessStatus(status="not_ready"), status_code=503))

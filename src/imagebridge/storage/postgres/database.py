@@ -136,6 +136,8 @@ def translate_error(exc: BaseException, code: ErrorCode, label: str) -> BridgeEr
     if isinstance(
         exc, psycopg_pool.PoolTimeout | psycopg.OperationalError | psycopg.InterfaceError
     ):
+        # The database is away (restarting, unreachable): a retry after it returns is safe.
+        details["storage"] = "database"
         return BridgeError(code, f"{label} is unavailable", retryable=True, details=details)
     if isinstance(exc, psycopg.IntegrityError):
         return BridgeError(code, f"{label} rejected an inconsistent write", details=details)
@@ -330,7 +332,10 @@ async def _connect(settings: _Settings, code: ErrorCode, label: str) -> Connecti
             return await psycopg.AsyncConnection.connect(settings.conninfo, **settings.kwargs)
     except TimeoutError:
         raise BridgeError(
-            code, f"{label} is unavailable", retryable=True, details={"reason": "connect timeout"}
+            code,
+            f"{label} is unavailable",
+            retryable=True,
+            details={"reason": "connect timeout", "storage": "database"},
         ) from None
     except psycopg.Error as exc:
         raise translate_error(exc, code, label) from None

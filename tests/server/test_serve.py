@@ -172,6 +172,8 @@ def test_check_bind_rules(tmp_path: Path) -> None:
             check_bind(guarded, "0.0.0.0:8787", missing)
         assert caught.value.code.value == "configuration"
         assert "TOKEN_VAR" not in caught.value.message
+        # ...but a suggestion names the variable to set (the container image's first start).
+        assert any("Set TOKEN_VAR " in hint for hint in caught.value.suggestions)
     assert check_bind(guarded, "0.0.0.0:8787", {"TOKEN_VAR": "t"}) == ("0.0.0.0", 8787)
     with pytest.raises(BridgeError):
         check_bind(plain, "localhost:8787", {})

@@ -57,7 +57,16 @@ def check_bind(config: BridgeConfig, bind: str, env: Mapping[str, str]) -> Liste
                 "a non-loopback bind requires server.bearer_token_env",
                 details={"field": "server.bearer_token_env", "issue": "required_for_remote_bind"},
             )
-        read_bearer_token(config, env)  # raises when the variable is missing or empty
+        try:
+            read_bearer_token(config, env)
+        except BridgeError as exc:
+            # The container image binds 0.0.0.0 by default: its first start without a token
+            # must say which variable to set, not only that one is missing.
+            name = config.server.bearer_token_env
+            raise exc.with_suggestion(
+                f"Set {name} to a long random secret (for a container: -e {name}=…), "
+                "or bind a loopback address such as 127.0.0.1:8787."
+            ) from None
     return str(address), port
 
 

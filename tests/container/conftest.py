@@ -1,0 +1,135 @@
+"""The container tier's session: one private podman, the bridge image built once, offline.
+
+The image is built from the repository's own Containerfile on a local Debian base (no
+registry is reachable in CI) with wheels from a local folder, both made beforehand by
+scripts/container-prepare (the tier itself needs no network: scripts/check runs it inside
+the loopback-only namespace, and the build runs with ``--network=none``). The build
+context is a copy of what a user's checkout holds plus planted secrets (a token in
+``.env``, a codex ``auth.json``, a ``.git`` folder), so the secret checks prove the
+ignore files keep them out. Build time and image size are printed in the test summary.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from imagebridge import __version__
+from tests.container.podman import ROOT, Podman, missing_prerequisites, prepared
+
+IMAGE = "localhost/imagebridge:ci"
+PYTHON_BASE = "localhost/imagebridge-ci/python-base:latest"
+POSTGRES_BASE = "localhost/imagebridge-ci/postgres-base:latest"
+POSTGRES_IMAGE = "localhost/imagebridge-ci/postgres:15"
+# Planted into the build context and used as the running container's token: it must never
+# be found in a layer of the image or of the container.
+CANARY = "canary-3f9d0c5e7a1b4e28-secret"
+CONTEXT_FILES = (
+    "Containerfile",
+    ".containerignore",
+    ".dockerignore",
+    "README.md",
+    "pyproject.toml",
+)
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    podman: Podman
+    name: str
+    build_secs: float
+    size_bytes: int
+
+
+def _report(config: pytest.Config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"[container tier] {line}")
+
+
+@pytest.fixture(scope="session")
+def podman() -> Iterator[Podman]:
+    reason = missing_prerequisites()
+    if reason:
+        pytest.skip(reason)
+    manifest = prepared()
+    engine = Podman.create(Path(tempfile.mkdtemp(prefix="imagebridge-podman-")))
+    try:
+        engine.run("import", "--quiet", manifest["python_base"], PYTHON_BASE, timeout=300)
+        yield engine
+    finally:
+        engine.destroy()
+
+
+def _build_context(into: Path) -> Path:
+    """What the Containerfile may read, plus secrets a careless checkout might hold."""
+    for name in CONTEXT_FILES:
+        shutil.copy2(ROOT / name, into / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "container", into / "container", ignore=ignore)
+    shutil.copytree(ROOT / "src", into / "src", ignore=ignore)
+    (into / ".env").write_text(f"IMAGEGEN_BRIDGE_TOKEN={CANARY}\n")
+    (into / "auth.json").write_text(f'{{"tokens": {{"access_token": "{CANARY}"}}}}\n')
+    (into / ".codex").mkdir()
+    (into / ".codex" / "auth.json").write_text(f'{{"OPENAI_API_KEY": "{CANARY}"}}\n')
+    (into / "src" / ".env").write_text(f"IMAGEGEN_BRIDGE_TOKEN={CANARY}\n")
+    (into / ".git").mkdir()
+    (into / ".git" / "config").write_text(f"[credential]\n\thelper = store {CANARY}\n")
+    (into / "data").mkdir()
+    (into / "data" / "jobs.sqlite3").write_text(CANARY)
+    return into
+
+
+@pytest.fixture(scope="session")
+def image(podman: Podman, request: pytest.FixtureRequest) -> BuiltImage:
+    context = _build_context(Path(tempfile.mkdtemp(prefix="ctx-", dir=podman.work)))
+    wheelhouse = prepared()["wheelhouse"]
+    started = time.monotonic()
+    podman.run(
+        "build",
+        "--format=docker",  # HEALTHCHECK and STOPSIGNAL are Docker-format fields
+        "--network=none",
+        f"--volume={wheelhouse}:/wheelhouse:ro",
+        "--build-arg=WHEELHOUSE=/wheelhouse",
+        f"--build-arg=BASE_IMAGE={PYTHON_BASE}",
+        f"--build-arg=VERSION={__version__}",
+        "--tag",
+        IMAGE,
+        str(context),
+        timeout=900,
+    )
+    build_secs = time.monotonic() - started
+    size = int(podman.run("image", "inspect", "--format", "{{.Size}}", IMAGE).stdout)
+    base = int(podman.run("image", "inspect", "--format", "{{.Size}}", PYTHON_BASE).stdout)
+    _report(
+        request.config,
+        f"bridge image built in {build_secs:.1f} s: {size / 1e6:.0f} MB "
+        f"({(size - base) / 1e6:.0f} MB over the {base / 1e6:.0f} MB Debian python3 base)",
+    )
+    return BuiltImage(podman, IMAGE, build_secs, size)
+
+
+@pytest.fixture(scope="session")
+def postgres_image(podman: Podman, request: pytest.FixtureRequest) -> str:
+    started = time.monotonic()
+    podman.run("import", "--quiet", prepared()["postgres_base"], POSTGRES_BASE, timeout=300)
+    podman.run(
+        "build",
+        "--network=none",
+        f"--build-arg=BASE_IMAGE={POSTGRES_BASE}",
+        "--tag",
+        POSTGRES_IMAGE,
+        str(ROOT / "tests" / "container" / "postgres"),
+        timeout=600,
+    )
+    _report(
+        request.config,
+        f"PostgreSQL stand-in imported and built in {time.monotonic() - started:.1f} s",
+    )
+    return POSTGRES_IMAGE

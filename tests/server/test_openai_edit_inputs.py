@@ -8,6 +8,7 @@ import openai
 import pytest
 from PIL import Image
 
+from imagebridge.engine.validation import MASK_ALPHA_MESSAGE, MASK_SIZE_MESSAGE
 from imagebridge.providers.mock import MockProvider
 from tests.server.conftest import LiveServer, ServeFactory
 
@@ -56,8 +57,8 @@ def test_a_declared_type_that_contradicts_the_bytes_is_still_refused(server: Liv
 @pytest.mark.parametrize(
     ("mask", "message"),
     [
-        (encoded(8, 8, "RGBA"), "mask must have the same size as the first image"),
-        (encoded(16, 16, "RGB"), "mask must have an alpha channel"),
+        (encoded(8, 8, "RGBA"), MASK_SIZE_MESSAGE),
+        (encoded(16, 16, "RGB"), MASK_ALPHA_MESSAGE),
     ],
     ids=["smaller", "no-alpha"],
 )

@@ -36,6 +36,7 @@ from imagebridge.contract.openai_fields import (
     translate,
 )
 from imagebridge.contract.request import ImageRequest, parse_size
+from imagebridge.engine.validation import check_mask as engine_check_mask
 from imagebridge.imaging.inspect import ainspect_image
 
 if TYPE_CHECKING:
@@ -315,30 +316,15 @@ async def _image_input(part: ImagePart) -> dict[str, Any]:
 async def check_mask(image: bytes, mask: bytes) -> None:
     """Refuse, before any provider runs, a mask that cannot mark an edit of ``image``.
 
-    OpenAI's rule: the mask has an alpha channel (its transparent pixels mark the area to
-    edit) and the first image's size. Bytes that do not inspect as an image are left to
-    the engine's input checks, which name them.
+    The engine's one mask rule (:func:`imagebridge.engine.validation.check_mask`: the first
+    image's size, an alpha channel), applied as the form arrives. Bytes that do not inspect
+    as an image are left to the engine's input checks, which name them.
     """
     try:
         image_info, mask_info = await asyncio.gather(ainspect_image(image), ainspect_image(mask))
     except BridgeError:
         return
-    if not mask_info.has_alpha:
-        raise BridgeError(
-            ErrorCode.INPUT,
-            "mask must have an alpha channel: its transparent pixels mark the area to edit",
-            details={"field": "mask"},
-        )
-    if (mask_info.width, mask_info.height) != (image_info.width, image_info.height):
-        raise BridgeError(
-            ErrorCode.INPUT,
-            "mask must have the same size as the first image",
-            details={
-                "field": "mask",
-                "mask_size": f"{mask_info.width}x{mask_info.height}",
-                "image_size": f"{image_info.width}x{image_info.height}",
-            },
-        )
+    engine_check_mask(mask_info, image_info)
 
 
 @dataclass(frozen=True, slots=True)

@@ -485,12 +485,51 @@ async def test_payloads_the_bridge_cannot_verify_are_refused() -> None:
     )
 
 
-async def test_the_decoded_format_must_be_the_negotiated_one() -> None:
-    error = await refused(
-        response([image_item(0, png_bytes())]), request(parameters={"output_format": "webp"})
+async def test_another_format_than_negotiated_is_reencoded_and_reported() -> None:
+    """Issue 32: the original refused it (a protocol error after a billed call); the
+    bridge now delivers the format asked for and says the transport made another."""
+    result = await Materializer().materialize(
+        response([image_item(0, png_bytes(4, 3))]),
+        request(parameters={"output_format": "webp"}),
+        None,
+        owner="o",
     )
-    assert error.code is ErrorCode.PROTOCOL
-    assert (error.details["expected"], error.details["actual"]) == ("webp", "png")
+    [item] = result.data
+    assert item.format.value == "webp" and (item.width, item.height) == (4, 3)
+    assert inspect_image(base64.b64decode(item.b64_json or "")).format.value == "webp"
+    [note] = result.normalizations
+    assert (note.field, note.requested, note.effective, note.reason) == (
+        "data[0].format",
+        "webp",
+        {"provider": "png", "delivered": "webp"},
+        "provider_output_format_reencoded",
+    )
+    assert result.warnings == ["provider_output_format_differed"]
+
+
+def jpeg_bytes(quality: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), (30, 140, 220)).save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
+
+
+async def test_a_jpeg_quality_other_than_asked_is_reported() -> None:
+    eff = request(parameters={"output_format": "jpeg", "output_compression": 90})
+    result = await Materializer().materialize(
+        response([image_item(0, jpeg_bytes(60), "jpeg")]), eff, None, owner="o"
+    )
+    [note] = result.normalizations
+    assert (note.field, note.requested, note.effective, note.reason) == (
+        "data[0].output_compression",
+        90,
+        60,
+        "provider_output_quality_differed",
+    )
+    assert result.warnings == ["provider_output_quality_differed"]
+    honoured = await Materializer().materialize(
+        response([image_item(0, jpeg_bytes(90), "jpeg")]), eff, None, owner="o"
+    )
+    assert honoured.normalizations == [] and honoured.warnings == []
 
 
 @pytest.mark.parametrize(

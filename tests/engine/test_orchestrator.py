@@ -396,13 +396,14 @@ async def test_timings_and_response_identity() -> None:
         assert absent not in wire
 
 
-async def test_wrong_format_from_provider_is_a_protocol_error() -> None:
+async def test_a_wrong_format_from_the_provider_is_reencoded_not_refused() -> None:
+    """Issue 32 (the original answered 502 protocol after the billed call)."""
     provider = FakeProvider(caps={**ONE, "output_formats": ["png", "jpeg"]})
     runtime = make_runtime(provider)
-    with pytest.raises(BridgeError) as caught:
-        await runtime.execute(request(parameters={"output_format": "jpeg"}))
-    assert caught.value.code is ErrorCode.PROTOCOL
-    assert caught.value.details["expected"] == "jpeg"
+    response = await runtime.execute(request(parameters={"output_format": "jpeg"}))
+    assert response.data[0].format.value == "jpeg"
+    assert "provider_output_format_differed" in response.warnings
+    assert provider.calls == 1
 
 
 async def test_strict_unsupported_quality_has_one_attempt() -> None:

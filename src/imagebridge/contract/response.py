@@ -50,6 +50,8 @@ KNOWN_WARNINGS = (
     "account_failover_used",
     "mask_emulated",
     "provider_output_size_differed",
+    "provider_output_format_differed",
+    "provider_output_quality_differed",
 )
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -39,6 +39,7 @@ from imagebridge.imaging.metadata import (
     fit_generation_record,
     has_c2pa_manifest,
 )
+from imagebridge.imaging.recode import estimate_jpeg_quality, recode
 
 __all__ = [
     "ARTIFACT_NOT_STORED",
@@ -112,6 +113,12 @@ ARTIFACT_NOT_STORED = "artifact_not_stored"
 it is delivered inline as ``b64_json`` instead (``data[i].type`` normalization says why)."""
 SIDECAR_NOT_STORED = "metadata_sidecar_not_stored"
 """Warning: the artifact was stored but storage failed before its metadata sidecar was."""
+
+FORMAT_WARNING = "provider_output_format_differed"
+FORMAT_REENCODED = "provider_output_format_reencoded"
+QUALITY_WARNING = "provider_output_quality_differed"
+JPEG_QUALITY_TOLERANCE = 2
+"""Quality points a JPEG's tables may differ from the asked ``output_compression`` by."""
 
 C2PA_WARNING = "c2pa_manifest_invalidated"
 """Embedded metadata changed bytes that a C2PA manifest had signed."""
@@ -264,13 +271,20 @@ class Materializer:
         for image in verified:
             budget += len(image.data)
             self._check_budget(budget)
+        normalizations: list[Normalization] = []
+        warnings: list[str] = []
+        encoder_notes = await _each([self._encoder(image, effective) for image in verified])
+        for notes in encoder_notes:
+            normalizations.extend(notes)
+        if any(n.reason == FORMAT_REENCODED for n in normalizations):
+            warnings.append(FORMAT_WARNING)
+        if any(n.reason == QUALITY_WARNING for n in normalizations):
+            warnings.append(QUALITY_WARNING)
         asked = (original or effective).parameters
         if on_transport_size is not None:
             transport = size_report(asked, effective.parameters.size, _sizes(verified))
             if transport is not None:
                 on_transport_size(transport)
-        normalizations: list[Normalization] = []
-        warnings: list[str] = []
         if mask is not None:
             normalizations.extend(
                 await _each([self._composite(image, mask, effective) for image in verified])
@@ -410,14 +424,6 @@ class Materializer:
                 info = await self._inspect(data, decoded.info.sha256 if decoded else None, text)
         except BridgeError as error:
             raise _verification_failure(error, item.index) from None
-        expected = effective.parameters.output_format
-        if info.format is not expected:
-            raise _protocol(
-                "provider output format does not match the negotiated format",
-                expected=expected.value,
-                actual=info.format.value,
-                output_index=item.index,
-            )
         declared = (item.format, item.width, item.height, item.bytes, item.sha256)
         actual = (info.format, info.width, info.height, info.bytes, info.sha256)
         if declared != actual:
@@ -446,6 +452,51 @@ class Materializer:
         return await asyncio.to_thread(
             inspect_image, data, self.limits.image, sha256=sha256, before_pixel_buffer=text.clear
         )
+
+    # -- what the transport's encoder did -------------------------------------------------------
+
+    async def _encoder(self, image: VerifiedImage, effective: ImageRequest) -> list[Normalization]:
+        """Another format than negotiated is re-encoded into it; a JPEG quality other than
+        the ``output_compression`` asked for is reported (as its tables show it)."""
+        notes: list[Normalization] = []
+        params = effective.parameters
+        expected = params.output_format
+        made = image.info.format
+        if made is not expected:
+            try:
+                data, info = await asyncio.to_thread(
+                    recode,
+                    image.data,
+                    expected,
+                    compression=params.output_compression,
+                    limits=self.limits.image,
+                )
+            except BridgeError as error:
+                failure = _verification_failure(error, image.index)
+                failure.details.setdefault("stage", "format_reencode")
+                raise failure from None
+            image.replace_data(data, info)
+            notes.append(
+                Normalization(
+                    field=f"data[{image.index}].format",
+                    requested=expected.value,
+                    effective={"provider": made.value, "delivered": expected.value},
+                    reason=FORMAT_REENCODED,
+                )
+            )
+        elif made is OutputFormat.JPEG and params.output_compression is not None:
+            shown = await asyncio.to_thread(estimate_jpeg_quality, image.data)
+            wanted = params.output_compression
+            if shown is not None and abs(shown - wanted) > JPEG_QUALITY_TOLERANCE:
+                notes.append(
+                    Normalization(
+                        field=f"data[{image.index}].output_compression",
+                        requested=wanted,
+                        effective=shown,
+                        reason=QUALITY_WARNING,
+                    )
+                )
+        return notes
 
     # -- masks ------------------------------------------------------------------------------
 

@@ -240,3 +240,21 @@ async def test_the_config_default_prefers_the_honouring_transport(
     assert first.provider == "codex-images"  # nothing measured yet: the default
     await bridge.run(parameters=LARGE, routing={"provider": "codex-responses"})
     assert (await bridge.run(parameters=LARGE)).provider == "codex-responses"
+
+
+# -- format and quality -----------------------------------------------------------------------
+
+
+async def test_a_png_answer_to_a_jpeg_request_is_delivered_as_jpeg_and_said(
+    codex_bridge: CodexBridge,
+) -> None:
+    """The backend answers PNG whatever it is sent (the mock too, by default): the original
+    refused that with a 502 after the billed call."""
+    response = await codex_bridge.run(parameters={"output_format": "jpeg"})
+    [item] = response.data
+    assert item.format.value == "jpeg"
+    assert base64.b64decode(item.b64_json or "")[:3] == b"\xff\xd8\xff"
+    notes = [n for n in response.normalizations if n.field == "data[0].format"]
+    assert [n.effective for n in notes] == [{"provider": "png", "delivered": "jpeg"}]
+    assert "provider_output_format_differed" in response.warnings
+    assert codex_bridge.backend.call_counts["responses"] == 1

@@ -131,6 +131,18 @@ _OPENAI_FIELDS: dict[str, frozenset[str]] = {
         }
     ),
     "CompatibleImagesResponse": frozenset({"size", "quality", "output_format", "background"}),
+    "CompatibleEditRequest": frozenset(
+        {
+            "safety_identifier",
+            "style",
+            "complexity",
+            "partial_images",
+            "stream",
+            "frame_count",
+            "frame_duration_ms",
+            "markup",
+        }
+    ),
 }
 
 _KNOWN_SHAPES: set[tuple[str, frozenset[str], frozenset[str]]] = {

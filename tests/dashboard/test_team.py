@@ -1,8 +1,11 @@
 """The Team view in Chromium (docs/keys.md): the admin creates a key (its secret shown once),
-a request made with it shows up in the per-day usage chart, and the admin revokes it; a
+a job made with it shows up in the per-day usage chart and, chosen by name, in the admin's
+gallery, and the admin revokes it; a
 non-admin key signs in, sees no Team view and gets 403 on ``/v1/keys``."""
 
 from __future__ import annotations
+
+import re
 
 import httpx
 import pytest
@@ -62,8 +65,8 @@ def test_the_admin_creates_a_key_and_sees_its_usage_then_revokes_it(
     dashboard.screenshot("desktop-team", full_page=False)
 
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        made = client.post("/v1/images", json=BODY, headers={"authorization": f"Bearer {secret}"})
-    assert made.status_code == 200, made.text
+        made = client.post("/v1/jobs", json=BODY, headers={"authorization": f"Bearer {secret}"})
+    assert made.status_code == 202, made.text
 
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
@@ -73,6 +76,17 @@ def test_the_admin_creates_a_key_and_sees_its_usage_then_revokes_it(
     expect(bar).to_have_count(1)
     expect(bar).to_have_attribute("data-delivered", "1")
     expect(row).to_contain_text("2/3 this day")
+
+    page.keyboard.press("Escape")
+    # The admin's gallery: its own work, or one key's, chosen by name.
+    card = page.locator(".card", has_text="a team fox")
+    expect(card).to_have_count(0)
+    page.select_option("#key-filter", label="newcomer")
+    expect(card).to_have_attribute("data-status", "succeeded")
+    expect(card.locator(".thumb img")).to_have_attribute("src", re.compile(r"^blob:"))
+    page.select_option("#key-filter", label="mine")
+    expect(card).to_have_count(0)
+    team.click()
 
     row.get_by_role("button", name="Revoke").click()
     page.locator("#confirm-ok").click()

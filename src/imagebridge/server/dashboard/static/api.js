@@ -82,6 +82,12 @@ export class BridgeApi extends EventTarget {
     this.storage = storage;
     this.timeoutMs = timeoutMs;
     this.state = "connecting";
+    this.viewKey = null; // the admin's view of one API key's work (?key=<id>), or null
+  }
+
+  /** The query of a read, with the key the admin is looking at (when it is). */
+  _viewing(query = {}) {
+    return this.viewKey ? { ...query, key: this.viewKey } : query;
   }
 
   get token() {
@@ -200,19 +206,19 @@ export class BridgeApi extends EventTarget {
   // -- jobs ------------------------------------------------------------------------------
   listJobs({ limit = 24, cursor, status, hidden = false, favorite = false, search } = {}) {
     return this.json("GET", "/v1/jobs", {
-      query: {
+      query: this._viewing({
         limit,
         cursor,
         status,
         visibility: hidden ? "hidden" : "active",
         favorite: favorite ? "true" : undefined,
         search,
-      },
+      }),
     });
   }
 
   getJob(id, options = {}) {
-    return this.json("GET", `/v1/jobs/${segment(id)}`, options);
+    return this.json("GET", `/v1/jobs/${segment(id)}`, { ...options, query: this._viewing(options.query) });
   }
 
   createJob(request) {
@@ -230,15 +236,15 @@ export class BridgeApi extends EventTarget {
   }
 
   partialPreview(id) {
-    return this.blob(`/v1/jobs/${segment(id)}/partial`, { allowMissing: true });
+    return this.blob(`/v1/jobs/${segment(id)}/partial`, { query: this._viewing(), allowMissing: true });
   }
 
   artifact(id) {
-    return this.blob(`/v1/artifacts/${segment(id)}`);
+    return this.blob(`/v1/artifacts/${segment(id)}`, { query: this._viewing() });
   }
 
   thumbnail(id, edge = 640) {
-    return this.blob(`/v1/artifacts/${segment(id)}/thumbnail`, { query: { edge } });
+    return this.blob(`/v1/artifacts/${segment(id)}/thumbnail`, { query: this._viewing({ edge }) });
   }
 
   // -- presets ---------------------------------------------------------------------------

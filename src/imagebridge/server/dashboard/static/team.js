@@ -5,6 +5,7 @@
 
 import { ApiError } from "./api.js";
 import { api } from "./bridge.js";
+import { library } from "./library.js";
 import { serverLimits } from "./limits.js";
 import { $, confirmAction, describeError, formatTime, h, table, toast } from "./ui.js";
 
@@ -78,6 +79,15 @@ function renderUsage(rows) {
   $("team-usage").replaceChildren(chart);
 }
 
+/** The gallery's "Whose work" choice: the admin's own, or one key's (read-only view). */
+function renderKeyFilter(keys) {
+  const select = $("key-filter");
+  const chosen = select.value;
+  select.replaceChildren(h("option", { value: "", text: "mine" }), ...keys.map((key) => h("option", { value: key.id, text: key.name })));
+  select.value = keys.some((key) => key.id === chosen) ? chosen : "";
+  $("key-filter-field").hidden = false;
+}
+
 /** Load the keys and usage; hide the Team view for anyone but the admin. */
 export async function loadTeam() {
   if (!serverLimits().api_keys) return; // no keys on this bridge: no Team view, no request
@@ -93,6 +103,7 @@ export async function loadTeam() {
   }
   $("team-button").hidden = false;
   renderKeys(keys.data || []);
+  renderKeyFilter(keys.data || []);
   const usage = await api.keyUsage();
   renderUsage(usage.data || []);
 }
@@ -103,6 +114,10 @@ function numberField(form, name) {
 }
 
 export function wireTeam() {
+  $("key-filter").addEventListener("change", (event) => {
+    api.viewKey = event.currentTarget.value || null;
+    library.reset();
+  });
   $("team-button").addEventListener("click", async () => {
     $("team-secret").hidden = true;
     $("team-secret-value").textContent = "";

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.dashboard.conftest import BridgeFactory, OpenPage
-from tests.server.conftest import LiveServer
+from tests.server.conftest import LiveServer, wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -65,8 +65,13 @@ def test_the_admin_creates_a_key_and_sees_its_usage_then_revokes_it(
     dashboard.screenshot("desktop-team", full_page=False)
 
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        made = client.post("/v1/jobs", json=BODY, headers={"authorization": f"Bearer {secret}"})
-    assert made.status_code == 202, made.text
+        auth = {"authorization": f"Bearer {secret}"}
+        made = client.post("/v1/jobs", json=BODY, headers=auth)
+        assert made.status_code == 202, made.text
+        job_url = f"/v1/jobs/{made.json()['id']}"
+        assert wait_for(
+            lambda: client.get(job_url, headers=auth).json()["status"] == "succeeded", timeout=60
+        )
 
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()

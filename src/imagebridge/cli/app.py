@@ -31,7 +31,11 @@ __all__ = ["PROG_NAME", "build_app", "main"]
 PROG_NAME = "imagegen-bridge"
 COMPLETE_VAR = "_IMAGEGEN_BRIDGE_COMPLETE"
 GENERATION_COMMANDS = frozenset({"generate", "edit"})
-REMOTE_COMMANDS = frozenset({"generate", "edit", "preset", "session", "providers", "jobs", "mcp"})
+REMOTE_COMMANDS = frozenset(
+    {"generate", "edit", "preset", "session", "providers", "jobs", "mcp", "doctor"}
+)
+"""Commands that may use a running bridge (``doctor``: only for the size-match rates it
+measures; every other check of doctor is local)."""
 _GLOBAL = "Global options"
 HELP = (
     "Image generation from your own Codex/ChatGPT login: a local CLI, an HTTP bridge "
@@ -118,7 +122,8 @@ def root(
             )
     if remote is not None and ctx.invoked_subcommand not in REMOTE_COMMANDS:
         raise CliUsageError(
-            "--remote applies only to generate, edit, preset, session, providers, jobs and mcp"
+            "--remote applies only to generate, edit, preset, session, providers, jobs, mcp "
+            "and doctor"
         )
     invocation.context = CliContext(
         options=GlobalOptions(

@@ -398,7 +398,38 @@ def run_checks(ctx: CliContext, provider: str | None) -> tuple[Doctor, LoadedCon
     else:
         for name in ("provider_readiness", "provider_capabilities", "provider_shutdown"):
             doctor.add(name, "skip", "a local prerequisite failed")
+    _size_match(doctor, ctx)
     return doctor, loaded
+
+
+def _size_match(doctor: Doctor, ctx: CliContext) -> None:
+    """How often each transport delivered the size asked, as a running bridge measured it
+    (``--remote`` / ``IMAGEGEN_BRIDGE_URL``); a local run has no history to show."""
+    from imagebridge.cli.resources import remote_bridge
+    from imagebridge.cli.size_match import size_match_check
+
+    url = ctx.remote_url()
+    if url is None:
+        doctor.add(
+            "size_match",
+            "skip",
+            "size-match rates are measured by a running bridge; pass --remote to read them",
+        )
+        return
+
+    async def read() -> dict[str, Any]:
+        async with remote_bridge(ctx, url) as bridge:
+            return await bridge.diagnostics()
+
+    try:
+        body = asyncio.run(read())
+    except BridgeError as error:
+        doctor.add(
+            "size_match", "warn", "the bridge's diagnostics could not be read", error.to_dict()
+        )
+        return
+    status, message, rates = size_match_check(body)
+    doctor.add("size_match", status, message, rates or None)
 
 
 def doctor_command(

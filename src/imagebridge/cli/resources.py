@@ -87,14 +87,30 @@ def providers_list(ctx: CliContext) -> int:
     return 0
 
 
-def providers_capabilities(ctx: CliContext, provider: str | None, model: str | None) -> int:
+def providers_capabilities(
+    ctx: CliContext, provider: str | None, model: str | None, *, size_match: bool = False
+) -> int:
+    """The capability document; with ``size_match``, ``{capabilities, size_match}`` where
+    ``size_match`` is the provider's measured rates (``{model: {tier: {calls, matched,
+    rate}}}``): a remote bridge's own, or this process's (empty: nothing ran here)."""
+    from imagebridge.cli.size_match import provider_rates
+
     async def local(app: Application) -> Any:
         caps = await app.runtime.registry.capabilities(provider, model)
-        return caps.to_wire()
+        if not size_match:
+            return caps.to_wire()
+        rates = app.runtime.size_stats.snapshot().get(caps.provider, {})
+        return {"capabilities": caps.to_wire(), "size_match": rates}
 
     async def remote(bridge: RemoteBridge) -> Any:
         name = provider or await _remote_default_provider(ctx)
-        return await bridge.capabilities(name, model)
+        caps = await bridge.capabilities(name, model)
+        if not size_match:
+            return caps
+        return {
+            "capabilities": caps,
+            "size_match": provider_rates(await bridge.diagnostics(), name),
+        }
 
     ctx.output.value(_run(ctx, local, remote))
     return 0

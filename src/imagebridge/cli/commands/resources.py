@@ -45,11 +45,19 @@ def _providers() -> typer.Typer:
         ctx: typer.Context,
         provider: ProviderOpt = None,
         model: Annotated[str | None, typer.Option("--model", metavar="MODEL")] = None,
+        size_match: Annotated[
+            bool,
+            typer.Option(
+                "--size-match",
+                help="Print {capabilities, size_match}: how often the provider delivered the "
+                "size asked (a running bridge's rates with --remote).",
+            ),
+        ] = False,
     ) -> int:
         """Print a provider's capability document (sizes, formats, batching …)."""
         from imagebridge.cli.resources import providers_capabilities
 
-        return providers_capabilities(cli_context(ctx), provider, model)
+        return providers_capabilities(cli_context(ctx), provider, model, size_match=size_match)
 
     @group.command("quota")
     def quota(

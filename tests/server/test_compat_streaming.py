@@ -25,8 +25,9 @@ from openai.types import (
 from imagebridge.providers.mock import MockProvider
 from imagebridge.server import ServerOptions
 from tests.server.conftest import LiveServer, ServeFactory, wait_for
-from tests.server.doubles import png
+from tests.server.doubles import png, with_mock
 from tests.server.rawhttp import open_request, read_until
+from tests.support.fakes import FakeProvider
 
 TOKEN = "stream-test-token"
 
@@ -262,3 +263,32 @@ def test_a_client_that_leaves_cancels_the_provider(serve: ServeFactory, when: st
     finally:
         sock.close()
     assert wait_for(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=10)
+
+
+def test_previews_beyond_the_providers_are_clamped_not_refused(serve: ServeFactory) -> None:
+    # OpenAI's partial_images is an upper bound; a provider that makes none still streams
+    server = serve(providers=with_mock(FakeProvider("no-previews")))
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused")
+    stream = client.images.generate(
+        model="gpt-image-1",
+        prompt="a fox without previews",
+        stream=True,
+        partial_images=2,
+        extra_body={"imagegen_bridge": {"provider": "no-previews"}},
+    )
+    events = list(stream)
+    assert [type(event) for event in events] == [ImageGenCompletedEvent]
+    extension = bridge_extension(events[0])
+    assert extension["provider"] == "no-previews"
+    assert {
+        "field": "partial_images",
+        "requested": 2,
+        "effective": 0,
+        "reason": "clamped_to_provider_range",
+    } in extension["normalizations"]
+
+
+def bridge_extension(event: Any) -> dict[str, Any]:
+    extension = getattr(event, "imagegen_bridge", None)
+    assert isinstance(extension, dict)
+    return extension

@@ -148,7 +148,7 @@ DEFAULTS: dict[str, Any] = {
     "server.read_timeout_ms": 0,
     "server.write_timeout_ms": 30_000,
     "server.shutdown_grace_ms": None,
-    "server.shutdown_settle_ms": 5_000,
+    "server.shutdown_settle_ms": 10_000,
     "server.metrics.enabled": False,
     "server.tracing.enabled": True,
     "server.malloc.enabled": True,

@@ -750,9 +750,9 @@ class ServerSettings(_Section):
     shutdown_grace_ms: U64 | None = None
     """Added: after SIGTERM, how long requests, streams and running jobs in flight get to
     finish while new requests are refused (503). Unset: ``runtime.shutdown_grace_ms``."""
-    shutdown_settle_ms: U64 = 5_000
-    """Added: after that grace, how long interrupted jobs get to be recorded and the
-    stores to close before the process exits anyway (exit code 1)."""
+    shutdown_settle_ms: U64 = 10_000
+    """Added: after that grace, how long interrupted jobs get to be recorded, the stores
+    to close and the providers to shut down before the process exits anyway (exit 1)."""
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     malloc: MallocSettings = Field(default_factory=MallocSettings)

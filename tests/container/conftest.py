@@ -47,10 +47,19 @@ class BuiltImage:
     size_bytes: int
 
 
+_FIGURES: list[str] = []
+
+
 def _report(config: pytest.Config, line: str) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"[container tier] {line}")
+    """Keep a measured figure for the end-of-run summary (output is captured meanwhile)."""
+    _FIGURES.append(line)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _FIGURES:
+        terminalreporter.section("container tier")
+        for line in _FIGURES:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
@@ -78,7 +87,11 @@ def _build_context(into: Path) -> Path:
     (into / "auth.json").write_text(f'{{"tokens": {{"access_token": "{CANARY}"}}}}\n')
     (into / ".codex").mkdir()
     (into / ".codex" / "auth.json").write_text(f'{{"OPENAI_API_KEY": "{CANARY}"}}\n')
-    (into / "src" / ".env").write_text(f"IMAGEGEN_BRIDGE_TOKEN={CANARY}\n")
+    # Inside the package folder: without the ignore rules these would be in the wheel, and
+    # so in the final image's venv.
+    package = into / "src" / "imagebridge"
+    (package / ".env").write_text(f"IMAGEGEN_BRIDGE_TOKEN={CANARY}\n")
+    (package / "auth.json").write_text(f'{{"tokens": {{"refresh_token": "{CANARY}"}}}}\n')
     (into / ".git").mkdir()
     (into / ".git" / "config").write_text(f"[credential]\n\thelper = store {CANARY}\n")
     (into / "data").mkdir()

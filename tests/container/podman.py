@@ -143,7 +143,11 @@ class Podman:
         """Remove every container, image and volume of this store, then the store itself."""
         self.run("rm", "--all", "--force", "--time", "0", check=False)
         self.run("volume", "rm", "--all", "--force", check=False)
-        self.run("system", "reset", "--force", check=False, timeout=300)
+        self.run("rmi", "--all", "--force", check=False, timeout=300)
+        mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+        inside = (m for m in mounts if m.startswith(f"{self.work}/"))
+        for point in sorted(inside, reverse=True):  # anything podman left mounted, deepest first
+            subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
         shutil.rmtree(self.work, ignore_errors=True)
 
 

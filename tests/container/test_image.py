@@ -28,6 +28,7 @@ from tests.container.podman import (
     wait_http,
     walk_files,
 )
+from tests.support.mock_issuer import CLIENT_ID, MockIssuer
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 
@@ -181,3 +182,34 @@ def test_sigterm_stops_the_bridge_with_exit_0_within_the_grace(served: Served) -
     state = podman.inspect("container", "inspect", served.name)["State"]
     assert state["ExitCode"] == 0, podman.logs(served.name)
     assert took < GRACE_SECS + 5, f"stopping took {took:.1f} s"
+
+
+def test_the_device_code_login_inside_the_container_lands_on_the_volume(
+    image: BuiltImage,
+) -> None:
+    podman = image.podman
+    name, volume = "bridge-login", "bridge-login-data"
+    with MockIssuer() as issuer:
+        # Host networking inside the tier's namespace: the container's 127.0.0.1 is the
+        # test's, where the mock issuer listens; nothing else is reachable.
+        done = podman.run(
+            "run", "--name", name, "--network=host", "--volume", f"{volume}:/data",
+            "--env", f"IMAGEGEN_BRIDGE__ACCOUNTS__LOGIN__ISSUER={issuer.origin}",
+            "--env", f"IMAGEGEN_BRIDGE__ACCOUNTS__LOGIN__TOKEN_URL={issuer.token_url}",
+            "--env", f"IMAGEGEN_BRIDGE__ACCOUNTS__LOGIN__CLIENT_ID={CLIENT_ID}",
+            "--env", "IMAGEGEN_BRIDGE__ACCOUNTS__LOGIN__DEVICE_CODE_TIMEOUT_SECS=60",
+            image.name, "login",
+            check=False, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"{issuer.origin}/codex/device" in done.stdout + done.stderr
+        access = issuer.issued_access_tokens[-1]
+    try:
+        mountpoint = Path(podman.inspect("volume", "inspect", volume)["Mountpoint"])
+        stored = mountpoint / "accounts" / "default" / "auth.json"
+        assert access in stored.read_text()
+        assert stored.stat().st_uid == BRIDGE_UID and stored.stat().st_mode & 0o777 == 0o600
+        container_layer = layer_dirs(podman, "container", "inspect", name)
+        assert files_holding(container_layer, access.encode()) == []
+    finally:
+        podman.run("rm", "--force", "--time", "0", name, check=False)

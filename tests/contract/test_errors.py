@@ -118,3 +118,19 @@ def test_suggestions_are_unique_and_appendable() -> None:
     assert error.suggestions == ["a", "b"]
     error.with_suggestion("a").with_suggestion("c")
     assert error.suggestions == ["a", "b", "c"]
+
+
+def test_a_retryable_storage_fault_is_503_and_a_billed_one_keeps_its_code_status() -> None:
+    full_db = BridgeError(
+        ErrorCode.INTERNAL,
+        "durable job database could not be written",
+        retryable=True,
+        details={"reason": "no_space", "storage": "database"},
+    )
+    assert full_db.http_status == 503
+    billed = BridgeError(
+        ErrorCode.ARTIFACT, "could not write artifact", details={"reason": "no_space"}
+    )
+    assert billed.http_status == 500
+    busy = BridgeError(ErrorCode.INTERNAL, "busy", retryable=True, details={"reason": "locked"})
+    assert busy.http_status == 500

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "ERROR_TABLE",
@@ -182,6 +182,10 @@ ERROR_TABLE: Mapping[ErrorCode, ErrorSpec] = {
 }
 
 
+_STORAGE_FAULTS: Final = frozenset({"no_space", "io_error", "read_only"})
+"""``details.reason`` of a storage fault (imagebridge.engine.storage_faults)."""
+
+
 class BridgeError(Exception):
     """A failure with a stable code, a safe message and machine-readable details.
 
@@ -278,8 +282,14 @@ class BridgeError(Exception):
         """Status from the code table, with the route-independent overrides of the contract.
 
         A missing job, preset, provider or API key (``details.resource``) is the caller's missing
-        resource: 404, whichever route or layer raised it.
+        resource: 404, whichever route or layer raised it. A retryable storage fault
+        (``details.reason`` ``no_space`` / ``io_error`` / ``read_only``: nothing was billed)
+        is 503, so clients may send it again (``x-should-retry: true``).
         """
+        if self.retryable and self.details.get("reason") in _STORAGE_FAULTS:
+            # A write the disk refused (full, I/O error) before anything was billed: the
+            # server cannot take it now, and the same request may be sent again later.
+            return 503
         if self.code is ErrorCode.INVALID_REQUEST and self.details.get("resource") in {
             "job",
             "key",

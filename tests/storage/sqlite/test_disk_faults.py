@@ -122,7 +122,7 @@ async def test_a_full_session_database_is_not_a_missing_session(db_path: Path) -
         await cap(store._db, 0)
         caught = await fill_sessions(store)
         assert_full(caught)
-        assert caught.http_status == 500
+        assert caught.http_status == 503  # retryable: nothing billed, not a missing session
         assert await store.get("kept") == "thread-1"
         assert await integrity(store._db) == "ok"
     finally:

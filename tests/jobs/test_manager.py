@@ -855,3 +855,42 @@ async def test_statistics_report_counts_and_bounds(make_bridge: BridgeFactory) -
     # A single SQLite instance: no leases, nothing queued, its own generated name.
     assert (queue["shared"], queue["leases"], queue["queued_by_provider"]) == (False, {}, {})
     assert queue["instance_id"] == bridge.manager.instance_id
+
+
+async def test_an_outcome_row_refused_by_a_full_database_is_written_when_space_returns(
+    make_bridge: BridgeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk between a job's images and its outcome row leaves no row ``running``:
+    the write is retried and lands once there is room, without a restart."""
+    from imagebridge.engine.storage_faults import STORAGE_HEALTH, disk_fault
+
+    bridge = await make_bridge()
+    full = {"refused": 0, "on": True}
+    real = bridge.store.succeed
+
+    async def succeed(*args: Any, **kwargs: Any) -> Any:
+        if full["on"]:
+            full["refused"] += 1
+            raise disk_fault(
+                ErrorCode.INTERNAL,
+                "durable job database could not be written",
+                "no_space",
+                "database",
+                retryable=True,
+            )
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(bridge.store, "succeed", succeed)
+    job, _ = await bridge.manager.submit(SCOPE, image_request("a full disk"), idempotency_key=None)
+    await wait_until(lambda: _true_after(full["refused"] >= 2))
+    assert (await bridge.manager.get(SCOPE, job.id)).status is ImageJobStatus.RUNNING
+
+    full["on"] = False  # space is back
+    done = await bridge.settled(job.id)
+    assert done.status is ImageJobStatus.SUCCEEDED
+    assert done.result is not None and done.result.data[0].type == "artifact"
+    STORAGE_HEALTH.reset()
+
+
+async def _true_after(value: bool) -> bool:
+    return value

@@ -61,6 +61,9 @@ __all__ = ["QUEUED_PAGE", "JobManager"]
 
 logger = logging.getLogger("imagebridge.jobs")
 
+LOCAL_OUTCOME_RETRY_S = 300.0
+"""How long a single instance keeps retrying a job's outcome row its database refused for a
+retryable reason (a full disk, an I/O error, a lock held too long)."""
 QUEUED_PAGE = 500
 """Queued rows read per query while scheduling at start."""
 _CANCEL_REASON = CANCEL_REASON
@@ -120,9 +123,14 @@ class JobManager:
             keys,
             # Shared mode: the database may restart under a running job; its lease is
             # how long the outcome may wait for it (then another instance takes over).
-            retry_window_s=float(shared.lease_secs) if shared is not None else 0.0,
+            # One instance: a full disk may refuse the outcome row; it is written as soon
+            # as space returns within LOCAL_OUTCOME_RETRY_S (else at the next start the
+            # row becomes interrupted).
+            retry_window_s=float(shared.lease_secs)
+            if shared is not None
+            else LOCAL_OUTCOME_RETRY_S,
             retry_pause_s=shared.poll_interval_s if shared is not None else 0.5,
-            retry_max_pause_s=shared.heartbeat_secs if shared is not None else 0.5,
+            retry_max_pause_s=shared.heartbeat_secs if shared is not None else 5.0,
         )
         self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
         self._scheduled: set[JobKey] = set()

@@ -2,7 +2,8 @@
 
 It waits, retrying with backoff, up to ``server.jobs.postgres_startup_wait_ms``: when the
 database never comes it exits non-zero with a clear message (before announcing a URL);
-when the database comes up within the wait, it starts serving.
+when the database comes up within the wait, it starts serving; a SIGTERM meanwhile ends the
+wait and the process (exit 0).
 """
 
 from __future__ import annotations
@@ -61,6 +62,33 @@ def test_an_unreachable_database_is_waited_for_then_the_start_fails_clearly(
     assert error["details"]["field"] == "server.jobs.database"
     assert error["details"]["attempts"] >= 3
     assert error["retryable"] is True
+
+
+def test_a_stop_signal_ends_the_wait_for_the_database(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IMAGEGEN_BRIDGE", "PG"))}
+    env["IMAGEGEN_BRIDGE_DATA_DIR"] = str(tmp_path)
+    args = ["--bind", "127.0.0.1:0"]
+    for item in (
+        *MOCK_ONLY,
+        f'server.jobs.database="postgresql://bridge@127.0.0.1:{_closed_port()}/none"',
+        "server.jobs.postgres_startup_wait_ms=600000",
+        "server.jobs.poll_interval_ms=100",
+        "server.jobs.heartbeat_secs=5",
+        "server.jobs.lease_secs=10",
+    ):
+        args += ["--set", item]
+    process = Process(args, tmp_path, env)
+    try:
+        process.wait_line("jobs database unreachable at startup; waiting", timeout=60)
+        signalled = time.monotonic()
+        process.popen.send_signal(signal.SIGTERM)
+        assert process.popen.wait(timeout=30) == 0
+        assert time.monotonic() - signalled < 8  # not the 10 min wait, nor grace + settle
+    finally:
+        if process.popen.poll() is None:
+            process.popen.kill()
+            process.popen.wait(timeout=10)
+    assert not any("listening on" in line for line in process.drain())
 
 
 @pytest.mark.postgres

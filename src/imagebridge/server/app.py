@@ -54,7 +54,7 @@ from imagebridge.server.routes import (
     stream,
 )
 from imagebridge.server.routes import keys as key_routes
-from imagebridge.server.shutdown import settle_seconds, shutdown_grace_seconds
+from imagebridge.server.shutdown import Drain, settle_seconds, shutdown_grace_seconds
 from imagebridge.server.state import BridgeState, ServerOptions
 from imagebridge.storage import is_postgres_url, postgres_options
 
@@ -87,7 +87,11 @@ def _routers(state: BridgeState) -> list[APIRouter]:
 
 
 async def _open_jobs(
-    config: BridgeConfig, engine: Application, env: Mapping[str, str], keys: KeyService | None
+    config: BridgeConfig,
+    engine: Application,
+    env: Mapping[str, str],
+    keys: KeyService | None,
+    drain: Drain,
 ) -> JobServices:
     """The job services on ``server.jobs.database``: shared mode for a PostgreSQL URL."""
     jobs = config.server.jobs
@@ -109,7 +113,7 @@ async def _open_jobs(
     if postgres is None:
         services = await open_services()
     else:
-        services = await _wait_for_database(open_services, jobs)
+        services = await _wait_for_database(open_services, jobs, drain)
     try:
         await services.start()
     except BaseException:
@@ -119,14 +123,14 @@ async def _open_jobs(
 
 
 async def _wait_for_database(
-    open_services: Callable[[], Awaitable[JobServices]], jobs: JobSettings
+    open_services: Callable[[], Awaitable[JobServices]], jobs: JobSettings, drain: Drain
 ) -> JobServices:
     """Open the PostgreSQL job services, retrying while the database is unreachable.
 
     Pauses grow from ``poll_interval_ms`` to ``heartbeat_secs``; after
     ``postgres_startup_wait_ms`` the last failure becomes a clear startup error (the server
     exits non-zero). Only a retryable failure (unreachable, busy) is waited for: a wrong
-    password or schema is reported at once.
+    password or schema is reported at once. A stop signal ends the wait.
     """
     limit_s = jobs.postgres_startup_wait_ms / 1000
     deadline = time.monotonic() + limit_s
@@ -159,7 +163,15 @@ async def _wait_for_database(
                 "jobs database unreachable at startup; waiting",
                 extra={"attempt": attempts, "remaining_ms": int(remaining * 1000)},
             )
-            await asyncio.sleep(min(pause, remaining))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(pause, remaining)):
+                    await drain.stop_requested.wait()
+            if drain.stop_requested.is_set():
+                raise BridgeError(
+                    error.code,
+                    "stopped while waiting for the jobs database at startup",
+                    details={"field": "server.jobs.database", "reason": "stopped"},
+                ) from None
             pause = min(pause * 2, longest)
             continue
         if attempts > 1:
@@ -271,7 +283,7 @@ def create_app(
                 raise
         if state.jobs_enabled:
             try:
-                state.jobs = await _open_jobs(config, engine, env, state.access.keys)
+                state.jobs = await _open_jobs(config, engine, env, state.access.keys, state.drain)
             except BridgeError as error:
                 state.startup_error = error
                 await _close(state, engine)

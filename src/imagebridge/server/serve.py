@@ -124,6 +124,8 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        # From here a signal drains through the loop (it may end a startup wait early).
+        self.controller.attach(asyncio.get_running_loop())
         try:
             await super().startup(sockets=sockets)
         except SystemExit:  # uvicorn exits the process when the lifespan fails to start
@@ -135,7 +137,6 @@ class _Server(uvicorn.Server):
             # scan only per-request garbage instead of pausing the loop for tens of ms.
             gc.collect()
             gc.freeze()
-            self.controller.attach(asyncio.get_running_loop())
             self._on_ready()
 
     @contextlib.contextmanager
@@ -264,5 +265,7 @@ def run_server(
             sock.close()
     if not server.started:
         state = app.state.bridge
+        if state.drain.draining:  # a stop signal during startup: a clean stop
+            return 0
         raise state.startup_error or BridgeError(ErrorCode.INTERNAL, "the server did not start")
     return 0

@@ -68,6 +68,8 @@ class Drain:
         self.in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self.stop_requested = asyncio.Event()
+        """Set (on the loop) once a stop signal arrived: startup waits end early."""
 
     def refuses(self, path: str) -> bool:
         """Whether a new request for ``path`` is refused (health checks still answer)."""
@@ -149,12 +151,13 @@ class ShutdownController:
         self._drain.draining = True
         self._drain.deadline = time.monotonic() + self._grace_s
         self._start_watchdog(self._grace_s + self._settle_s)
-        if self._loop is None:  # not serving yet: nothing in flight to wait for
+        if self._loop is None:  # not even starting yet: nothing in flight to wait for
             self._request_stop(0.0)
             return
         self._loop.call_soon_threadsafe(self._begin)
 
     def _begin(self) -> None:
+        self._drain.stop_requested.set()
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name="imagebridge-shutdown"
         )

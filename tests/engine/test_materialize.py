@@ -779,3 +779,30 @@ async def test_a_decoded_payload_whose_declared_digest_differs_is_refused() -> N
 
     assert caught.value.code is ErrorCode.PROTOCOL
     assert "metadata does not match" in caught.value.message
+
+
+async def test_see_through_pixels_in_an_image_asked_opaque_are_reported() -> None:
+    rgba = np.zeros((4, 4, 4), dtype=np.uint8)
+    rgba[..., 3] = 255
+    rgba[0, :2, 3] = 0  # two see-through pixels
+    buffer = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(buffer, format="PNG")
+    eff = request(parameters={"background": "opaque"})
+    result = await Materializer().materialize(
+        response([image_item(0, buffer.getvalue())]), eff, None, owner="o"
+    )
+    [note] = result.normalizations
+    assert (note.field, note.requested, note.effective, note.reason) == (
+        "data[0].background",
+        "opaque",
+        {"see_through_pixels": 2},
+        "provider_output_background_differed",
+    )
+    assert result.warnings == ["provider_output_background_differed"]
+    rgba[..., 3] = 255
+    solid = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(solid, format="PNG")
+    clean = await Materializer().materialize(
+        response([image_item(0, solid.getvalue())]), eff, None, owner="o"
+    )
+    assert clean.normalizations == [] and clean.warnings == []

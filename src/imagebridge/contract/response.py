@@ -52,6 +52,7 @@ KNOWN_WARNINGS = (
     "provider_output_size_differed",
     "provider_output_format_differed",
     "provider_output_quality_differed",
+    "provider_output_background_differed",
 )
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")

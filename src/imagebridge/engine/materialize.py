@@ -39,7 +39,7 @@ from imagebridge.imaging.metadata import (
     fit_generation_record,
     has_c2pa_manifest,
 )
-from imagebridge.imaging.recode import estimate_jpeg_quality, recode
+from imagebridge.imaging.recode import estimate_jpeg_quality, recode, see_through_pixels
 
 __all__ = [
     "ARTIFACT_NOT_STORED",
@@ -117,6 +117,7 @@ SIDECAR_NOT_STORED = "metadata_sidecar_not_stored"
 FORMAT_WARNING = "provider_output_format_differed"
 FORMAT_REENCODED = "provider_output_format_reencoded"
 QUALITY_WARNING = "provider_output_quality_differed"
+BACKGROUND_WARNING = "provider_output_background_differed"
 JPEG_QUALITY_TOLERANCE = 2
 """Quality points a JPEG's tables may differ from the asked ``output_compression`` by."""
 
@@ -280,6 +281,8 @@ class Materializer:
             warnings.append(FORMAT_WARNING)
         if any(n.reason == QUALITY_WARNING for n in normalizations):
             warnings.append(QUALITY_WARNING)
+        if any(n.reason == BACKGROUND_WARNING for n in normalizations):
+            warnings.append(BACKGROUND_WARNING)
         asked = (original or effective).parameters
         if on_transport_size is not None:
             transport = size_report(asked, effective.parameters.size, _sizes(verified))
@@ -457,9 +460,21 @@ class Materializer:
 
     async def _encoder(self, image: VerifiedImage, effective: ImageRequest) -> list[Normalization]:
         """Another format than negotiated is re-encoded into it; a JPEG quality other than
-        the ``output_compression`` asked for is reported (as its tables show it)."""
+        the ``output_compression`` asked for is reported (as its tables show it), and so
+        is see-through alpha in an image asked to be opaque."""
         notes: list[Normalization] = []
         params = effective.parameters
+        if params.background is Background.OPAQUE and image.info.has_alpha:
+            see_through = await asyncio.to_thread(see_through_pixels, image.data, self.limits.image)
+            if see_through:
+                notes.append(
+                    Normalization(
+                        field=f"data[{image.index}].background",
+                        requested=Background.OPAQUE.value,
+                        effective={"see_through_pixels": see_through},
+                        reason=BACKGROUND_WARNING,
+                    )
+                )
         expected = params.output_format
         made = image.info.format
         if made is not expected:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 from PIL import Image
 
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.imaging.inspect import ImageInfo, ImageLimits, decode_verified, inspect_image
 
-__all__ = ["DEFAULT_JPEG_QUALITY", "estimate_jpeg_quality", "recode"]
+__all__ = ["DEFAULT_JPEG_QUALITY", "estimate_jpeg_quality", "recode", "see_through_pixels"]
 
 DEFAULT_JPEG_QUALITY = 95
 """JPEG/WebP quality of a re-encoding when the request names no ``output_compression``."""
@@ -94,3 +95,15 @@ def recode(
         image.close()
     encoded = buffer.getvalue()
     return encoded, inspect_image(encoded, limits)
+
+
+def see_through_pixels(data: bytes, limits: ImageLimits | None = None) -> int:
+    """How many pixels of ``data`` are not fully opaque (0 without an alpha channel)."""
+    info, image = decode_verified(data, limits or ImageLimits())
+    try:
+        if not info.has_alpha:
+            return 0
+        alpha = np.asarray(image.convert("RGBA").getchannel("A"), dtype=np.uint8)
+        return int(np.count_nonzero(alpha < 255))
+    finally:
+        image.close()

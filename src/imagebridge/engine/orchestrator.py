@@ -473,9 +473,18 @@ class ImageRuntime:
 
     def _routes(self, request: ImageRequest) -> list[tuple[str, str | None]]:
         routing = request.routing
-        primary = routing.provider or self._size_preferred(request) or self.registry.default
+        preferred = None if routing.provider else self._size_preferred(request)
+        primary = routing.provider or preferred or self.registry.default
         routes = [(primary, routing.model)]
-        routes.extend((route.provider, route.model) for route in routing.fallbacks)
+        fallbacks = [(route.provider, route.model) for route in routing.fallbacks]
+        if preferred is not None:
+            # the caller named no provider: its fallbacks follow the preferred transport
+            # (not repeating it), then the default it would otherwise have used
+            fallbacks = [route for route in fallbacks if route != routes[0]]
+            default = (self.registry.default, routing.model)
+            if default not in (routes[0], *fallbacks):
+                fallbacks.append(default)
+        routes.extend(fallbacks)
         seen: set[tuple[str, str | None]] = set()
         for index, route in enumerate(routes):
             if route in seen:

@@ -258,3 +258,25 @@ async def test_a_png_answer_to_a_jpeg_request_is_delivered_as_jpeg_and_said(
     assert [n.effective for n in notes] == [{"provider": "png", "delivered": "jpeg"}]
     assert "provider_output_format_differed" in response.warnings
     assert codex_bridge.backend.call_counts["responses"] == 1
+
+
+async def test_a_preferred_transport_keeps_the_fallbacks_and_ends_with_the_default(
+    codex_bridge_factory: Callable[..., Awaitable[CodexBridge]],
+) -> None:
+    bridge = await codex_bridge_factory('default_provider="codex-images"')
+    backend = bridge.backend
+    backend.image_size = (1254, 1254)
+    backend.ignore_size_on = {"images_generations"}
+    await bridge.run(parameters=LARGE, routing={"provider": "codex-responses"})
+    named = await bridge.run(
+        parameters=LARGE,
+        policies=NORMALIZE,
+        routing={"prefer": "honour_size", "fallbacks": [{"provider": "codex-responses"}]},
+    )
+    assert named.provider == "codex-responses"  # the fallback naming it is not a duplicate
+    backend.script("http_401")  # the preferred transport is refused at the door
+    fell_back = await bridge.run(
+        parameters=LARGE, policies=NORMALIZE, routing={"prefer": "honour_size"}
+    )
+    assert fell_back.provider == "codex-images"
+    assert "provider_fallback_used" in fell_back.warnings

@@ -280,3 +280,20 @@ async def test_a_preferred_transport_keeps_the_fallbacks_and_ends_with_the_defau
     )
     assert fell_back.provider == "codex-images"
     assert "provider_fallback_used" in fell_back.warnings
+
+
+async def test_every_codex_document_says_emulated_in_the_original_schema(
+    codex_bridge: CodexBridge,
+) -> None:
+    from imagebridge.providers.codex_app_server.capabilities import app_server_capabilities
+    from tests.compat import original_contract
+
+    documents = [
+        await codex_bridge.provider("codex-responses").capabilities(None),
+        await codex_bridge.provider("codex-images").capabilities(None),
+        app_server_capabilities("gpt-image-2"),
+    ]
+    for caps in documents:
+        wire = caps.to_wire()
+        original_contract.validate(wire, "ProviderCapabilities")  # strict clients decode it
+        assert wire["masks"]["support"] == "emulated" and wire["masks"]["max_count"] == 1

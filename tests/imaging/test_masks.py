@@ -82,3 +82,23 @@ def test_a_mask_marking_nothing_is_refused() -> None:
     with pytest.raises(BridgeError) as caught:
         mask_region(mask((0, 0, 0, 0)), ImageLimits())
     assert caught.value.code is ErrorCode.INPUT and caught.value.details["field"] == "mask"
+
+
+def test_the_seam_is_the_same_whatever_part_of_the_image_is_blended() -> None:
+    """The blend is computed in the area's bounding box only; the feather must still see
+    the area's edge (not the box's) as a seam, as a whole-image blend does."""
+    generated = encode(np.full((H, W, 3), 200, dtype=np.uint8), "RGB")
+    source = encode(np.zeros((H, W, 3), dtype=np.uint8), "RGB")
+    out = pixels(
+        composite_masked(
+            source,
+            mask((10, 5, 30, 25)),
+            generated,
+            feather_px=4,
+            output_format=OutputFormat.PNG,
+        ).data
+    )
+    row = out[15, 10:30, 0].astype(int)
+    # ramps up from the left edge and down to the right edge, symmetric: 1/5 … 5/5
+    assert list(row[:5]) == [40, 80, 120, 160, 200]
+    assert list(row[-5:]) == [200, 160, 120, 80, 40]

@@ -235,9 +235,20 @@ def composite_masked(
         converted.close()
     base = _rgba(source_image)
     fresh = _rgba(generated_image)
-    weight = _weights(alpha, feather_px)[..., np.newaxis]
-    blended = base.astype(np.float32) + (fresh.astype(np.float32) - base) * weight
-    out = np.where(weight > 0, np.clip(np.rint(blended), 0, 255), base).astype(np.uint8)
+    editable = alpha < 255
+    rows, columns = np.flatnonzero(editable.any(axis=1)), np.flatnonzero(editable.any(axis=0))
+    out = base.copy()
+    if rows.size:  # only the area's bounding box is blended: outside it, the source as is
+        # one kept pixel of margin, so the feather sees the area's edge as the full image would
+        height, width = alpha.shape
+        box = (
+            slice(max(int(rows[0]) - 1, 0), min(int(rows[-1]) + 2, height)),
+            slice(max(int(columns[0]) - 1, 0), min(int(columns[-1]) + 2, width)),
+        )
+        weight = _weights(alpha[box], feather_px)[..., np.newaxis]
+        kept = base[box]
+        blended = kept.astype(np.float32) + (fresh[box].astype(np.float32) - kept) * weight
+        out[box] = np.where(weight > 0, np.clip(np.rint(blended), 0, 255), kept).astype(np.uint8)
     keep_alpha = source_info.has_alpha or generated_info.has_alpha
     encoded = _encode(out, keep_alpha, output_format, compression)
     return CompositeResult(

@@ -168,3 +168,26 @@ def test_decode_error_never_echoes_values() -> None:
     with pytest.raises(BridgeError) as caught:
         decode(base(parameters={"quality": secret}))
     assert secret not in repr(caught.value.to_dict())
+
+
+def test_the_issue_32_additions_are_absent_unless_set() -> None:
+    """``policies.size_mismatch`` and ``routing.prefer`` (imagebridge additions): the
+    original's clients send nulls for them or nothing, and every echo of such a request
+    is the original's shape."""
+    from imagebridge.contract.request import ImageRequest
+
+    sent = {
+        "operation": "generate",
+        "prompt": "x",
+        "policies": {"size_mismatch": None},
+        "routing": {"prefer": None},
+    }
+    request = ImageRequest.model_validate(sent)
+    assert request.policies.size_mismatch is None and request.routing.prefer is None
+    echoed = request.model_dump(mode="json")
+    assert "size_mismatch" not in echoed["policies"] and "prefer" not in echoed["routing"]
+    chosen = ImageRequest.model_validate(
+        {**sent, "policies": {"size_mismatch": "fail"}, "routing": {"prefer": "honour_size"}}
+    ).model_dump(mode="json")
+    assert chosen["policies"]["size_mismatch"] == "fail"
+    assert chosen["routing"]["prefer"] == "honour_size"

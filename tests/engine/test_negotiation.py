@@ -462,3 +462,22 @@ def test_parameters_hold_only_immutable_values_so_a_shallow_copy_is_independent(
     assert copy == original and copy is not original
     copy.n = 1
     assert original.n == 2
+
+
+def test_an_emulated_mask_is_taken_out_only_when_normalizing() -> None:
+    """Issue 32: ``masks: emulated`` means the bridge composites; strict keeps the refusal."""
+    from imagebridge.engine.negotiation import negotiate_request
+    from tests.support.capabilities import capabilities
+
+    emulated = {"support": "emulated", "max_count": 1, "max_bytes_each": 1, "max_bytes_total": 1}
+    caps = capabilities(provider="codex-x", masks=emulated)
+    image = {"type": "base64", "data": "AA=="}
+    body = {"operation": "edit", "prompt": "p", "images": [image], "mask": image}
+    with pytest.raises(BridgeError) as caught:
+        negotiate_request(ImageRequest.model_validate(body), caps)
+    assert caught.value.details["codex_code"] == "CODEX_RASTER_MASK_UNSUPPORTED"
+    normalized = negotiate_request(
+        ImageRequest.model_validate({**body, "policies": {"compatibility": "normalize"}}), caps
+    )
+    assert normalized.mask_emulated and normalized.request.mask is None
+    assert [(n.field, n.reason) for n in normalized.normalizations] == [("mask", "mask_emulated")]

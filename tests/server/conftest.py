@@ -83,11 +83,14 @@ def start_server(
     providers: ProviderSpec | None = None,
     env: Mapping[str, str] | None = None,
     options: ServerOptions | None = None,
+    shipped_defaults: bool = False,
 ) -> LiveServer:
+    """A served app on a free port; ``shipped_defaults`` keeps the default provider set."""
     data_dir.mkdir(parents=True, exist_ok=True)
     environ = {"IMAGEGEN_BRIDGE_DATA_DIR": str(data_dir), **(env or {})}
     expanded = [item.replace("{data}", str(data_dir)) for item in sets]
-    loaded = load_config(env=environ, sets=[*MOCK_ONLY, *expanded], cwd=data_dir)
+    base = () if shipped_defaults else MOCK_ONLY
+    loaded = load_config(env=environ, sets=[*base, *expanded], cwd=data_dir)
     config = loaded.config
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

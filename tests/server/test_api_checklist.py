@@ -98,6 +98,7 @@ def test_02_health_ready_follows_the_cached_probe(serve: ServeFactory) -> None:
     assert wait_for(lambda: failing.state.readiness.probed)
     response = get(failing, "/health/ready")
     assert (response.status_code, response.json()) == (503, {"status": "not_ready"})
+    assert (response.headers["x-should-retry"], response.headers["retry-after"]) == ("true", "1")
 
 
 def test_03_missing_bearer_is_401_with_challenge(guarded: LiveServer) -> None:

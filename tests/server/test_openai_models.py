@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import typing
+from collections.abc import Iterator
+from pathlib import Path
 
 import openai
 import pytest
 from openai.types.image_model import ImageModel
 
 from imagebridge.providers.mock import MockProvider
-from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.conftest import LiveServer, ServeFactory, start_server
 from tests.server.doubles import png
 
 SDK_IMAGE_MODELS: tuple[str, ...] = typing.get_args(ImageModel)
@@ -46,6 +49,55 @@ def test_the_readme_example_works_on_the_defaults(server: LiveServer) -> None:
         "effective": "mock-image-1",
         "reason": "model_not_served_by_provider_used_default",
     }
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The shipped provider set (``codex-responses`` the default, ``mock`` on), no login."""
+    root = tmp_path_factory.mktemp("shipped")
+    (root / "codex-home").mkdir()
+    live = start_server(
+        root / "data", shipped_defaults=True, env={"CODEX_HOME": str(root / "codex-home")}
+    )
+    yield live
+    live.stop()
+
+
+def readme_openai_example() -> str:
+    match = re.search(r"```python\n(from openai import OpenAI\n.*?)```", README.read_text(), re.S)
+    assert match is not None, "README has no OpenAI SDK example"
+    return match.group(1)
+
+
+def test_the_readme_openai_example_runs_on_the_shipped_defaults(shipped: LiveServer) -> None:
+    assert shipped.state.config.default_provider == "codex-responses"
+    code = readme_openai_example().replace("http://127.0.0.1:8787", shipped.url)
+    scope: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - the README's own snippet
+    result = scope["result"]
+    assert isinstance(result, openai.types.ImagesResponse)
+    assert result.data is not None and len(result.data) == 3
+    extension = (result.model_extra or {})["imagegen_bridge"]
+    assert extension["provider"] == "mock" and extension["normalizations"] == []
+
+
+def test_a_listed_model_reaches_the_provider_listed_for_it(shipped: LiveServer) -> None:
+    client = sdk(shipped)
+    listed = {entry.id: entry for entry in client.models.list()}
+    assert "mock-image-1" in listed
+    result = client.images.generate(model="mock-image-1", prompt="fox", size="16x16")
+    assert (result.model_extra or {})["imagegen_bridge"]["provider"] == "mock"
+
+
+def test_an_unlisted_name_on_the_shipped_defaults_goes_to_the_default_provider(
+    shipped: LiveServer,
+) -> None:
+    with pytest.raises(openai.AuthenticationError) as caught:
+        sdk(shipped).images.generate(model="gpt-image-2", prompt="fox")
+    assert "credentials" in str(caught.value)
 
 
 @pytest.mark.parametrize("model", SDK_IMAGE_MODELS)

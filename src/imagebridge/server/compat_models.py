@@ -2,7 +2,9 @@
 
 OpenAI clients send the names they know (``gpt-image-2``, ``dall-e-3`` …) whatever the
 bridge runs. A name resolves, in order: through ``server.openai.models`` (a configured
-route), to itself when the chosen provider serves it, and otherwise to the chosen
+route), to itself when the chosen provider serves it, to the first other registered
+provider serving it when the request names no provider (so a name picked from
+``GET /v1/models`` reaches the provider listed for it), and otherwise to the chosen
 provider's default model with a ``model`` normalization saying so, or, under
 ``server.openai.unknown_models = "refuse"``, to a 400 naming ``model``. The chosen provider
 is the request's ``imagegen_bridge.provider`` (``provider`` in an edit form) or the default.
@@ -70,6 +72,10 @@ def resolve_model(
     models = provider.descriptor.models
     if requested in models:
         return ModelRoute(request)
+    if explicit is None:
+        for other in registry.providers():
+            if requested in other.descriptor.models:
+                return ModelRoute(_with_routing(request, other.name, requested))
     if settings.unknown_models == "refuse":
         raise BridgeError(
             ErrorCode.UNSUPPORTED_CAPABILITY,

@@ -19,6 +19,7 @@ from imagebridge.server.state import bridge_state
 router = public_router(tags=["health"])
 
 STORAGE_HEADER = "x-imagebridge-storage"
+READINESS_RETRY_AFTER_SECS = 1
 
 
 def _with_storage(response: Response) -> Response:
@@ -54,4 +55,8 @@ async def ready(request: Request) -> Response:
     store_reachable = state.jobs is None or state.jobs.jobs.store_reachable
     if state.readiness.ready and not state.drain.draining and store_reachable:
         return _with_storage(json_response(ReadinessStatus(status="ready")))
-    return _with_storage(json_response(ReadinessStatus(status="not_ready"), status_code=503))
+    not_ready = json_response(ReadinessStatus(status="not_ready"), status_code=503)
+    # a probe is safe to repeat: say so, as every other 503 of the bridge does
+    not_ready.headers["x-should-retry"] = "true"
+    not_ready.headers["retry-after"] = str(READINESS_RETRY_AFTER_SECS)
+    return _with_storage(not_ready)

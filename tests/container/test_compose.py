@@ -22,7 +22,8 @@ import pytest
 from tests.container.conftest import CANARY, BuiltImage
 from tests.container.podman import ROOT, Podman, free_port, mock_job, wait_http
 
-pytestmark = [pytest.mark.container, pytest.mark.slow]
+# The first test of a session also waits for the image build (a minute or more under load).
+pytestmark = [pytest.mark.container, pytest.mark.slow, pytest.mark.timeout(900)]
 
 HEADERS = {"authorization": f"Bearer {CANARY}"}
 

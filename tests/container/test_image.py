@@ -30,7 +30,8 @@ from tests.container.podman import (
 )
 from tests.support.mock_issuer import CLIENT_ID, MockIssuer
 
-pytestmark = [pytest.mark.container, pytest.mark.slow]
+# The first test of a session also waits for the image build (a minute or more under load).
+pytestmark = [pytest.mark.container, pytest.mark.slow, pytest.mark.timeout(900)]
 
 GRACE_SECS = 10  # runtime.shutdown_grace_ms's default, which the image keeps
 BRIDGE_UID = 10001

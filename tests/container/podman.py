@@ -144,10 +144,18 @@ class Podman:
         self.run("rm", "--all", "--force", "--time", "0", check=False)
         self.run("volume", "rm", "--all", "--force", check=False)
         self.run("rmi", "--all", "--force", check=False, timeout=300)
-        mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-        inside = (m for m in mounts if m.startswith(f"{self.work}/"))
-        for point in sorted(inside, reverse=True):  # anything podman left mounted, deepest first
-            subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
+        # Podman leaves its overlay folder bind-mounted on itself (sometimes several times
+        # over) and may leave layers mounted: unmount, deepest first, until nothing is left.
+        for _ in range(100):
+            table = Path("/proc/self/mounts").read_text().splitlines()
+            inside = sorted(
+                {line.split()[1] for line in table if line.split()[1].startswith(f"{self.work}/")},
+                reverse=True,
+            )
+            if not inside:
+                break
+            for point in inside:
+                subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
         shutil.rmtree(self.work, ignore_errors=True)
 
 

@@ -57,3 +57,39 @@ def test_a_failure_gives_back_and_an_unknown_outcome_keeps_the_reservation(
     with admin(server) as client:
         (row,) = client.get("/v1/usage").json()["data"]
     assert (row["requested"], row["failed"], row["unknown"]) == ((1, 0, 1) if kept else (1, 1, 0))
+
+
+def test_a_success_is_counted_on_the_pool_account_it_ran_on(
+    serve: ServeFactory, codex_backend: CodexBackend, tmp_path: Path
+) -> None:
+    tokens = {"alpha": "tok-alpha-SECRET-1f0c", "beta": "tok-beta-SECRET-2a9d"}
+    pool = []
+    for name, token in tokens.items():
+        home = tmp_path / f"home-{name}"
+        write_codex_auth(home, access_token=token, account_id=f"acct-{name}-SECRET-77")
+        pool.append(f'accounts.pool.{name}.codex_home="{home}"')
+    sets = [s for s in bridge_sets(codex_backend, tmp_path) if not s.startswith("inputs.")]
+    server = serve(
+        *KEYS_ON,
+        *sets,
+        *pool,
+        "providers.codex_responses.enabled=true",
+        'default_provider="codex-responses"',
+        env=ENV,
+    )
+    _, secret = create_key(server, "kim", images_per_day=10)
+    with as_key(server, secret) as client:
+        # n = 2 fans out one call per account; n = 1 then runs on one of them.
+        first = client.post("/v1/images", json={**BODY, "parameters": {"n": 2}})
+        second = client.post("/v1/images", json=BODY)
+    assert first.status_code == 200, first.text
+    assert second.status_code == 200, second.text
+    ran = {name: codex_backend.calls_by(token) for name, token in tokens.items()}
+    assert sum(ran.values()) == 3 and min(ran.values()) >= 1
+    assert "account" not in first.json()  # the original's response shape is kept
+    with admin(server) as client:
+        rows = client.get("/v1/usage").json()["data"]
+        alpha = client.get("/v1/usage", params={"account": "alpha"}).json()["data"]
+    by_account = {row["account"]: (row["requested"], row["delivered"]) for row in rows}
+    assert by_account == {name: (count, count) for name, count in ran.items()}
+    assert [row["account"] for row in alpha] == ["alpha"]

@@ -199,6 +199,9 @@ class ImageResponse(ContractModel):
     session: SessionMetadata | None = Field(default=None, exclude_if=omit_none)
     timings: Timings = Field(default_factory=Timings)
     warnings: list[StrictStr] = Field(default_factory=list, exclude_if=omit_empty)
+    # In-process only, never serialized: ``{pool account: images}`` it was served by
+    # (``engine.served``), for the per-key usage by account (docs/keys.md).
+    _served_by: Any = PrivateAttr(default=None)
 
     def add_warning(self, code: str) -> None:
         if code not in self.warnings:

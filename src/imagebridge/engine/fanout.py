@@ -45,6 +45,7 @@ from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.negotiation import NegotiationResult, copy_parameters, negotiate_request
 from imagebridge.engine.provider import Provider, ProviderContext, ProviderEventT
+from imagebridge.engine.served import merge_served
 from imagebridge.engine.validation import RequestLimits, validate_request
 
 __all__ = ["FAILED_SIBLING_GRACE", "FanoutProvider", "chunk_plan", "subrequest_id"]
@@ -418,7 +419,7 @@ class FanoutProvider(ProviderDecorator):
                 )
             warnings.add("partial_output_failure")
         elapsed = _elapsed_ms(started)
-        return ImageResponse(
+        merged = ImageResponse(
             id=request_id,
             created=int(time.time()),
             provider=first.provider,
@@ -435,6 +436,8 @@ class FanoutProvider(ProviderDecorator):
             timings=Timings(provider_ms=elapsed, total_ms=elapsed),
             warnings=sorted(warnings),
         )
+        merge_served(merged, successful)
+        return merged
 
 
 def _sum(left: int | None, right: int | None) -> int | None:

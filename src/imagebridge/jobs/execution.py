@@ -31,6 +31,7 @@ from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.crash_points import crash_point
 from imagebridge.engine.materialize import ARTIFACT_NOT_STORED
 from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
+from imagebridge.engine.served import served_by
 from imagebridge.jobs.keys import (
     KeyService,
     Reservation,
@@ -199,6 +200,7 @@ class JobRunner:
                     delivered=len(outcome.data),
                     unknown=False,
                     provider=outcome.provider,
+                    served_by=served_by(outcome),
                     total_tokens=(outcome.usage.total_tokens or 0) if outcome.usage else 0,
                 )
             else:

@@ -44,6 +44,7 @@ __all__ = [
     "KeyService",
     "KeyServiceSettings",
     "Reservation",
+    "account_shares",
     "key_id_of_scope",
     "key_scope",
     "remaining_images",
@@ -177,9 +178,14 @@ class KeyService:
         unknown: bool,
         provider: str,
         account: str | None = None,
+        served_by: Mapping[str, int] | None = None,
         total_tokens: int = 0,
     ) -> KeyRecord:
-        """Give back what was not delivered (not when the outcome is unknown), count usage."""
+        """Give back what was not delivered (not when the outcome is unknown), count usage.
+
+        ``account``: the one pool account the whole outcome ran on (a failure names it);
+        ``served_by``: ``{account: images}`` of a success (``engine.served``), split into
+        one usage row per account."""
         n = reservation.n
         delivered = max(0, min(delivered, n))
         missing = n - delivered
@@ -187,20 +193,23 @@ class KeyService:
         if missing and not unknown:
             released = await self.store.release(record.id, missing, reservation.windows)
             record = released or record
-        usage = KeyUsage(
-            key_id=record.id,
-            day=reservation.windows.date,
-            provider=provider,
-            account=account or "",
-            requested=n,
-            delivered=delivered,
-            failed=0 if unknown else missing,
-            unknown=missing if unknown else 0,
-            total_tokens=max(0, total_tokens),
-        )
-        await self.store.record_usage(usage)
-        if self.observer is not None:
-            self.observer(record, usage)
+        shares = account_shares(n, delivered, account, served_by)
+        for index, (name, requested, got) in enumerate(shares):
+            lost = requested - got
+            usage = KeyUsage(
+                key_id=record.id,
+                day=reservation.windows.date,
+                provider=provider,
+                account=name,
+                requested=requested,
+                delivered=got,
+                failed=0 if unknown else lost,
+                unknown=lost if unknown else 0,
+                total_tokens=max(0, total_tokens) if index == 0 else 0,
+            )
+            await self.store.record_usage(usage)
+            if self.observer is not None:
+                self.observer(record, usage)
         return record
 
     # -- administration ----------------------------------------------------------------
@@ -305,6 +314,29 @@ def scope_session_key(key_id: str, session_key: str) -> str:
     name neither continues nor reads nor deletes its thread.
     """
     return _scoped_key(key_id, session_key)
+
+
+def account_shares(
+    n: int, delivered: int, account: str | None, served_by: Mapping[str, int] | None
+) -> list[tuple[str, int, int]]:
+    """``(account, requested, delivered)`` rows of one outcome of ``n`` images.
+
+    Each account that served images is charged what it produced (in the order given) and
+    delivered up to that; images no account is known for (a fan-out chunk that failed,
+    or no pool) stay on the row of ``account`` (``""`` when unknown)."""
+    rows: list[tuple[str, int, int]] = []
+    left_n, left_delivered = n, delivered
+    for name, count in (served_by or {}).items():
+        requested = max(0, min(count, left_n))
+        if requested == 0:
+            continue
+        got = min(requested, left_delivered)
+        rows.append((name, requested, got))
+        left_n -= requested
+        left_delivered -= got
+    if left_n > 0 or not rows:
+        rows.append((account or "", left_n, left_delivered))
+    return rows
 
 
 def scope_request_session(request: ImageRequest, key_id: str) -> ImageRequest:

@@ -26,6 +26,7 @@ from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import EventSink
 from imagebridge.engine.registry import is_provider_name
+from imagebridge.engine.served import served_by
 from imagebridge.engine.validation import validate_request
 from imagebridge.jobs.keys import (
     KeyService,
@@ -235,6 +236,7 @@ async def _run_on_key(
             delivered=len(response.data),
             unknown=False,
             provider=response.provider,
+            served_by=served_by(response),
             total_tokens=(usage.total_tokens or 0) if usage is not None else 0,
         )
         return response

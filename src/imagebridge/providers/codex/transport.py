@@ -44,6 +44,7 @@ from imagebridge.contract.response import (
 )
 from imagebridge.engine.interruption import wait_unless_interrupted
 from imagebridge.engine.provider import AccountCounters, Provider, ProviderContext, inline_image
+from imagebridge.engine.served import mark_served
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
 from imagebridge.providers.codex.auth import (
     CodexCredentials,
@@ -646,6 +647,7 @@ class CodexHttpProvider(Provider):
         )
         if served.tried:
             record_failover(response, served.tried, served.account)
+        mark_served(response, served.account)
         return response
 
 

@@ -35,6 +35,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.provider import ProviderContext
+from imagebridge.engine.served import mark_served
 from imagebridge.engine.sessions import SessionBindings
 from imagebridge.providers.codex.pool import (
     AccountLease,
@@ -225,6 +226,7 @@ class AccountRouter:
                 lease.succeeded()
                 if tried:
                     record_failover(response, tried, lease.name)
+                mark_served(response, lease.name)
                 return response
             finally:
                 lease.release()

@@ -179,21 +179,26 @@ async def test_a_wrong_upstream_token_is_an_authentication_error(
 
 
 async def test_upstream_validation_errors_keep_their_meaning(
-    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("UPSTREAM_TOKEN", TOKEN)
-    app = build_application(
-        downstream_config(
-            tmp_path, upstream, 'providers.openai_compatible.upstream.model="not-a-mock-model"'
-        )
-    )
-    try:
-        with pytest.raises(BridgeError) as caught:
-            await app.runtime.execute(
-                ImageRequest.model_validate({"operation": "generate", "prompt": "x"})
+    # an upstream bridge that refuses model names it does not serve (by default it serves
+    # them with its default model, as OpenAI clients expect)
+    with start_upstream(
+        tmp_path / "strict-upstream", 'server.openai.unknown_models="refuse"'
+    ) as strict:
+        app = build_application(
+            downstream_config(
+                tmp_path, strict, 'providers.openai_compatible.upstream.model="not-a-mock-model"'
             )
-    finally:
-        await app.aclose()
+        )
+        try:
+            with pytest.raises(BridgeError) as caught:
+                await app.runtime.execute(
+                    ImageRequest.model_validate({"operation": "generate", "prompt": "x"})
+                )
+        finally:
+            await app.aclose()
     # the upstream bridge answers 400 unsupported_capability for a model it does not serve
     assert caught.value.code is ErrorCode.UNSUPPORTED_CAPABILITY
     assert caught.value.details["http_status"] == 400

@@ -1,9 +1,7 @@
 """``artifacts.backend`` and ``[artifacts.s3]``: what ``config check`` says about them.
 
-The S3 backend's object layer exists but the artifact store does not use it yet, so
-``backend = "s3"`` is refused with a message saying so (a deployment that believes its
-artifacts are in a bucket while they are on one host's disk would lose them). The section
-itself is checked whatever the backend.
+``backend = "s3"`` is accepted with a bucket (the bridge then publishes and serves from
+it); the section itself is checked whatever the backend.
 """
 
 from __future__ import annotations
@@ -33,14 +31,9 @@ def test_the_defaults_are_the_filesystem_and_report_nothing() -> None:
     assert issues() == set()
 
 
-def test_the_s3_backend_is_refused_until_the_store_uses_it() -> None:
-    config = BridgeConfig.model_validate(
-        {"artifacts": {"backend": "s3", "s3": {"bucket": "images"}}}
-    )
-    [refusal] = [issue for issue in check(config) if issue.field == "artifacts.backend"]
-    assert refusal.code == "unsupported"
-    assert "not available yet" in refusal.message and '"filesystem"' in refusal.message
-    assert ("artifacts.s3.bucket", "required") in issues(backend="s3")
+def test_the_s3_backend_is_accepted_with_a_bucket_and_needs_one() -> None:
+    assert issues(backend="s3", bucket="images") == set()
+    assert issues(backend="s3") == {("artifacts.s3.bucket", "required")}
 
 
 @pytest.mark.parametrize(

@@ -99,17 +99,21 @@ def start_bridge(
     data_dir: Path,
     *sets: str,
     timeout: float = 60.0,
+    env: dict[str, str] | None = None,
 ) -> BridgeProcess:
-    """Start one instance named ``name`` (its ``server.jobs.instance_id``)."""
+    """Start one instance named ``name`` (its ``server.jobs.instance_id``); ``env`` adds
+    variables (the S3 keys a ``*_env`` setting names)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "imagebridge.server", "--bind", "127.0.0.1:0"]
     for item in (*_MOCK_ONLY, *database.sets(), f'server.jobs.instance_id="{name}"', *sets):
         args += ["--set", item]
+    extra = dict(env or {})
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("IMAGEGEN_BRIDGE", "PG"))
     }
+    env.update(extra)
     env.update(
         {
             "IMAGEGEN_BRIDGE_DATA_DIR": str(data_dir),

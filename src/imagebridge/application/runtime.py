@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from imagebridge.application.artifact_backend import choose_artifact_backend
 from imagebridge.application.codex import (
     build_codex_images,
     build_codex_responses,
@@ -25,7 +26,9 @@ from imagebridge.application.inputs import build_input_loader, image_limits
 from imagebridge.application.limits import breaker_config, gate_limits
 from imagebridge.application.openai import build_openai_provider, is_openai_provider
 from imagebridge.artifacts.async_store import AsyncArtifactStore
+from imagebridge.artifacts.backend import ArtifactBackend
 from imagebridge.artifacts.links import LinkKeySource, SignedArtifactLinks
+from imagebridge.artifacts.s3 import S3ObjectStore
 from imagebridge.artifacts.store import ArtifactStore
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
@@ -223,12 +226,12 @@ def runtime_settings(config: BridgeConfig, registered: Sequence[str]) -> ImageRu
 class StoreSink:
     """The artifact store as the materializer's publication target.
 
-    An adapter, not a copy: :class:`AsyncArtifactStore` runs the blocking work in a thread,
-    and only the artifact's public id and name reach the engine (the store's result also
-    carries its internal path).
+    An adapter, not a copy: the chosen backend does the work (the filesystem store in a
+    thread, or the S3 bucket), and only the artifact's public id and name reach the engine
+    (the filesystem store's result also carries its internal path).
     """
 
-    store: AsyncArtifactStore
+    store: ArtifactBackend
 
     async def publish(
         self,
@@ -258,16 +261,33 @@ class StoreSink:
 
 @dataclass(slots=True)
 class Application:
-    """Everything a surface needs: the config, the runtime and the artifact store."""
+    """Everything a surface needs: the config, the runtime and the artifact stores.
+
+    ``store`` is where the engine publishes and the server reads (``artifacts.backend``);
+    ``artifacts`` is the local filesystem store under ``artifacts.root`` (local paths, the
+    link key), the same store as ``store`` with the default backend. ``object_store`` is the
+    S3 bucket's connection when the backend is ``s3`` (readiness checks it).
+    """
 
     config: BridgeConfig
     runtime: ImageRuntime
     artifacts: ArtifactStore
     links: SignedArtifactLinks
     providers: list[Provider] = field(default_factory=list)
+    store: ArtifactBackend | None = None
+    object_store: S3ObjectStore | None = None
+
+    @property
+    def backend(self) -> ArtifactBackend:
+        """The store artifacts are published to and served from."""
+        return self.store if self.store is not None else AsyncArtifactStore(self.artifacts)
 
     async def aclose(self) -> None:
-        await self.runtime.shutdown()
+        try:
+            await self.runtime.shutdown()
+        finally:
+            if self.object_store is not None:
+                await self.object_store.close()
 
 
 def artifact_links(config: BridgeConfig) -> SignedArtifactLinks:
@@ -278,12 +298,18 @@ def artifact_links(config: BridgeConfig) -> SignedArtifactLinks:
 
 
 def build_application(
-    config: BridgeConfig, *, providers: Sequence[Provider] | None = None
+    config: BridgeConfig,
+    *,
+    providers: Sequence[Provider] | None = None,
+    local_artifacts: bool = False,
 ) -> Application:
-    """Build the engine for ``config`` (``providers`` replaces the configured set in tests)."""
+    """Build the engine for ``config`` (``providers`` replaces the configured set in tests;
+    ``local_artifacts`` publishes to the filesystem whatever ``artifacts.backend`` says,
+    for surfaces that answer with local file paths)."""
     built = list(providers) if providers is not None else build_providers(config)
     registry = ProviderRegistry(built, default=config.default_provider)
     store = ArtifactStore(config.artifacts.root, image_limits(config))
+    chosen = choose_artifact_backend(config, store, local_only=local_artifacts)
     links = artifact_links(config)
     materializer = Materializer(
         MaterializeLimits(
@@ -291,7 +317,7 @@ def build_application(
             max_response_bytes=config.artifacts.max_response_bytes,
             image=image_limits(config),
         ),
-        artifacts=StoreSink(AsyncArtifactStore(store)),
+        artifacts=StoreSink(chosen.store),
         public_base_url=config.artifacts.public_base_url,
         links=links,
     )
@@ -302,5 +328,11 @@ def build_application(
         inputs=build_input_loader(config),
     )
     return Application(
-        config=config, runtime=runtime, artifacts=store, links=links, providers=built
+        config=config,
+        runtime=runtime,
+        artifacts=store,
+        links=links,
+        providers=built,
+        store=chosen.store,
+        object_store=chosen.objects,
     )

@@ -170,12 +170,16 @@ class S3ObjectStore:
         self._prefix = settings.key_prefix
         self._client: S3Client | None = None
         self._exit: contextlib.AsyncExitStack | None = None
+        self._opening = asyncio.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def open(self) -> None:
-        if self._client is not None:
-            return
+        async with self._opening:
+            if self._client is None:
+                await self._open()
+
+    async def _open(self) -> None:
         try:
             from aiobotocore.config import AioConfig
             from aiobotocore.session import get_session
@@ -249,6 +253,8 @@ class S3ObjectStore:
 
     @contextlib.asynccontextmanager
     async def _call(self, operation: str) -> AsyncIterator[None]:
+        if self._client is None:
+            await self.open()  # opened on first use (the wired store is built synchronously)
         try:
             yield
         except BridgeError:

@@ -1,7 +1,6 @@
 """The artifact store on an S3-compatible bucket: the filesystem store's rules, on objects.
 
-Not yet wired: ``artifacts.backend = "s3"`` is refused by the config checks until the
-application builds this store behind the same interface as the filesystem one. It offers
+Chosen by ``artifacts.backend = "s3"`` (``application/artifact_backend.py``). It offers
 the awaitable operations of :class:`~imagebridge.artifacts.async_store.AsyncArtifactStore`
 with the same guarantees, under the key prefix of its :class:`~.s3.S3ObjectStore`::
 
@@ -84,6 +83,20 @@ def _not_found() -> BridgeError:
 
 def _is_not_found(error: BridgeError) -> bool:
     return error.details.get("reason") == NOT_FOUND
+
+
+def _write_fault(error: BridgeError) -> BridgeError:
+    """A write the bucket did not take, marked as the artifact storage's fault
+    (``details.storage``), so a billed image is delivered inline as on a full disk."""
+    if error.code is not ErrorCode.ARTIFACT or error.details.get("reason") in (None, "invalid_key"):
+        return error
+    return BridgeError(
+        error.code,
+        error.message,
+        retryable=error.retryable,
+        details={**error.details, "storage": "artifacts"},
+        suggestions=error.suggestions,
+    )
 
 
 def _json_object(encoded: bytes) -> bool:
@@ -187,12 +200,17 @@ class S3ArtifactStore:
             sidecar_sha256=None,
         )
         image_key = _image_key(artifact_id, name)
-        await self.objects.put(image_key, data, content_type=info.format.media_type)
+        try:
+            await self.objects.put(image_key, data, content_type=info.format.media_type)
+        except BridgeError as error:
+            raise _write_fault(error) from error
         try:
             await self._put_marker(marker)
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(BridgeError):
                 await asyncio.shield(self.objects.delete(image_key))
+            if isinstance(exc, BridgeError):
+                raise _write_fault(exc) from exc
             raise
         return S3StoredArtifact(artifact_id, name, info)
 
@@ -336,13 +354,18 @@ class S3ArtifactStore:
         basename = f"metadata-{canonical}.json"
         sidecar_name = f"{parent}/{basename}" if parent else basename
         key = _sidecar_key(canonical)
-        await self.objects.put(key, encoded, content_type="application/json")
+        try:
+            await self.objects.put(key, encoded, content_type="application/json")
+        except BridgeError as error:
+            raise _write_fault(error) from error
         updated = marker.with_sidecar(sidecar_name, hashlib.sha256(encoded).hexdigest())
         try:
             await self._put_marker(updated)
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(BridgeError):
                 await asyncio.shield(self.objects.delete(key))
+            if isinstance(exc, BridgeError):
+                raise _write_fault(exc) from exc
             raise
         return sidecar_name
 

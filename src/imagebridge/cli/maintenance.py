@@ -1,4 +1,5 @@
-"""Bodies of ``config check|show|origins`` and ``artifacts cleanup|repair``."""
+"""Bodies of ``config check|show|origins`` and ``artifacts cleanup|repair|migrate|verify``
+(cleanup and repair act on the configured ``artifacts.backend``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ if TYPE_CHECKING:
     from imagebridge.application.artifact_migration import MigrationReport
     from imagebridge.artifacts.s3 import S3ObjectStore
     from imagebridge.artifacts.s3_store import S3ArtifactStore
+    from imagebridge.artifacts.store import CleanupReport, RepairReport
     from imagebridge.config import BridgeConfig
 
 __all__ = [
@@ -66,16 +68,32 @@ def artifacts_cleanup(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
             }
         )
         return 0
+    import asyncio
+
     from imagebridge.application import image_limits
     from imagebridge.artifacts.store import ArtifactStore
 
-    store = ArtifactStore(config.artifacts.root, image_limits(config))
-    report = store.cleanup(
-        max_age_secs=retention.max_age_secs,
-        max_artifacts=retention.max_artifacts,
-        max_scan_entries=retention.max_scan_entries,
-        stale_temp_secs=retention.stale_temp_secs,
-    )
+    if config.artifacts.backend == "s3":
+        objects, bucket = _s3_store(config)
+
+        async def run() -> CleanupReport:
+            async with objects:
+                return await bucket.cleanup(
+                    max_age_secs=retention.max_age_secs,
+                    max_artifacts=retention.max_artifacts,
+                    max_scan_entries=retention.max_scan_entries,
+                    stale_temp_secs=retention.stale_temp_secs,
+                )
+
+        report = asyncio.run(run())
+    else:
+        store = ArtifactStore(config.artifacts.root, image_limits(config))
+        report = store.cleanup(
+            max_age_secs=retention.max_age_secs,
+            max_artifacts=retention.max_artifacts,
+            max_scan_entries=retention.max_scan_entries,
+            stale_temp_secs=retention.stale_temp_secs,
+        )
     ctx.output.value(
         {
             "scanned": report.scanned,
@@ -98,11 +116,26 @@ def artifacts_repair(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
     from imagebridge.artifacts.store import ArtifactStore
 
     config = ctx.config()
-    store = ArtifactStore(config.artifacts.root, image_limits(config))
     retention = config.artifacts.retention
-    report = store.repair_orphans(
-        retention.max_scan_entries, apply=force, stale_temp_secs=retention.stale_temp_secs
-    )
+    if config.artifacts.backend == "s3":
+        import asyncio
+
+        objects, bucket = _s3_store(config)
+
+        async def run() -> RepairReport:
+            async with objects:
+                return await bucket.repair_orphans(
+                    retention.max_scan_entries,
+                    apply=force,
+                    stale_temp_secs=retention.stale_temp_secs,
+                )
+
+        report = asyncio.run(run())
+    else:
+        store = ArtifactStore(config.artifacts.root, image_limits(config))
+        report = store.repair_orphans(
+            retention.max_scan_entries, apply=force, stale_temp_secs=retention.stale_temp_secs
+        )
     ctx.output.value({"dry_run": dry_run, **asdict(report)})
     return 0
 

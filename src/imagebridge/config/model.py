@@ -330,7 +330,7 @@ class ArtifactSettings(_Section):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     backend: Str = "filesystem"
     """Added: where artifacts live: ``filesystem`` (under ``root``) or ``s3``
-    (``[artifacts.s3]``; not yet available: refused by the checks)."""
+    (``[artifacts.s3]``: a bucket every instance shares)."""
     s3: S3ArtifactSettings = Field(default_factory=S3ArtifactSettings)
 
 

@@ -1,9 +1,7 @@
 """Checks of ``artifacts.backend`` and ``[artifacts.s3]`` (the S3-compatible object store).
 
 The section is checked whatever the backend, so a mistake shows before anyone switches to
-it. ``backend = "s3"`` itself is refused for now: the S3 object layer exists
-(``artifacts/s3.py``) but the artifact store does not use it yet, and a setting that
-silently kept writing to the filesystem would lose artifacts on a multi-host deployment.
+it; ``backend = "s3"`` needs a bucket.
 """
 
 from __future__ import annotations
@@ -65,15 +63,8 @@ def check_object_store(config: BridgeConfig, report: Report) -> None:
     s3 = artifacts.s3
     if artifacts.backend not in ARTIFACT_BACKENDS:
         report("artifacts.backend", "invalid", "must be one of: " + ", ".join(ARTIFACT_BACKENDS))
-    elif artifacts.backend == "s3":
-        report(
-            "artifacts.backend",
-            "unsupported",
-            "the S3 artifact backend is not available yet (its object layer is tested, the "
-            'artifact store does not use it); use "filesystem"',
-        )
-        if s3.bucket is None:
-            report("artifacts.s3.bucket", "required", 'a bucket is required with backend "s3"')
+    elif artifacts.backend == "s3" and s3.bucket is None:
+        report("artifacts.s3.bucket", "required", 'a bucket is required with backend "s3"')
     if s3.endpoint is not None and not _valid_endpoint(s3.endpoint):
         report(
             "artifacts.s3.endpoint",

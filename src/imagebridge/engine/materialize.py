@@ -108,9 +108,19 @@ class ArtifactLinker(Protocol):
         ...
 
 
+def _storage_fault(error: BridgeError) -> bool:
+    """The artifact storage did not take a write: a disk fault, or an object store that
+    did not answer or refused (the S3 store marks those ``details.storage``)."""
+    return (
+        error.details.get("reason") in DISK_FAULT_REASONS
+        or error.details.get("storage") == "artifacts"
+    )
+
+
 ARTIFACT_NOT_STORED = "artifact_not_stored"
-"""Warning: storage failed (full disk, I/O error) after the image was made and paid for, so
-it is delivered inline as ``b64_json`` instead (``data[i].type`` normalization says why)."""
+"""Warning: storage failed (full disk, I/O error, an object store away) after the image
+was made and paid for, so it is delivered inline as ``b64_json`` instead (``data[i].type``
+normalization says why)."""
 SIDECAR_NOT_STORED = "metadata_sidecar_not_stored"
 """Warning: the artifact was stored but storage failed before its metadata sidecar was."""
 
@@ -715,7 +725,7 @@ class Materializer:
                     item.id, item.name, {**common, "image": image}
                 )
             except BridgeError as error:
-                if error.details.get("reason") not in DISK_FAULT_REASONS:
+                if not _storage_fault(error):
                     raise
                 result.add_warning(SIDECAR_NOT_STORED)  # the image itself is stored
         return result
@@ -803,7 +813,7 @@ class Materializer:
             )
         except BridgeError as error:
             reason = error.details.get("reason")
-            if unstored is None or reason not in DISK_FAULT_REASONS:
+            if unstored is None or not _storage_fault(error):
                 raise
             unstored.append(
                 Normalization(

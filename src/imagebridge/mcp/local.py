@@ -84,7 +84,7 @@ class LocalBackend:
         providers: Sequence[Provider] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> LocalBackend:
-        application = build_application(config, providers=providers)
+        application = build_application(config, providers=providers, local_artifacts=True)
         try:
             return await asyncio.to_thread(cls, application, env=env)
         except BaseException:

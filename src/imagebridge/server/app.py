@@ -23,6 +23,7 @@ from imagebridge._version import __version__
 from imagebridge.application import Application, build_application
 from imagebridge.application.job_services import JobServices
 from imagebridge.application.keys import open_key_service
+from imagebridge.artifacts.s3 import S3ObjectStore
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig, JobSettings
 from imagebridge.contract.errors import BridgeError
@@ -221,6 +222,24 @@ async def _close(state: BridgeState, engine: Application) -> None:
             logger.warning("runtime shutdown was not clean", extra={"code": error.code.value})
 
 
+def _bucket_answers(objects: S3ObjectStore) -> Callable[[], Awaitable[bool]]:
+    """Readiness of the S3 artifact backend: the bucket answers to our credentials (an
+    instance that can neither store nor serve artifacts is not ready)."""
+
+    async def check() -> bool:
+        try:
+            await objects.check()
+        except BridgeError as error:
+            logger.warning(
+                "the artifact object store does not answer",
+                extra={"reason": error.details.get("reason")},
+            )
+            return False
+        return True
+
+    return check
+
+
 def create_app(
     config: BridgeConfig,
     *,
@@ -264,7 +283,7 @@ def create_app(
         origins=list(origins or []),
         jobs_enabled=config.server.jobs.enabled,
         recovery=ArtifactRecovery(
-            engine.artifacts,
+            engine.backend,
             interval_s=config.artifacts.retention.repair_interval_secs,
             max_scan=config.artifacts.retention.max_scan_entries,
             stale_temp_secs=config.artifacts.retention.stale_temp_secs,
@@ -289,6 +308,8 @@ def create_app(
                 await _close(state, engine)
                 raise
             state.readiness.dependencies.append(state.jobs.jobs.healthy)
+        if engine.object_store is not None:
+            state.readiness.dependencies.append(_bucket_answers(engine.object_store))
         state.readiness.start()
         if state.recovery is not None:
             state.recovery.start()

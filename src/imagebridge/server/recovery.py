@@ -5,7 +5,9 @@ machine"), only things a rule recognises: a hidden temp file (removed once older
 ``stale_temp_secs``), an ownership marker whose file never got its name (removed), a
 marker naming a sidecar that never got its name (reference cleared). The server applies
 those rules once when it starts and every ``artifacts.retention.repair_interval_secs``
-after that, in a worker thread; a failed run is logged and retried at the next interval.
+after that (the filesystem store in a worker thread); a failed run is logged and retried
+at the next interval. On an S3 bucket the same repair removes objects no marker names and
+aborts stale multipart uploads.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import asyncio
 import contextlib
 import logging
 
-from imagebridge.artifacts.store import ArtifactStore, RepairReport
+from imagebridge.artifacts.backend import ArtifactBackend
+from imagebridge.artifacts.store import RepairReport
 from imagebridge.contract.errors import BridgeError
 
 __all__ = ["ArtifactRecovery"]
@@ -23,10 +26,10 @@ logger = logging.getLogger("imagebridge.server")
 
 
 class ArtifactRecovery:
-    """Runs :meth:`ArtifactStore.repair_orphans` (applying) now and every ``interval_s``."""
+    """Runs the backend's ``repair_orphans`` (applying) now and every ``interval_s``."""
 
     def __init__(
-        self, store: ArtifactStore, *, interval_s: float, max_scan: int, stale_temp_secs: int
+        self, store: ArtifactBackend, *, interval_s: float, max_scan: int, stale_temp_secs: int
     ) -> None:
         self._store = store
         self._interval_s = interval_s
@@ -49,11 +52,8 @@ class ArtifactRecovery:
 
     async def run_once(self) -> RepairReport | None:
         try:
-            report = await asyncio.to_thread(
-                self._store.repair_orphans,
-                self._max_scan,
-                apply=True,
-                stale_temp_secs=self._stale_temp_secs,
+            report = await self._store.repair_orphans(
+                self._max_scan, apply=True, stale_temp_secs=self._stale_temp_secs
             )
         except (BridgeError, OSError) as error:
             logger.warning("artifact repair did not run: %s", error)

@@ -115,7 +115,7 @@ async def execute_in_process(
     from imagebridge.engine.orchestrator import ExecutionContext
 
     request = await resolve_file_inputs(request, config)
-    app = build_application(config)
+    app = build_application(config, local_artifacts=True)
     try:
         response = await app.runtime.execute(
             request,

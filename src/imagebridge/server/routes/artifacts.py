@@ -2,13 +2,16 @@
 
 Bytes are re-verified (SHA-256 and a full decode) on every read. Any failure — malformed
 or unknown id, another owner's artifact, tampered bytes — is the same 404, so the route
-cannot be used to probe which ids exist.
+cannot be used to probe which ids exist. One failure is not "gone": an object store
+(``artifacts.backend = "s3"``) that does not answer is a 503 with ``x-should-retry: true``
+(``details.reason`` ``store_unavailable``), so a client retries the read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+from typing import NoReturn
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -41,6 +44,21 @@ def _not_found(error: BridgeError) -> HttpError:
     )
 
 
+def read_failed(error: BridgeError) -> NoReturn:
+    """A retryable failure (the object store unreachable) is a 503 to retry; any other
+    read failure is the 404 every missing, foreign or altered artifact gets."""
+    if error.retryable:
+        raise HttpError(
+            503,
+            error.code,
+            error.message,
+            retryable=True,
+            details=error.details,
+            suggestions=error.suggestions,
+        ) from None
+    raise _not_found(error) from None
+
+
 def _headers(etag: str, filename: str) -> dict[str, str]:
     return {
         "cache-control": _CACHE,
@@ -61,11 +79,11 @@ def _headers(etag: str, filename: str) -> dict[str, str]:
 )
 async def get_artifact(id: str, request: Request) -> Response:
     owner = reading_owner(request, strict_query(request, (KEY_FILTER,), _INVALID_QUERY))
-    store = bridge_state(request).application.artifacts
+    store = bridge_state(request).application.backend
     try:
-        content = await asyncio.to_thread(store.read, id, owner)
+        content = await store.read(id, owner)
     except BridgeError as error:
-        raise _not_found(error) from None
+        read_failed(error)
     return Response(
         content.data,
         media_type=content.info.format.media_type,
@@ -101,13 +119,13 @@ async def get_thumbnail(id: str, request: Request) -> Response:
     query = strict_query(request, ("edge", KEY_FILTER), _INVALID_QUERY)
     edge = _edge(query.get("edge"))
     owner = reading_owner(request, query)
-    store = bridge_state(request).application.artifacts
+    store = bridge_state(request).application.backend
     try:
-        data = await asyncio.to_thread(store.thumbnail, id, owner, edge)
+        data = await store.thumbnail(id, owner, edge)
     except BridgeError as error:
         if error.code is ErrorCode.INVALID_REQUEST:
             raise  # the edge, a caller mistake: 422
-        raise _not_found(error) from None
+        read_failed(error)
     digest = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
     name = f"thumbnail-{canonical_uuid(id)}.png"
     return Response(data, media_type="image/png", headers=_headers(digest, name))

@@ -21,6 +21,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.server.errors import HttpError
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter
 from imagebridge.server.routes import public_router
+from imagebridge.server.routes.artifacts import read_failed
 from imagebridge.server.state import bridge_state
 
 router = public_router(tags=["artifacts"])
@@ -66,8 +67,10 @@ async def get_signed_artifact(id: str, filename: str, request: Request) -> Respo
     links = state.application.links
     canonical = await asyncio.to_thread(links.verify, id, filename, expires, signature)
     try:
-        content = await asyncio.to_thread(state.application.artifacts.read, canonical, None)
+        content = await state.application.backend.read(canonical, None)
     except BridgeError as error:
+        if error.retryable:
+            read_failed(error)  # the object store did not answer: 503, retry
         raise HttpError(404, error.code, error.message, details=error.details) from None
     remaining = max(0, math.floor(int(expires) - time.time()))
     return Response(

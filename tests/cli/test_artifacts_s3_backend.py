@@ -1,0 +1,67 @@
+"""The CLI with ``artifacts.backend = "s3"``: local paths stay local, retention acts on the bucket.
+
+An in-process ``generate`` answers with files on this host, so it keeps writing under
+``artifacts.root`` whatever the backend. ``artifacts cleanup`` and ``artifacts repair`` act
+on the configured backend: on S3 they delete expired artifacts' objects from the bucket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
+from tests.cli.conftest import Cli
+from tests.cli.test_artifact_migration import s3_env
+from tests.support.s3 import S3Server
+
+pytestmark = pytest.mark.s3
+
+
+def _keys(server: S3Server, prefix: str) -> list[str]:
+    async def listed() -> list[str]:
+        settings = S3Settings(
+            bucket=server.bucket,
+            endpoint=server.endpoint,
+            region=server.region,
+            key_prefix=prefix,
+            addressing_style="path",
+            credentials=S3Credentials(server.access_key_id, server.secret_access_key),
+        )
+        async with S3ObjectStore(settings) as objects:
+            return sorted(item.key for item in await objects.list_objects("", limit=100))
+
+    return asyncio.run(listed())
+
+
+def test_local_runs_stay_local_and_retention_deletes_from_the_bucket(
+    cli: Cli, s3_server: S3Server, s3_prefix: str
+) -> None:
+    env = s3_env(s3_server, s3_prefix)
+    backend = {**env, "IMAGEGEN_BRIDGE__ARTIFACTS__BACKEND": '"s3"'}
+    made = cli(
+        "--json", "generate", "a fox", "--size", "16x16", "-n", "2",
+        "--response-format", "artifact", "--metadata", "sidecar", env=backend,
+    )  # fmt: skip
+    assert made.code == 0, made.stderr
+    for item in made.json()["data"]:
+        assert (cli.artifacts / item["name"]).is_file()  # a local path names a local file
+    assert _keys(s3_server, s3_prefix) == []
+
+    moved = cli("--json", "artifacts", "migrate", "--to", "s3", "--force", env=env)
+    assert moved.code == 0 and moved.json()["copied"] == 2, moved.stderr
+    assert len(_keys(s3_server, s3_prefix)) == 6  # two images, markers, sidecars
+
+    audit = cli("--json", "artifacts", "repair", "--dry-run", env=backend)
+    assert audit.code == 0, audit.stderr
+    assert (audit.json()["scanned"], audit.json()["healthy"]) == (2, 2)
+    kept = cli("--json", "artifacts", "cleanup", "--force", env=backend)
+    assert kept.code == 0 and kept.json()["deleted"] == 0, kept.stderr
+    one = {**backend, "IMAGEGEN_BRIDGE__ARTIFACTS__RETENTION__MAX_ARTIFACTS": "1"}
+    cleaned = cli("--json", "artifacts", "cleanup", "--force", env=one)
+    assert cleaned.code == 0, cleaned.stderr
+    assert (cleaned.json()["scanned"], cleaned.json()["deleted"]) == (2, 1)
+    assert len(_keys(s3_server, s3_prefix)) == 3  # one image, its marker and sidecar
+    # the filesystem's own artifacts were not the ones cleaned
+    assert all((cli.artifacts / item["name"]).is_file() for item in made.json()["data"])

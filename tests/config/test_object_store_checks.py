@@ -36,6 +36,20 @@ def test_the_s3_backend_is_accepted_with_a_bucket_and_needs_one() -> None:
     assert issues(backend="s3") == {("artifacts.s3.bucket", "required")}
 
 
+def _url_mode_issues(mode: str, backend: str) -> set[tuple[str, str]]:
+    config = BridgeConfig.model_validate(
+        {"artifacts": {"backend": backend, "url_mode": mode, "s3": {"bucket": "images"}}}
+    )
+    return {(i.field, i.code) for i in check(config) if i.field == "artifacts.url_mode"}
+
+
+def test_presigned_url_mode_needs_the_s3_backend() -> None:
+    assert _url_mode_issues("presigned", "s3") == set()
+    assert _url_mode_issues("signed", "filesystem") == set()
+    assert _url_mode_issues("presigned", "filesystem") == {("artifacts.url_mode", "inconsistent")}
+    assert _url_mode_issues("public", "s3") == {("artifacts.url_mode", "invalid")}
+
+
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [

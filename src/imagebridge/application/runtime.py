@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from imagebridge.application.artifact_backend import choose_artifact_backend
+from imagebridge.application.artifact_backend import ChosenBackend, choose_artifact_backend
 from imagebridge.application.codex import (
     build_codex_images,
     build_codex_responses,
@@ -29,6 +29,8 @@ from imagebridge.artifacts.async_store import AsyncArtifactStore
 from imagebridge.artifacts.backend import ArtifactBackend
 from imagebridge.artifacts.links import LinkKeySource, SignedArtifactLinks
 from imagebridge.artifacts.s3 import S3ObjectStore
+from imagebridge.artifacts.s3_links import PresignedArtifactLinks
+from imagebridge.artifacts.s3_store import S3ArtifactStore
 from imagebridge.artifacts.store import ArtifactStore
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
@@ -38,7 +40,12 @@ from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.idempotency import IdempotencyConfig
-from imagebridge.engine.materialize import MaterializeLimits, Materializer, PublishedArtifact
+from imagebridge.engine.materialize import (
+    ArtifactLinker,
+    MaterializeLimits,
+    Materializer,
+    PublishedArtifact,
+)
 from imagebridge.engine.orchestrator import ImageRuntime, ImageRuntimeSettings
 from imagebridge.engine.provider import Provider, ProviderContext
 from imagebridge.engine.registry import ProviderRegistry
@@ -297,6 +304,16 @@ def artifact_links(config: BridgeConfig) -> SignedArtifactLinks:
     return SignedArtifactLinks(keys, artifacts.url_ttl_secs)
 
 
+def url_linker(
+    config: BridgeConfig, chosen: ChosenBackend, links: SignedArtifactLinks
+) -> ArtifactLinker:
+    """What a ``url`` output is: a presigned object URL with ``url_mode = "presigned"`` on
+    the S3 backend, else the bridge's own signed link."""
+    if config.artifacts.url_mode == "presigned" and isinstance(chosen.store, S3ArtifactStore):
+        return PresignedArtifactLinks(chosen.store, config.artifacts.url_ttl_secs)
+    return links
+
+
 def build_application(
     config: BridgeConfig,
     *,
@@ -319,7 +336,7 @@ def build_application(
         ),
         artifacts=StoreSink(chosen.store),
         public_base_url=config.artifacts.public_base_url,
-        links=links,
+        links=url_linker(config, chosen, links),
     )
     runtime = ImageRuntime(
         registry,

@@ -324,6 +324,11 @@ class S3ArtifactStore:
                 ErrorCode.ARTIFACT, error.message, details=error.details or None
             ) from error
 
+    async def presigned_link(self, artifact_id: str, name: str, expires_secs: int) -> str:
+        """A credential-free URL of a just-published artifact's image (no read-back: the
+        publication verified it), for ``artifacts.url_mode = "presigned"``."""
+        return await self.objects.presign_get(_image_key(artifact_id, name), expires_secs)
+
     async def presigned_url(self, artifact_id: str, owner: str | None, expires_secs: int) -> str:
         """A credential-free URL of a verified owned artifact's image, for redirects."""
         content = await self.read(artifact_id, owner)

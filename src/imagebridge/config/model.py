@@ -272,6 +272,7 @@ def _default_session_database() -> Path:
 
 
 ARTIFACT_BACKENDS = ("filesystem", "s3")
+ARTIFACT_URL_MODES = ("signed", "presigned")
 S3_ADDRESSING_STYLES = ("auto", "path", "virtual")
 
 
@@ -332,6 +333,9 @@ class ArtifactSettings(_Section):
     """Added: where artifacts live: ``filesystem`` (under ``root``) or ``s3``
     (``[artifacts.s3]``: a bucket every instance shares)."""
     s3: S3ArtifactSettings = Field(default_factory=S3ArtifactSettings)
+    url_mode: Str = "signed"
+    """Added: what a ``url`` output is: ``signed`` (the bridge's own signed link) or
+    ``presigned`` (a presigned URL of the object store; needs ``backend = "s3"``)."""
 
 
 # -- providers -------------------------------------------------------------------------

@@ -10,7 +10,12 @@ import re
 from urllib.parse import urlsplit
 
 from imagebridge.config._net import ENV_NAME_RULE, is_env_name
-from imagebridge.config.model import ARTIFACT_BACKENDS, S3_ADDRESSING_STYLES, BridgeConfig
+from imagebridge.config.model import (
+    ARTIFACT_BACKENDS,
+    ARTIFACT_URL_MODES,
+    S3_ADDRESSING_STYLES,
+    BridgeConfig,
+)
 from imagebridge.config.store_checks import Report
 
 __all__ = ["check_object_store"]
@@ -65,6 +70,14 @@ def check_object_store(config: BridgeConfig, report: Report) -> None:
         report("artifacts.backend", "invalid", "must be one of: " + ", ".join(ARTIFACT_BACKENDS))
     elif artifacts.backend == "s3" and s3.bucket is None:
         report("artifacts.s3.bucket", "required", 'a bucket is required with backend "s3"')
+    if artifacts.url_mode not in ARTIFACT_URL_MODES:
+        report("artifacts.url_mode", "invalid", "must be one of: " + ", ".join(ARTIFACT_URL_MODES))
+    elif artifacts.url_mode == "presigned" and artifacts.backend != "s3":
+        report(
+            "artifacts.url_mode",
+            "inconsistent",
+            'presigned URLs need backend "s3" (a filesystem has no object store to sign for)',
+        )
     if s3.endpoint is not None and not _valid_endpoint(s3.endpoint):
         report(
             "artifacts.s3.endpoint",

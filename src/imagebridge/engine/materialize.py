@@ -97,14 +97,16 @@ class ArtifactSink(Protocol):
 
 
 class ArtifactLinker(Protocol):
-    """Makes the bridge-hosted ``url`` of a published artifact (signed links implement it)."""
+    """Makes the ``url`` of a published artifact: a bridge-hosted signed link, or (an
+    absolute URL) a presigned URL of the object store."""
 
     async def ready(self) -> None:
         """Fail now, before paid work, if no link could be made later."""
         ...
 
     async def link(self, artifact: PublishedArtifact) -> str:
-        """The link's path and query, relative to the bridge's base address."""
+        """The link's path and query, relative to the bridge's base address, or an
+        absolute ``http(s)://`` URL used as it is."""
         ...
 
 
@@ -831,6 +833,7 @@ class Materializer:
             base, links = self.url_base(link_base), self.links
             assert base is not None
             assert links is not None
-            url = base + await links.link(published)
+            link = await links.link(published)
+            url = link if link.startswith(("https://", "http://")) else base + link
             return GeneratedImage(type="url", url=url, **common)
         return GeneratedImage(type="artifact", id=published.id, name=published.name, **common)

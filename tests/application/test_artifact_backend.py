@@ -3,11 +3,14 @@
 The engine publishes into the bucket (nothing under the local root), the application's
 backend reads it back, and ``artifacts.url_mode`` decides what a ``url`` output is: the
 bridge's signed link (``signed``, the default) or a presigned URL of the object store,
-fetched from the store itself with no credentials (``presigned``).
+fetched from the store itself with no credentials (``presigned``). With
+``artifacts.s3.serve = "redirect"`` the artifact route answers a verified artifact with a
+307 to a presigned URL of its object.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -18,6 +21,8 @@ from imagebridge.application import Application, build_application
 from imagebridge.config import BridgeConfig, load_config
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.orchestrator import ExecutionContext
+from imagebridge.imaging.ids import uuid7
+from imagebridge.server.app import create_app
 from tests.support.s3 import S3Server
 
 pytestmark = pytest.mark.s3
@@ -117,3 +122,40 @@ async def test_url_mode_signed_is_the_bridge_link_and_presigned_the_store_url(
             assert altered.status_code == 403
     finally:
         await app.aclose()
+
+
+async def test_reads_redirect_to_a_presigned_url_when_configured(
+    tmp_path: Path, s3_server: S3Server, s3_prefix: str
+) -> None:
+    config = s3_config(tmp_path, s3_server, s3_prefix, 'artifacts.s3.serve="redirect"')
+    application = build_application(config)
+    transport = httpx.ASGITransport(app=create_app(config, application=application))
+    try:
+        response = await application.runtime.execute(
+            ImageRequest.model_validate(
+                {
+                    "operation": "generate",
+                    "prompt": "a redirected fox",
+                    "parameters": {"size": "16x16"},
+                    "output": {"response_format": "artifact"},
+                }
+            ),
+            ExecutionContext(owner="anonymous-local"),
+        )
+        [item] = response.data
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as bridge:
+            answer = await bridge.get(f"/v1/artifacts/{item.id}")
+            assert answer.status_code == 307
+            assert answer.headers["cache-control"] == "private, no-store"
+            location = answer.headers["location"]
+            assert location.startswith(s3_server.endpoint + "/")
+            thumbnail = await bridge.get(f"/v1/artifacts/{item.id}/thumbnail")
+            assert thumbnail.status_code == 200  # made here, never redirected
+            unknown = await bridge.get(f"/v1/artifacts/{uuid7()}")
+            assert unknown.status_code == 404  # verified before any redirect
+        async with httpx.AsyncClient(timeout=30) as client:
+            fetched = await client.get(location)
+        assert fetched.status_code == 200
+        assert hashlib.sha256(fetched.content).hexdigest() == item.sha256
+    finally:
+        await application.aclose()

@@ -93,6 +93,7 @@ DEFAULTS: dict[str, Any] = {
     "artifacts.s3.read_timeout_ms": 30_000,
     "artifacts.s3.max_attempts": 3,
     "artifacts.s3.stale_upload_secs": 86_400,
+    "artifacts.s3.serve": "proxy",
     "artifacts.url_mode": "signed",
     "providers.codex_app_server.enabled": True,
     "providers.codex_app_server.executable": "codex",

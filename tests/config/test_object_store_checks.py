@@ -68,6 +68,7 @@ def test_presigned_url_mode_needs_the_s3_backend() -> None:
         ({"key_prefix": "a//b"}, ("artifacts.s3.key_prefix", "invalid")),
         ({"key_prefix": "tab\there/"}, ("artifacts.s3.key_prefix", "invalid")),
         ({"addressing_style": "dns"}, ("artifacts.s3.addressing_style", "invalid")),
+        ({"serve": "mirror"}, ("artifacts.s3.serve", "invalid")),
         ({"access_key_id_env": "lower"}, ("artifacts.s3.access_key_id_env", "invalid")),
         ({"access_key_id_env": "S3_KEY"}, ("artifacts.s3.secret_access_key_env", "inconsistent")),
         ({"session_token_env": "S3_TOKEN"}, ("artifacts.s3.session_token_env", "inconsistent")),

@@ -274,6 +274,7 @@ def _default_session_database() -> Path:
 ARTIFACT_BACKENDS = ("filesystem", "s3")
 ARTIFACT_URL_MODES = ("signed", "presigned")
 S3_ADDRESSING_STYLES = ("auto", "path", "virtual")
+S3_SERVE_MODES = ("proxy", "redirect")
 
 
 class S3ArtifactSettings(_Section):
@@ -307,6 +308,10 @@ class S3ArtifactSettings(_Section):
     stale_upload_secs: U64 = 86_400
     """Incomplete multipart uploads older than this are aborted by the recovery sweep (a
     younger one may belong to a live writer on another instance); 10 minutes to 30 days."""
+    serve: Str = "proxy"
+    """How ``GET /v1/artifacts/{id}`` delivers an image on this backend: ``proxy`` (read,
+    verified and streamed by the bridge) or ``redirect`` (verified, then a 307 to a
+    presigned URL of the object valid for 5 minutes)."""
 
 
 class ArtifactSettings(_Section):

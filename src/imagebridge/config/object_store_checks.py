@@ -14,6 +14,7 @@ from imagebridge.config.model import (
     ARTIFACT_BACKENDS,
     ARTIFACT_URL_MODES,
     S3_ADDRESSING_STYLES,
+    S3_SERVE_MODES,
     BridgeConfig,
 )
 from imagebridge.config.store_checks import Report
@@ -132,6 +133,8 @@ def check_object_store(config: BridgeConfig, report: Report) -> None:
     for field in ("connect_timeout_ms", "read_timeout_ms"):
         if not 1 <= getattr(s3, field) <= _MAX_TIMEOUT_MS:
             report(f"artifacts.s3.{field}", "out_of_range", "must be from 1 ms to 10 minutes")
+    if s3.serve not in S3_SERVE_MODES:
+        report("artifacts.s3.serve", "invalid", "must be one of: " + ", ".join(S3_SERVE_MODES))
     if not 1 <= s3.max_attempts <= 10:
         report("artifacts.s3.max_attempts", "out_of_range", "must be from 1 to 10")
     if not _MIN_STALE_UPLOAD_SECS <= s3.stale_upload_secs <= _MAX_STALE_UPLOAD_SECS:

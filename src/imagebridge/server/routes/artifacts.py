@@ -4,7 +4,9 @@ Bytes are re-verified (SHA-256 and a full decode) on every read. Any failure —
 or unknown id, another owner's artifact, tampered bytes — is the same 404, so the route
 cannot be used to probe which ids exist. One failure is not "gone": an object store
 (``artifacts.backend = "s3"``) that does not answer is a 503 with ``x-should-retry: true``
-(``details.reason`` ``store_unavailable``), so a client retries the read.
+(``details.reason`` ``store_unavailable``), so a client retries the read. With
+``artifacts.s3.serve = "redirect"`` the image is verified the same way and answered with a
+307 to a presigned URL of the object (thumbnails are always made and served here).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import NoReturn
 from starlette.requests import Request
 from starlette.responses import Response
 
+from imagebridge.artifacts.s3_store import S3ArtifactStore
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import canonical_uuid
 from imagebridge.server.errors import HttpError
@@ -31,6 +34,8 @@ DEFAULT_THUMBNAIL_EDGE = 384
 _EDGE_MESSAGE = "thumbnail edge must be between 32 and 2048 pixels"
 _INVALID_QUERY = "artifact query parameters are invalid"
 _CACHE = "private, max-age=31536000, immutable"
+REDIRECT_TTL_SECS = 300
+"""How long the presigned URL of a redirect is valid: it is followed at once."""
 _IMAGE_CONTENT = {
     media: {"schema": {"type": "string", "format": "binary"}}
     for media in ("image/png", "image/jpeg", "image/webp")
@@ -79,7 +84,17 @@ def _headers(etag: str, filename: str) -> dict[str, str]:
 )
 async def get_artifact(id: str, request: Request) -> Response:
     owner = reading_owner(request, strict_query(request, (KEY_FILTER,), _INVALID_QUERY))
-    store = bridge_state(request).application.backend
+    application = bridge_state(request).application
+    store = application.backend
+    if isinstance(store, S3ArtifactStore) and application.config.artifacts.s3.serve == "redirect":
+        try:
+            location = await store.presigned_url(id, owner, REDIRECT_TTL_SECS)
+        except BridgeError as error:
+            read_failed(error)
+        return Response(
+            status_code=307,
+            headers={"location": location, "cache-control": "private, no-store"},
+        )
     try:
         content = await store.read(id, owner)
     except BridgeError as error:

@@ -285,14 +285,15 @@ def test_a_key_never_sees_another_keys_jobs_artifacts_sessions_or_changes_preset
         # The same session name on another key is another session.
         mine = other.post("/v1/images", json={**BODY, "session": session}).json()
         assert mine["session"]["reused"] is False
-        # Presets are the team's shared templates: a key reads them, only the admin writes.
-        preset = {"name": "house", "template": {"prompt": "a house"}}
-        assert other.post("/v1/presets", json=preset).status_code == 403
-        with admin(server) as boss:
-            assert boss.post("/v1/presets", json=preset).status_code == 201
-        assert other.get("/v1/presets/house").status_code == 200
-        assert other.put("/v1/presets/house", json={"template": {}}).status_code == 403
-        assert other.delete("/v1/presets/house").status_code == 403
+        # A key's preset is its own: another key cannot read, list, change or delete it.
+        preset = {"name": "mine", "template": {"prompt": "a house"}}
+        assert owner.post("/v1/presets", json=preset).status_code == 201
+        for method in ("GET", "PUT", "DELETE"):
+            body = {"template": {}} if method == "PUT" else None
+            answer = other.request(method, "/v1/presets/mine", json=body)
+            assert answer.status_code == 404, (method, answer.status_code)
+        assert other.get("/v1/presets").json()["items"] == []
+        assert owner.get("/v1/presets/mine").json()["template"]["prompt"] == "a house"
         # The admin reads one key's jobs and artifacts with ?key=; a key may not.
         assert other.get("/v1/jobs", params={"key": owner_id}).status_code == 403
         assert other.get(f"/v1/artifacts/{artifact}", params={"key": owner_id}).status_code == 403
@@ -405,3 +406,46 @@ def test_a_keys_job_reserves_when_it_runs(serve: ServeFactory) -> None:
     assert refused["status"] == "failed"
     assert refused["error"]["code"] == "rate_limited"
     assert refused["error"]["details"]["reason"] == "key_quota"
+
+
+def test_presets_are_each_keys_own_over_the_admins_shared_ones(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    a_id, a_secret = create_key(server, "ann")
+    _, b_secret = create_key(server, "ben")
+    house = {"name": "house", "template": {"prompt": "a shared house"}}
+    with admin(server) as boss, as_key(server, a_secret) as ann, as_key(server, b_secret) as ben:
+        assert boss.post("/v1/presets", json=house).status_code == 201
+        own = {"name": "fox", "template": {"prompt": "ann's fox"}}
+        assert ann.post("/v1/presets", json=own).status_code == 201
+        assert ann.post("/v1/presets", json=own).status_code == 409  # ann has it already
+        # ben may use the same name: it is his own preset
+        ben_fox = {"name": "fox", "template": {"prompt": "ben's fox"}}
+        assert ben.post("/v1/presets", json=ben_fox).status_code == 201
+
+        def names(client: httpx.Client, **params: str) -> list[str]:
+            items = client.get("/v1/presets", params=params).json()["items"]
+            return [f"{item['name']}:{item['template']['prompt']}" for item in items]
+
+        assert names(ann) == ["fox:ann's fox", "house:a shared house"]
+        assert names(ben) == ["fox:ben's fox", "house:a shared house"]
+        assert names(boss) == ["house:a shared house"]  # the admin's own are the shared ones
+        assert names(boss, key=a_id) == ["fox:ann's fox"]  # and it reads one key's
+        assert boss.get("/v1/presets/fox", params={"key": a_id}).status_code == 200
+        assert boss.get("/v1/presets/fox").status_code == 404
+        assert ben.get("/v1/presets", params={"key": a_id}).status_code == 403
+
+        # ben changes his own; ann's stays; the shared one is read-only for a key
+        assert ben.put("/v1/presets/fox", json={"template": {"prompt": "b2"}}).status_code == 200
+        assert ann.get("/v1/presets/fox").json()["template"]["prompt"] == "ann's fox"
+        assert ben.put("/v1/presets/house", json={"template": {}}).status_code == 403
+        assert ben.delete("/v1/presets/house").status_code == 403
+        assert ben.delete("/v1/presets/fox").status_code == 204
+        assert ben.delete("/v1/presets/fox").status_code == 404
+        assert ann.get("/v1/presets/fox").status_code == 200
+        # a key's own preset of a shared name is the one it reads and writes
+        mine = {"name": "house", "template": {"prompt": "ann's house"}}
+        assert ann.post("/v1/presets", json=mine).status_code == 201
+        assert ann.get("/v1/presets/house").json()["template"]["prompt"] == "ann's house"
+        assert ann.delete("/v1/presets/house").status_code == 204
+        assert ann.get("/v1/presets/house").json()["template"]["prompt"] == "a shared house"
+        assert boss.get("/v1/presets/house").status_code == 200

@@ -55,7 +55,7 @@ async def test_paths_and_sqlite_urls_open_sqlite(
         await sessions.close()
     expected: list[tuple[StoreKind, int | None]] = [
         ("jobs", None),  # never opened at this location
-        ("presets", 1),
+        ("presets", 2),
         ("sessions", 1),
     ]
     for store, version in expected:
@@ -103,10 +103,10 @@ async def test_postgres_urls_open_postgres(postgres_url: str, postgres_schema: s
         await jobs.close()
         await presets.close()
         await sessions.close()
-    stores: tuple[StoreKind, ...] = ("jobs", "presets", "sessions")
-    for store in stores:
+    versions: dict[StoreKind, int] = {"jobs": 1, "presets": 2, "sessions": 1}
+    for store, version in versions.items():
         status = await inspect_store_schema(postgres_url, store, postgres=options)
-        assert (status.version, status.current) == (1, True)
+        assert (status.version, status.current) == (version, True)
 
 
 @dataclass(frozen=True)

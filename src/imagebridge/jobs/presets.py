@@ -4,7 +4,8 @@ The store checks names, descriptions and the stored shape; this service adds wha
 contract: a template must be a valid request once a prompt (and, where the template needs
 one, an input image) is supplied. Validation uses the runtime's *configured* limits, so a
 preset accepted here is never refused later for ``n`` above a hard-coded default (as the
-original did). Presets are global, not scoped by bearer.
+original did). Each preset has an owner: ``""`` for the shared ones, an API key's scope for
+a key's own (docs/keys.md); the caller (the HTTP route) says whose presets it acts on.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.storage.interfaces import PresetStore
 from imagebridge.storage.records import PresetRecord
 from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
-from imagebridge.storage.rules.presets import check_description, check_preset_name
+from imagebridge.storage.rules.presets import SHARED_OWNER, check_description, check_preset_name
 
 __all__ = ["PLACEHOLDER_PROMPT", "PresetService", "template_request", "validate_template"]
 
@@ -137,36 +138,59 @@ class PresetService:
         # Stored with every default spelled out, as the original serializes templates.
         return template.model_dump(mode="json")
 
-    async def create(self, body: ImagePresetCreate) -> ImagePreset:
-        """A new preset (``created == updated``); an existing name is a 409 conflict."""
+    async def create(self, body: ImagePresetCreate, *, owner: str = SHARED_OWNER) -> ImagePreset:
+        """A new preset of ``owner`` (``created == updated``); a name the owner already has
+        is a 409 conflict."""
         check_preset_name(body.name)
         template = self._checked(body.description, body.template)
         record = await self._store.create(
-            body.name, description=body.description, template_json=template, now=self._now()
+            body.name,
+            description=body.description,
+            template_json=template,
+            now=self._now(),
+            owner=owner,
         )
         return _preset_view(record)
 
-    async def get(self, name: str) -> ImagePreset:
+    async def get(
+        self, name: str, *, owner: str = SHARED_OWNER, shared: bool = False
+    ) -> ImagePreset:
+        """``owner``'s preset (``shared``: else the shared one of that name)."""
         check_preset_name(name)
-        return _preset_view(await self._store.get(name))
+        return _preset_view(await self._store.get(name, owner=owner, shared=shared))
 
-    async def replace(self, name: str, body: ImagePresetWrite) -> ImagePreset:
-        """Full replace: keeps ``created``; an omitted description clears the old one."""
+    async def replace(
+        self, name: str, body: ImagePresetWrite, *, owner: str = SHARED_OWNER
+    ) -> ImagePreset:
+        """Full replace of ``owner``'s preset: keeps ``created``; an omitted description
+        clears the old one."""
         check_preset_name(name)
         template = self._checked(body.description, body.template)
         record = await self._store.replace(
-            name, description=body.description, template_json=template, now=self._now()
+            name,
+            description=body.description,
+            template_json=template,
+            now=self._now(),
+            owner=owner,
         )
         return _preset_view(record)
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, *, owner: str = SHARED_OWNER) -> None:
         check_preset_name(name)
-        await self._store.delete(name)
+        await self._store.delete(name, owner=owner)
 
-    async def list(self, *, limit: int | None = None, cursor: str | None = None) -> ImagePresetPage:
-        """Presets by name, ascending, after the exclusive ``cursor``."""
+    async def list(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        owner: str = SHARED_OWNER,
+        shared: bool = False,
+    ) -> ImagePresetPage:
+        """``owner``'s presets (``shared``: with the shared ones), by name, ascending, after
+        the exclusive ``cursor``."""
         checked = _check_limit(DEFAULT_PAGE_LIMIT if limit is None else limit)
-        page = await self._store.list(cursor=cursor, limit=checked)
+        page = await self._store.list(cursor=cursor, limit=checked, owner=owner, shared=shared)
         return ImagePresetPage(
             items=[_preset_view(record) for record in page.items], next_cursor=page.next_cursor
         )

@@ -194,22 +194,40 @@ class SharedJobStore(JobStore, Protocol):
 
 @runtime_checkable
 class PresetStore(Protocol):
-    """Named request templates; global, not scoped by bearer."""
+    """Named request templates, each of one owner: ``""`` for the shared ones, an API key's
+    scope for a key's own; ``shared`` reads an owner's with the shared ones under them."""
 
     async def create(
-        self, name: str, *, description: str | None, template_json: JsonInput, now: int
+        self,
+        name: str,
+        *,
+        description: str | None,
+        template_json: JsonInput,
+        now: int,
+        owner: str = "",
     ) -> PresetRecord: ...
 
-    async def get(self, name: str) -> PresetRecord: ...
+    async def get(self, name: str, *, owner: str = "", shared: bool = False) -> PresetRecord: ...
 
     async def replace(
-        self, name: str, *, description: str | None, template_json: JsonInput, now: int
+        self,
+        name: str,
+        *,
+        description: str | None,
+        template_json: JsonInput,
+        now: int,
+        owner: str = "",
     ) -> PresetRecord: ...
 
-    async def delete(self, name: str) -> None: ...
+    async def delete(self, name: str, *, owner: str = "") -> None: ...
 
     async def list(
-        self, *, cursor: str | None = None, limit: int = DEFAULT_PAGE_LIMIT
+        self,
+        *,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_LIMIT,
+        owner: str = "",
+        shared: bool = False,
     ) -> PresetPage: ...
 
     async def close(self) -> None: ...

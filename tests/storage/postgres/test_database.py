@@ -92,7 +92,7 @@ async def test_many_bridges_can_create_one_fresh_schema_at_once(
         f"SELECT component, version FROM {postgres_schema}.schema_migrations "  # noqa: S608
         "ORDER BY component",
     )
-    assert rows == [("jobs", 1), ("presets", 1), ("sessions", 1)]
+    assert rows == [("jobs", 1), ("presets", 1), ("presets", 2), ("sessions", 1)]
 
 
 async def test_inspection_is_read_only(postgres_url: str, postgres_schema: str) -> None:

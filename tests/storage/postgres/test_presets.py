@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,9 @@ from imagebridge.storage import (
     inspect_postgres_preset_schema,
     inspect_postgres_session_schema,
 )
+from imagebridge.storage.lifecycle import PRESET_STORE
+from imagebridge.storage.postgres.database import PgSchema, PostgresDatabase
+from imagebridge.storage.postgres.presets import PRESET_PG_SCHEMA
 
 from ..conftest import SCOPE, job_id, request
 
@@ -35,7 +39,7 @@ async def test_presets_share_the_jobs_schema(postgres_url: str, postgres_schema:
         await jobs.close()
     for inspect, version in (
         (inspect_postgres_job_schema, 1),
-        (inspect_postgres_preset_schema, 1),
+        (inspect_postgres_preset_schema, 2),
         (inspect_postgres_session_schema, None),
     ):
         status = await inspect(postgres_url, schema=postgres_schema)
@@ -65,3 +69,39 @@ async def test_concurrent_creates_of_one_name_conflict_cleanly(
     finally:
         for store in stores:
             await store.close()
+
+
+async def test_a_schema_of_presets_without_owners_is_migrated_to_shared_ones(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    old = PgSchema(PRESET_PG_SCHEMA.component, PRESET_PG_SCHEMA.migrations[:1])
+    database = await PostgresDatabase.open(
+        postgres_url,
+        schema=postgres_schema,
+        pg_schema=old,
+        code=PRESET_STORE.code,
+        label=PRESET_STORE.label,
+    )
+    table = database.table("image_presets")
+
+    async def insert(conn: Any) -> None:
+        await conn.execute(
+            f"INSERT INTO {table} VALUES ('fox', 'old', '{{\"prompt\": \"a fox\"}}', 1, 2)"  # noqa: S608
+        )
+
+    await database.run(insert)
+    await database.close()
+    assert (await inspect_postgres_preset_schema(postgres_url, schema=postgres_schema)).version == 1
+
+    presets = await PostgresPresetStore.open(postgres_url, schema=postgres_schema)
+    try:
+        kept = await presets.get("fox")
+        assert (kept.description, kept.created_at, kept.updated_at) == ("old", 1, 2)
+        assert kept.template() == {"prompt": "a fox"}
+        assert (await presets.get("fox", owner="key:aaaa", shared=True)).description == "old"
+        await presets.create("fox", description="a's", template_json={}, now=3, owner="key:aaaa")
+        assert (await presets.get("fox")).description == "old"
+    finally:
+        await presets.close()
+    status = await inspect_postgres_preset_schema(postgres_url, schema=postgres_schema)
+    assert status.version == 2

@@ -15,6 +15,7 @@ import pytest
 from tests.storage.sqlite import test_presets as sqlite_suite
 from tests.storage.sqlite.test_presets import (  # noqa: F401 - collected here against PostgreSQL
     test_description_rules,
+    test_each_owner_has_its_own_presets_and_reads_the_shared_ones_under_them,
     test_invalid_names_are_refused_on_every_operation,
     test_list_pages_by_name_after_an_exclusive_cursor,
     test_missing_presets_are_not_found,

@@ -181,11 +181,86 @@ async def test_presets_share_the_jobs_database_file(db_path: Path) -> None:
     await presets.close()
     assert (await inspect_preset_schema(db_path)).to_dict() == {
         "initialized": True,
-        "version": 1,
-        "current_version": 1,
+        "version": 2,
+        "current_version": 2,
     }
 
 
 async def test_store_satisfies_the_protocol(db_path: Path) -> None:
     async with await SqlitePresetStore.open(db_path) as store:
         assert isinstance(store, PresetStore)
+
+
+OWNER_A, OWNER_B = "key:aaaaaaaa", "key:bbbbbbbb"
+
+
+async def test_each_owner_has_its_own_presets_and_reads_the_shared_ones_under_them(
+    db_path: Path,
+) -> None:
+    async with await SqlitePresetStore.open(db_path) as store:
+        await store.create("house", description="shared", template_json=TEMPLATE, now=1)
+        await store.create("mine", description="a", template_json=TEMPLATE, now=2, owner=OWNER_A)
+        # a name is unique per owner: B may take A's name, and A may shadow a shared one
+        await store.create("mine", description="b", template_json={}, now=3, owner=OWNER_B)
+        await store.create("house", description="a's", template_json={}, now=4, owner=OWNER_A)
+
+        async def names(owner: str, *, shared: bool, limit: int = 10) -> list[str]:
+            listed: list[str] = []
+            cursor = None
+            while True:
+                page = await store.list(owner=owner, shared=shared, cursor=cursor, limit=limit)
+                listed += [f"{p.name}:{p.description}" for p in page.items]
+                if page.next_cursor is None:
+                    return listed
+                cursor = page.next_cursor
+
+        assert await names("", shared=False) == ["house:shared"]
+        assert await names(OWNER_A, shared=False) == ["house:a's", "mine:a"]
+        assert await names(OWNER_A, shared=True, limit=1) == ["house:a's", "mine:a"]
+        assert await names(OWNER_B, shared=True, limit=1) == ["house:shared", "mine:b"]
+
+        assert (await store.get("house", owner=OWNER_A, shared=True)).description == "a's"
+        assert (await store.get("house", owner=OWNER_B, shared=True)).description == "shared"
+        assert (await store.get("mine", owner=OWNER_B)).description == "b"
+        for call in (
+            store.get("house", owner=OWNER_B),  # the shared one only with shared=True
+            store.get("mine"),  # a key's preset is not shared
+            store.replace("house", description=None, template_json={}, now=5, owner=OWNER_B),
+            store.delete("house", owner=OWNER_B),
+        ):
+            with pytest.raises(BridgeError) as missing:
+                await call
+            assert_not_found(missing.value)
+
+        await store.delete("mine", owner=OWNER_A)
+        assert (await store.get("mine", owner=OWNER_B)).description == "b"
+        await store.replace("house", description="new", template_json={}, now=6, owner=OWNER_A)
+        assert (await store.get("house")).description == "shared"
+
+
+async def test_a_database_of_presets_without_owners_is_migrated_to_shared_ones(
+    db_path: Path,
+) -> None:
+    from imagebridge.storage.lifecycle import PRESET_STORE
+    from imagebridge.storage.sqlite.database import Schema, SqliteDatabase
+    from imagebridge.storage.sqlite.presets import PRESET_SCHEMA
+
+    old = Schema(PRESET_SCHEMA.migrations_table, PRESET_SCHEMA.migrations[:1])
+    database = await SqliteDatabase.open(
+        db_path, schema=old, code=PRESET_STORE.code, label=PRESET_STORE.label
+    )
+    await database.run(
+        lambda conn: conn.execute(
+            "INSERT INTO image_presets VALUES ('fox', 'old', '{\"prompt\": \"a fox\"}', 1, 2)"
+        )
+    )
+    await database.close()
+    assert (await inspect_preset_schema(db_path)).version == 1
+
+    async with await SqlitePresetStore.open(db_path) as store:
+        kept = await store.get("fox")
+        assert (kept.description, kept.created_at, kept.updated_at) == ("old", 1, 2)
+        assert kept.template() == {"prompt": "a fox"}
+        assert (await store.get("fox", owner=OWNER_A, shared=True)).description == "old"
+        await store.create("fox", description="a's", template_json={}, now=3, owner=OWNER_A)
+    assert (await inspect_preset_schema(db_path)).version == 2

@@ -1,7 +1,8 @@
 """Named request templates in PostgreSQL.
 
 Same rules, errors and paging as :class:`~imagebridge.storage.sqlite.presets.SqlitePresetStore`:
-presets are global, names order bytewise (``COLLATE "C"``) whatever the database collation.
+an owner per preset (``""``: shared), names order bytewise (``COLLATE "C"``) whatever the
+database collation.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from imagebridge.storage.postgres.database import (
     inspect_postgres_schema,
     missing_objects,
     quote_schema,
+    table_columns,
 )
 from imagebridge.storage.records import JsonInput, PresetPage, PresetRecord, SchemaStatus
 from imagebridge.storage.rows import PRESET_COLUMNS, preset_page, preset_record
 from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, check_preset_page
 from imagebridge.storage.rules.presets import (
     MAX_PRESET_TEMPLATE_BYTES,
+    SHARED_OWNER,
     check_preset_name,
+    check_preset_owner,
     check_preset_write,
     prepare_template,
     preset_exists,
@@ -59,7 +63,43 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
         )
 
 
-PRESET_PG_SCHEMA = PgSchema(component="presets", migrations=(PgMigration(1, _migrate_v1),))
+async def _migrate_v2(conn: Connection, schema: str, recorded: bool) -> None:
+    """An owner per preset (``""``: shared), unique names per owner; the presets stored
+    before keys had owners become the shared ones."""
+    if "owner" in await table_columns(conn, schema, "image_presets"):
+        return
+    quoted = quote_schema(schema)
+    await conn.execute(
+        f"ALTER TABLE {quoted}.image_presets "
+        "ADD COLUMN owner text COLLATE \"C\" NOT NULL DEFAULT ''"
+    )
+    await conn.execute(
+        f"ALTER TABLE {quoted}.image_presets DROP CONSTRAINT IF EXISTS image_presets_pkey"
+    )
+    await conn.execute(
+        f"ALTER TABLE {quoted}.image_presets ADD CONSTRAINT image_presets_pkey "
+        "PRIMARY KEY (owner, name)"
+    )
+    await conn.execute(
+        f"CREATE INDEX IF NOT EXISTS image_presets_name_idx ON {quoted}.image_presets (name)"
+    )
+
+
+PRESET_PG_SCHEMA = PgSchema(
+    component="presets", migrations=(PgMigration(1, _migrate_v1), PgMigration(2, _migrate_v2))
+)
+
+
+def _visible(table: str, owner: str, shared: bool) -> tuple[str, tuple[str, ...]]:
+    """The WHERE clause (and its parameters) of what ``owner`` reads: its own presets, and
+    with ``shared`` the shared ones whose name it has not taken."""
+    if shared and owner != SHARED_OWNER:
+        return (
+            f"(p.owner = %s OR (p.owner = '' AND NOT EXISTS (SELECT 1 FROM {table} AS own "  # noqa: S608
+            "WHERE own.owner = %s AND own.name = p.name)))",
+            (owner, owner),
+        )
+    return "p.owner = %s", (owner,)
 
 
 class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
@@ -100,29 +140,40 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
     def schema(self) -> str:
         return self._db.schema
 
-    async def _fetch(self, conn: Connection, name: str, *, lock: bool) -> PresetRecord | None:
+    async def _fetch(
+        self, conn: Connection, name: str, owner: str, *, lock: bool, shared: bool = False
+    ) -> PresetRecord | None:
+        where, params = _visible(self._t, owner, shared)
         cursor = await conn.execute(
-            f"SELECT {PRESET_COLUMNS} FROM {self._t} WHERE name = %s"  # noqa: S608
-            + (" FOR UPDATE" if lock else ""),
-            (name,),
+            f"SELECT {PRESET_COLUMNS} FROM {self._t} AS p WHERE p.name = %s AND {where} "  # noqa: S608
+            "ORDER BY p.owner DESC LIMIT 1" + (" FOR UPDATE" if lock else ""),
+            (name, *params),
         )
         row = await cursor.fetchone()
         return None if row is None else preset_record(row)
 
     async def create(
-        self, name: str, *, description: str | None, template_json: JsonInput, now: int
+        self,
+        name: str,
+        *,
+        description: str | None,
+        template_json: JsonInput,
+        now: int,
+        owner: str = SHARED_OWNER,
     ) -> PresetRecord:
-        """Store a new preset (``created == updated``); an existing name is a conflict."""
+        """Store a new preset of ``owner`` (``created == updated``); a name the owner already
+        has is a conflict."""
         check_preset_write(name, description, now)
+        check_preset_owner(owner)
         template = await asyncio.to_thread(
             prepare_template, template_json, self._max_template_bytes
         )
 
         async def operation(conn: Connection) -> PresetRecord:
             cursor = await conn.execute(
-                f"INSERT INTO {self._t} ({PRESET_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "  # noqa: S608
-                "ON CONFLICT (name) DO NOTHING",
-                (name, description, template, now, now),
+                f"INSERT INTO {self._t} (owner, {PRESET_COLUMNS}) "  # noqa: S608
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (owner, name) DO NOTHING",
+                (owner, name, description, template, now, now),
             )
             if cursor.rowcount != 1:
                 raise preset_exists()
@@ -130,11 +181,15 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
 
         return await self._db.run(operation)
 
-    async def get(self, name: str) -> PresetRecord:
+    async def get(
+        self, name: str, *, owner: str = SHARED_OWNER, shared: bool = False
+    ) -> PresetRecord:
+        """``owner``'s preset ``name`` (``shared``: else the shared one of that name)."""
         check_preset_name(name)
+        check_preset_owner(owner)
 
         async def operation(conn: Connection) -> PresetRecord:
-            record = await self._fetch(conn, name, lock=False)
+            record = await self._fetch(conn, name, owner, lock=False, shared=shared)
             if record is None:
                 raise preset_not_found()
             return record
@@ -142,35 +197,45 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
         return await self._db.run(operation)
 
     async def replace(
-        self, name: str, *, description: str | None, template_json: JsonInput, now: int
+        self,
+        name: str,
+        *,
+        description: str | None,
+        template_json: JsonInput,
+        now: int,
+        owner: str = SHARED_OWNER,
     ) -> PresetRecord:
-        """Full replace: keeps ``created``, sets ``updated``; ``None`` clears the description."""
+        """Full replace of ``owner``'s preset: keeps ``created``, sets ``updated``; ``None``
+        clears the description."""
         check_preset_write(name, description, now)
+        check_preset_owner(owner)
         template = await asyncio.to_thread(
             prepare_template, template_json, self._max_template_bytes
         )
 
         async def operation(conn: Connection) -> PresetRecord:
-            existing = await self._fetch(conn, name, lock=True)
+            existing = await self._fetch(conn, name, owner, lock=True)
             if existing is None:
                 raise preset_not_found()
             record = replaced_preset(existing, description, template, now)
             await conn.execute(
                 f"UPDATE {self._t} SET description = %s, template_json = %s, "  # noqa: S608
-                "updated_at = %s WHERE name = %s",
-                (description, template, record.updated_at, name),
+                "updated_at = %s WHERE owner = %s AND name = %s",
+                (description, template, record.updated_at, owner, name),
             )
             return record
 
         return await self._db.run(operation)
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, *, owner: str = SHARED_OWNER) -> None:
+        """Delete ``owner``'s preset ``name``."""
         check_preset_name(name)
+        check_preset_owner(owner)
 
         async def operation(conn: Connection) -> None:
             cursor = await conn.execute(
-                f"DELETE FROM {self._t} WHERE name = %s",  # noqa: S608
-                (name,),
+                f"DELETE FROM {self._t} WHERE owner = %s AND name = %s",  # noqa: S608
+                (owner, name),
             )
             if cursor.rowcount == 0:
                 raise preset_not_found()
@@ -178,22 +243,31 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
         await self._db.run(operation)
 
     async def list(
-        self, *, cursor: str | None = None, limit: int = DEFAULT_PAGE_LIMIT
+        self,
+        *,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE_LIMIT,
+        owner: str = SHARED_OWNER,
+        shared: bool = False,
     ) -> PresetPage:
-        """Presets by name after the exclusive ``cursor``; ``next_cursor`` only if more follow."""
+        """``owner``'s presets (``shared``: with the shared ones) by name after the exclusive
+        ``cursor``; ``next_cursor`` only if more follow. Names are unique in a page."""
         after = check_preset_page(cursor, limit)
+        check_preset_owner(owner)
+        where, params = _visible(self._t, owner, shared)
 
         async def operation(conn: Connection) -> PresetPage:
             if after is None:
                 result = await conn.execute(
-                    f"SELECT {PRESET_COLUMNS} FROM {self._t} ORDER BY name LIMIT %s",  # noqa: S608
-                    (limit + 1,),
+                    f"SELECT {PRESET_COLUMNS} FROM {self._t} AS p WHERE {where} "  # noqa: S608
+                    "ORDER BY p.name LIMIT %s",
+                    (*params, limit + 1),
                 )
             else:
                 result = await conn.execute(
-                    f"SELECT {PRESET_COLUMNS} FROM {self._t} WHERE name > %s "  # noqa: S608
-                    "ORDER BY name LIMIT %s",
-                    (after, limit + 1),
+                    f"SELECT {PRESET_COLUMNS} FROM {self._t} AS p WHERE {where} "  # noqa: S608
+                    "AND p.name > %s ORDER BY p.name LIMIT %s",
+                    (*params, after, limit + 1),
                 )
             return preset_page(await result.fetchall(), limit)
 

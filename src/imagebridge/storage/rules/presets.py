@@ -21,8 +21,10 @@ from imagebridge.storage.rules.values import (
 __all__ = [
     "MAX_DESCRIPTION_BYTES",
     "MAX_PRESET_TEMPLATE_BYTES",
+    "SHARED_OWNER",
     "check_description",
     "check_preset_name",
+    "check_preset_owner",
     "check_preset_write",
     "prepare_template",
     "preset_exists",
@@ -37,6 +39,19 @@ MAX_DESCRIPTION_BYTES = 512
 
 _PRESET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _FORBIDDEN_TEMPLATE_KEYS = ("images", "reference_images", "mask", "idempotency_key", "version")
+
+
+SHARED_OWNER = ""
+"""Owner of the shared presets: the admin's (and, without keys, everyone's)."""
+
+_MAX_OWNER_CHARS = 128
+
+
+def check_preset_owner(owner: object) -> str:
+    """A preset owner: ``""`` (shared) or an ownership scope such as ``key:<id>``."""
+    if not isinstance(owner, str) or len(owner) > _MAX_OWNER_CHARS or has_control_characters(owner):
+        raise BridgeError.invalid_request("preset owner is invalid", field="owner")
+    return owner
 
 
 def preset_not_found() -> BridgeError:

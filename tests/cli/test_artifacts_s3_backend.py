@@ -3,11 +3,13 @@
 An in-process ``generate`` answers with files on this host, so it keeps writing under
 ``artifacts.root`` whatever the backend. ``artifacts cleanup`` and ``artifacts repair`` act
 on the configured backend: on S3 they delete expired artifacts' objects from the bucket.
+``doctor`` checks that the bucket answers to the configured keys.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -65,3 +67,22 @@ def test_local_runs_stay_local_and_retention_deletes_from_the_bucket(
     assert len(_keys(s3_server, s3_prefix)) == 3  # one image, its marker and sidecar
     # the filesystem's own artifacts were not the ones cleaned
     assert all((cli.artifacts / item["name"]).is_file() for item in made.json()["data"])
+
+
+def _object_store_check(cli: Cli, env: dict[str, str]) -> dict[str, Any]:
+    result = cli("--json", "doctor", env=env)
+    checks = {item["name"]: item for item in result.json()["checks"]}
+    check: dict[str, Any] = checks["artifact_object_store"]
+    return check
+
+
+def test_doctor_checks_the_bucket(cli: Cli, s3_server: S3Server, s3_prefix: str) -> None:
+    backend = {**s3_env(s3_server, s3_prefix), "IMAGEGEN_BRIDGE__ARTIFACTS__BACKEND": '"s3"'}
+    assert _object_store_check(cli, backend)["status"] == "pass"
+    wrong = _object_store_check(cli, {**backend, "BRIDGE_S3_SECRET": "not-the-secret-key"})
+    assert (wrong["status"], wrong["details"]["reason"]) == ("fail", "store_refused")
+    assert "not-the-secret-key" not in str(wrong)
+    assert "artifact_object_store" not in {
+        item["name"]
+        for item in cli("--json", "doctor", env=s3_env(s3_server, s3_prefix)).json()["checks"]
+    }  # the filesystem backend has no bucket to check

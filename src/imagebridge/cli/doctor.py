@@ -117,6 +117,23 @@ def _storage(doctor: Doctor, name: str, directory: Path) -> None:
             doctor.add(name, "fail", f"directory is not writable ({reason})", details)
 
 
+async def _object_store(doctor: Doctor, config: BridgeConfig, env: Mapping[str, str]) -> None:
+    """With ``artifacts.backend = "s3"``: does the bucket answer to these credentials?"""
+    from imagebridge.application.object_store import s3_settings
+    from imagebridge.artifacts.s3 import S3ObjectStore
+
+    section = config.artifacts.s3
+    details = {"bucket": section.bucket, "endpoint": section.endpoint or "AWS S3"}
+    try:
+        async with S3ObjectStore(s3_settings(section, env)) as objects:
+            await objects.check()
+    except BridgeError as error:
+        reason = error.details.get("reason") or error.details.get("field")
+        doctor.add("artifact_object_store", "fail", error.message, {**details, "reason": reason})
+        return
+    doctor.add("artifact_object_store", "pass", "the artifact bucket answers (HeadBucket)", details)
+
+
 def _schema_check(
     doctor: Doctor, name: str, status: Any, where: dict[str, str], *, postgres: bool
 ) -> None:
@@ -390,6 +407,8 @@ def run_checks(ctx: CliContext, provider: str | None) -> tuple[Doctor, LoadedCon
     else:
         doctor.add("codex_oauth", "skip", "no Codex provider is enabled")
     _storage(doctor, "artifact_storage", Path(config.artifacts.root))
+    if config.artifacts.backend == "s3" and config.artifacts.s3.bucket is not None:
+        asyncio.run(_object_store(doctor, config, ctx.env))
     _state_storage(doctor, config.providers.codex_app_server.session_database)
     asyncio.run(_databases(doctor, config, ctx.env))
     _server_port(doctor, config.server.bind)

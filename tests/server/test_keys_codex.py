@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.conftest import ServeFactory
-from tests.server.test_keys import ENV, KEYS_ON, admin, as_key, create_key
+from tests.server.test_keys import ENV, KEYS_ON, _wait_job, admin, as_key, create_key
 from tests.support.codex_backend import (
     BRIDGE_ACCOUNT,
     BRIDGE_TOKEN,
@@ -79,13 +79,17 @@ def test_a_success_is_counted_on_the_pool_account_it_ran_on(
     )
     _, secret = create_key(server, "kim", images_per_day=10)
     with as_key(server, secret) as client:
-        # n = 2 fans out one call per account; n = 1 then runs on one of them.
+        # n = 2 fans out one call per account; n = 1 then runs on one of them, and a job
+        # of the key on one of them too.
         first = client.post("/v1/images", json={**BODY, "parameters": {"n": 2}})
         second = client.post("/v1/images", json=BODY)
+        job = client.post("/v1/jobs", json=BODY)
+        assert job.status_code in (200, 201, 202), job.text
+        assert _wait_job(client, job.json()["id"])["status"] == "succeeded"
     assert first.status_code == 200, first.text
     assert second.status_code == 200, second.text
     ran = {name: codex_backend.calls_by(token) for name, token in tokens.items()}
-    assert sum(ran.values()) == 3 and min(ran.values()) >= 1
+    assert sum(ran.values()) == 4 and min(ran.values()) >= 1
     assert "account" not in first.json()  # the original's response shape is kept
     with admin(server) as client:
         rows = client.get("/v1/usage").json()["data"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,11 +24,18 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.imaging.ids import uuid7
 from imagebridge.server.app import create_app
+from imagebridge.server.state import BridgeState
+from tests.artifacts.images import png
 from tests.support.s3 import S3Server
 
 pytestmark = pytest.mark.s3
 
 BASE = "http://bridge.test/"
+
+
+def bridge_state_of(app: Any) -> BridgeState:
+    state: BridgeState = app.state.bridge
+    return state
 
 
 @pytest.fixture(autouse=True)
@@ -157,5 +165,28 @@ async def test_reads_redirect_to_a_presigned_url_when_configured(
             fetched = await client.get(location)
         assert fetched.status_code == 200
         assert hashlib.sha256(fetched.content).hexdigest() == item.sha256
+    finally:
+        await application.aclose()
+
+
+async def test_the_servers_repair_runs_on_the_bucket(
+    tmp_path: Path, s3_server: S3Server, s3_prefix: str
+) -> None:
+    """The repair the server runs at start and periodically acts on the S3 backend: an
+    ownership record whose image is gone (a crash mid-delete) is removed."""
+    config = s3_config(tmp_path, s3_server, s3_prefix)
+    application = build_application(config)
+    state = bridge_state_of(create_app(config, application=application))
+    try:
+        published = await application.backend.publish(
+            png(8, 8), expected_format="png", owner="anonymous-local"
+        )
+        assert application.object_store is not None
+        await application.object_store.delete(f"images/{published.id}/{published.name}")
+        assert state.recovery is not None
+        report = await state.recovery.run_once()
+        assert report is not None
+        assert (report.orphaned_records, report.repaired) == (1, 1)
+        assert await application.object_store.list_objects("", limit=10) == []
     finally:
         await application.aclose()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from imagebridge.contract import ERROR_TABLE, BridgeError, ErrorCode, error_envelope
@@ -134,3 +136,19 @@ def test_a_retryable_storage_fault_is_503_and_a_billed_one_keeps_its_code_status
     assert billed.http_status == 500
     busy = BridgeError(ErrorCode.INTERNAL, "busy", retryable=True, details={"reason": "locked"})
     assert busy.http_status == 500
+
+
+def test_a_database_away_is_503_unless_a_commit_was_lost_or_an_upstream_call_ran() -> None:
+    def away(**details: Any) -> BridgeError:
+        return BridgeError(
+            ErrorCode.SESSION,
+            "session database is unavailable",
+            retryable=True,
+            details={"reason": "connection refused", "storage": "database", **details},
+        )
+
+    assert away().http_status == 503  # not the session code's 404: nothing was written
+    assert away(commit="unknown").http_status == 500  # the write may have landed
+    assert away().mark_unknown_outcome().http_status == 500  # after a provider call
+    not_retryable = BridgeError(ErrorCode.INTERNAL, "x", details={"storage": "database"})
+    assert not_retryable.http_status == 500

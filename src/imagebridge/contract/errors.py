@@ -184,6 +184,8 @@ ERROR_TABLE: Mapping[ErrorCode, ErrorSpec] = {
 
 _STORAGE_FAULTS: Final = frozenset({"no_space", "io_error", "read_only"})
 """``details.reason`` of a storage fault (imagebridge.engine.storage_faults)."""
+_STORAGE_AREAS: Final = frozenset({"artifacts", "database", "staging"})
+"""``details.storage``: the write area a retryable storage failure names."""
 
 
 class BridgeError(Exception):
@@ -283,13 +285,19 @@ class BridgeError(Exception):
 
         A missing job, preset, provider or API key (``details.resource``) is the caller's missing
         resource: 404, whichever route or layer raised it. A retryable storage fault
-        (``details.reason`` ``no_space`` / ``io_error`` / ``read_only``: nothing was billed)
-        is 503, so clients may send it again (``x-should-retry: true``).
+        (``details.reason`` ``no_space`` / ``io_error`` / ``read_only``) or a retryable
+        failure of a store naming its area (``details.storage``: PostgreSQL away) is 503 on
+        every backend, so clients may send it again (``x-should-retry: true``): nothing was
+        written, nothing billed. A failure after an upstream call is never retryable
+        (:meth:`mark_unknown_outcome`), so it never gets here.
         """
-        if self.retryable and self.details.get("reason") in _STORAGE_FAULTS:
-            # A write the disk refused (full, I/O error) before anything was billed: the
-            # server cannot take it now, and the same request may be sent again later.
+        if self.retryable and self._storage_refusal:
+            # A write the disk refused (full, I/O error) or a database that is away, before
+            # anything was billed: the server cannot take it now, and the same request may
+            # be sent again later.
             return 503
+        if self.details.get("storage") in _STORAGE_AREAS:
+            return 500  # the store failed (the session store's own code would say 404)
         if self.code is ErrorCode.INVALID_REQUEST and self.details.get("resource") in {
             "job",
             "key",
@@ -298,6 +306,16 @@ class BridgeError(Exception):
         }:
             return 404
         return ERROR_TABLE[self.code].http_status
+
+    @property
+    def _storage_refusal(self) -> bool:
+        """A storage fault (``details.reason``) or a store naming its area
+        (``details.storage``), unless a lost connection left a commit unknown
+        (``details.commit: "unknown"``: the write may have been applied)."""
+        details = self.details
+        if details.get("commit") == "unknown":
+            return False
+        return details.get("reason") in _STORAGE_FAULTS or details.get("storage") in _STORAGE_AREAS
 
     @property
     def field(self) -> str | None:

@@ -119,6 +119,10 @@ class StorageHealth:
             with self._lock:
                 self._faults.pop(area, None)
 
+    def faulty(self, area: StorageArea) -> bool:
+        """Whether ``area`` is in fault now (no lock: a stale answer costs one check)."""
+        return area in self._faults
+
     @property
     def degraded(self) -> bool:
         return bool(self._faults)

@@ -33,6 +33,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine.storage_faults import IO_ERROR, NO_SPACE, STORAGE_HEALTH, disk_fault
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS
 from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -123,12 +124,34 @@ def _reason(exc: BaseException) -> str:
     return text[:_MAX_REASON_CHARS]
 
 
+_FAULT_BY_SQLSTATE = {
+    "53100": NO_SPACE,  # disk_full: the server could not extend a file or write its WAL
+    "58030": IO_ERROR,  # io_error: the server's own read or write failed
+}
+
+
 def translate_error(exc: BaseException, code: ErrorCode, label: str) -> BridgeError:
-    """A clean :class:`BridgeError` for a psycopg (or other unexpected) failure."""
+    """A clean :class:`BridgeError` for a psycopg (or other unexpected) failure.
+
+    The server's own disk faults (SQLSTATE ``53100`` disk full, ``58030`` I/O error) are
+    storage faults like SQLite's: ``internal``, retryable, ``details.reason`` and
+    ``details.storage: "database"``, recorded in the storage health. A database that is
+    away (or short of other resources, class ``53``) is retryable with ``details.storage``.
+    """
     if isinstance(exc, BridgeError):
         return exc
-    details: dict[str, Any] = {"reason": _reason(exc)}
     sqlstate = getattr(exc, "sqlstate", None)
+    fault = _FAULT_BY_SQLSTATE.get(sqlstate) if isinstance(sqlstate, str) else None
+    if fault is not None:
+        return disk_fault(
+            ErrorCode.INTERNAL,
+            f"{label} could not be written",
+            fault,
+            "database",
+            retryable=True,
+            sqlstate=sqlstate,
+        )
+    details: dict[str, Any] = {"reason": _reason(exc)}
     if isinstance(sqlstate, str):
         details["sqlstate"] = sqlstate
     if isinstance(exc, _BUSY_STATES):
@@ -142,6 +165,18 @@ def translate_error(exc: BaseException, code: ErrorCode, label: str) -> BridgeEr
     if isinstance(exc, psycopg.IntegrityError):
         return BridgeError(code, f"{label} rejected an inconsistent write", details=details)
     return BridgeError(code, f"{label} operation failed", details=details)
+
+
+_WROTE_SQL = "SELECT txid_current_if_assigned() IS NOT NULL"
+"""Whether this transaction wrote anything (PostgreSQL assigns an xid on the first write)."""
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """The connection went away (no answer, or a connection or shutdown SQLSTATE)."""
+    if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
+    sqlstate = getattr(exc, "sqlstate", None)
+    return sqlstate is None or sqlstate[:2] in ("08", "57")
 
 
 # -- queries ---------------------------------------------------------------------------------
@@ -474,13 +509,26 @@ class PostgresDatabase:
         return BridgeError(self._code, f"{self._label} is closed")
 
     async def _call(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
+        done = False  # the operation ran; what fails after it is the COMMIT
+        wrote = False
         try:
             async with self._pool.connection() as conn, conn.transaction():
-                return await operation(conn)
+                result = await operation(conn)
+                done = True
+                if STORAGE_HEALTH.faulty("database"):  # only then: one more round trip
+                    wrote = await fetch_value(conn, _WROTE_SQL) is True
         except BridgeError:
             raise
         except Exception as exc:
-            raise self.translate(exc) from None
+            error = self.translate(exc)
+            if done and _connection_lost(exc):
+                # The connection went with the COMMIT in flight: the write may have been
+                # applied, so sending the same request again could do it twice.
+                error.details["commit"] = "unknown"
+            raise error from None
+        if wrote:  # a write went through: the database's disk takes them again
+            STORAGE_HEALTH.succeeded("database")
+        return result
 
     async def run(self, operation: Callable[[Connection], Awaitable[T]]) -> T:
         """Run ``operation(conn)`` in one transaction on a pooled connection.

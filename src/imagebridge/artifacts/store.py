@@ -48,15 +48,12 @@ from imagebridge.artifacts.markers import (
     MAX_MARKER_BYTES,
     Marker,
     parse_marker,
-    valid_owner,
 )
 from imagebridge.artifacts.naming import (
-    is_safe_filename,
     is_safe_relative,
-    sanitize_prefix,
     suffixed_filename,
-    with_extension,
 )
+from imagebridge.artifacts.publication import as_artifact_error, plan_publication
 from imagebridge.artifacts.temp_sweep import (
     DEFAULT_STALE_TEMP_SECS,
     MIN_STALE_TEMP_SECS,
@@ -67,7 +64,7 @@ from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.crash_points import crash_point
 from imagebridge.engine.storage_faults import STORAGE_HEALTH, disk_fault, disk_fault_reason
-from imagebridge.imaging.ids import canonical_uuid, uuid7
+from imagebridge.imaging.ids import canonical_uuid
 from imagebridge.imaging.inspect import (
     MAX_THUMBNAIL_EDGE,
     MIN_THUMBNAIL_EDGE,
@@ -276,35 +273,19 @@ class ArtifactStore:
         try:
             info = inspect_image(data, self._limits)
         except BridgeError as error:
-            raise BridgeError(
-                ErrorCode.ARTIFACT, error.message, details=error.details or None
-            ) from error
-        try:
-            expected = None if expected_format is None else OutputFormat(expected_format)
-            policy = ArtifactCollisionPolicy(collision)
-        except ValueError as exc:
-            raise _artifact_error("artifact publication options are invalid") from exc
-        if expected is not None and info.format is not expected:
-            raise _artifact_error(
-                "generated image format does not match the effective request",
-                expected_format=expected.value,
-                actual_format=info.format.value,
-            )
-        if not valid_owner(owner):
-            raise _artifact_error("artifact owner scope is invalid")
-        if directory is not None and not is_safe_relative(directory):
-            raise _artifact_error("output directory is not a safe relative path")
-        if filename is not None and not is_safe_filename(filename, info.format):
-            raise _artifact_error(
-                "output filename must be a safe component with a matching image extension"
-            )
-        artifact_id = str(uuid7())
-        requested = (
-            with_extension(filename, info.format)
-            if filename is not None
-            else f"{sanitize_prefix(filename_prefix or 'image')}-{artifact_id}."
-            f"{info.format.extension}"
+            raise as_artifact_error(error) from error
+        plan = plan_publication(
+            info,
+            expected_format=expected_format,
+            owner=owner,
+            filename_prefix=filename_prefix,
+            directory=directory,
+            filename=filename,
+            collision=collision,
         )
+        artifact_id = plan.artifact_id
+        requested = plan.basename
+        policy = plan.policy
         attempts = (
             MAX_COLLISION_ATTEMPTS
             if filename is not None and policy is ArtifactCollisionPolicy.SUFFIX

@@ -21,10 +21,12 @@ It prints one JSON document of observations on stdout; the test asserts on it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,23 @@ def mount_options(mountpoint: Path) -> list[str]:
     return []
 
 
+def wait_read_only(mountpoint: Path, timeout: float = 30.0) -> bool:
+    """Change metadata and commit the journal (it fails, so the journal aborts) until the
+    kernel refuses writes with ``EROFS``."""
+    deadline = time.monotonic() + timeout
+    probe = mountpoint / "probe"
+    while time.monotonic() < deadline:
+        try:
+            probe.mkdir()
+            probe.rmdir()
+        except OSError as exc:
+            if exc.errno == errno.EROFS:
+                return True
+        os.sync()
+        time.sleep(0.2)
+    return False
+
+
 def until_accepted(send: Any, accepted: int) -> list[dict[str, Any]]:
     """Every answer to ``send()`` up to the first with status ``accepted`` (at most 3)."""
     answers = [answer(send())]
@@ -66,13 +85,39 @@ def writes_after(client: httpx.Client) -> dict[str, Any]:
     }
 
 
+def reads(client: httpx.Client, kept: str) -> dict[str, Any]:
+    return {
+        "artifact": client.get(f"/v1/artifacts/{kept}").status_code,
+        "thumbnail": client.get(f"/v1/artifacts/{kept}/thumbnail").status_code,
+        "jobs": client.get("/v1/jobs").status_code,
+        "presets": client.get("/v1/presets").status_code,
+        "diagnostics_storage": client.get("/v1/diagnostics/extended").json()["storage"],
+    }
+
+
+def listed(client: httpx.Client) -> dict[str, Any]:
+    return {
+        "presets": [p["name"] for p in client.get("/v1/presets").json()["items"]],
+        "jobs": [j["status"] for j in client.get("/v1/jobs").json()["items"]],
+    }
+
+
+def fsck(device: str, repair: bool) -> dict[str, Any]:
+    done = subprocess.run(
+        ["e2fsck", "-fy" if repair else "-fn", device], capture_output=True, text=True, check=False
+    )
+    return {"code": done.returncode, "output": done.stdout[-2000:] + done.stderr[-500:]}
+
+
 def main() -> None:
     workdir, device, sysfs = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    journaled = sys.argv[4:] == ["journal"]
     data = workdir / "data"
     data.mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "-o", "errors=continue", device, str(data)], check=True)
     report: dict[str, Any] = {}
-    server = start_server(data / "bridge", "artifacts.retention.repair_interval_secs=0")
+    sets = "artifacts.retention.repair_interval_secs=0"
+    server = start_server(data / "bridge", sets)
     try:
         with httpx.Client(base_url=server.url, timeout=120) as client:
             report["before"] = writes(client, "before")
@@ -83,28 +128,39 @@ def main() -> None:
             report["failed_writes_before"] = failed_writes(sysfs)
             report["failing"] = writes(client, "failing")
             report["mount_options_while_failing"] = mount_options(data)
-            report["reads_while_failing"] = {
-                "artifact": client.get(f"/v1/artifacts/{kept}").status_code,
-                "thumbnail": client.get(f"/v1/artifacts/{kept}/thumbnail").status_code,
-                "jobs": client.get("/v1/jobs").status_code,
-                "presets": client.get("/v1/presets").status_code,
-                "diagnostics_storage": client.get("/v1/diagnostics/extended").json()["storage"],
-            }
+            report["reads_while_failing"] = reads(client, kept)
+            if journaled:
+                report["turned_read_only"] = wait_read_only(data)
             report["failed_writes_during"] = failed_writes(sysfs)
             (sysfs / "mem_limit").write_text("0\n")  # no limit: the device is healthy again
-            report["after"] = writes_after(client)
-            report["listed_after"] = {
-                "presets": [p["name"] for p in client.get("/v1/presets").json()["items"]],
-                "jobs": [j["status"] for j in client.get("/v1/jobs").json()["items"]],
-            }
+            if journaled:
+                # The kernel turned the filesystem read-only; the device is fine again.
+                report["mount_options_healed"] = mount_options(data)
+                report["read_only"] = writes(client, "read-only")
+                report["reads_read_only"] = reads(client, kept)
+            else:
+                report["after"] = writes_after(client)
+                report["listed_after"] = listed(client)
     finally:
         with contextlib.suppress(OSError):
             (sysfs / "mem_limit").write_text("0\n")
         report["stop_code"] = server.stop()
         report["server_log_tail"] = server.output[-15:]
+    if journaled:
+        # What an operator does (docs/operations.md): bridge stopped, unmount, fsck, mount,
+        # start the bridge again.
+        subprocess.run(["umount", str(data)], check=True)
+        report["fsck_repair"] = fsck(device, repair=True)
+        subprocess.run(["mount", "-o", "errors=continue", device, str(data)], check=True)
+        server = start_server(data / "bridge", sets)
+        try:
+            with httpx.Client(base_url=server.url, timeout=120) as client:
+                report["after"] = writes_after(client)
+                report["listed_after"] = listed(client)
+        finally:
+            report["stop_code_restarted"] = server.stop()
     subprocess.run(["umount", str(data)], check=True)
-    fsck = subprocess.run(["e2fsck", "-fn", device], capture_output=True, text=True, check=False)
-    report["fsck"] = {"code": fsck.returncode, "output": fsck.stdout[-2000:] + fsck.stderr[-500:]}
+    report["fsck"] = fsck(device, repair=False)
     subprocess.run(["mount", device, str(data)], check=True)
     try:
         report["problems"] = data_dir_problems(data / "bridge")

@@ -183,6 +183,34 @@ async def test_a_sidecar_attaches_once_and_is_verified(harness: Harness) -> None
     assert await store.read_sidecar(plain.id, OWNER) is None
 
 
+async def test_delete_removes_an_owned_artifact_and_nothing_else(harness: Harness) -> None:
+    store = harness.store
+    published = await publish(store, directory="d")
+    await store.attach_metadata(published.id, published.name, {"prompt": "fox"})
+    kept = await publish(store)
+    await artifact_error(store.delete(published.id, OTHER))  # another owner's: not found
+    await artifact_error(store.delete("019f0000-0000-7000-8000-000000000000", OWNER))
+    assert (await store.read(published.id, OWNER)).id == published.id
+    await store.delete(published.id, OWNER)
+    for call in (
+        store.read(published.id, OWNER),
+        store.read_sidecar(published.id, OWNER),
+        store.thumbnail(published.id, OWNER, 64),
+        store.delete(published.id, OWNER),
+    ):
+        assert (await artifact_error(call)).message == NOT_FOUND
+    assert (await store.read(kept.id, OWNER)).id == kept.id
+    # nothing left behind: no marker, and no object or file a sweep would find
+    report = await store.repair_orphans(100, apply=False, now=time.time() + GRACE + 60)
+    assert (report.scanned, report.healthy, report.stale_temp_files) == (1, 1, 0)
+    # altered bytes are never touched: not found, and still there for the operator
+    altered = await publish(store)
+    await harness.replace_image(altered)
+    await artifact_error(store.delete(altered.id, OWNER))
+    repair = await store.repair_orphans(100, apply=False)
+    assert (repair.scanned, repair.skipped) == (2, 1)
+
+
 async def test_thumbnails_come_from_verified_owned_artifacts(harness: Harness) -> None:
     store = harness.store
     published = await publish(store, png(400, 200, (255, 0, 0, 255)))

@@ -5,7 +5,8 @@ Issue 35's multi-host deployment: each instance has its own data directory and i
 "s3"`` on the real Ceph RADOS Gateway of ``scripts/s3-server``, and one link key shared
 through ``artifacts.url_signing_key_env``. A job run on A is read from B (its record, its
 image with the same ETag, its thumbnail, its metadata sidecar); a ``url`` answer minted by
-A is fetched from B with no bearer; nothing of A's lands in either local root. Then the
+A is fetched from B with no bearer; nothing of A's lands in either local root; deleting
+A's artifact on B removes its objects from the bucket, and A answers 404. Then the
 gateway is stopped mid-run: artifact reads answer 503 ``store_unavailable`` with
 ``x-should-retry: true`` (not a 404); a billed image that cannot be stored is delivered
 inline with the ``artifact_not_stored`` warning (the full-disk rule) and leaves no object
@@ -219,6 +220,26 @@ def test_a_job_run_on_one_instance_is_served_by_the_other(
     assert f"ownership/{artifact_id}.json" in keys
     assert f"metadata/{artifact_id}.json" in keys
     assert sum(key.startswith("images/") for key in keys) == 2
+
+    # deleting on B removes A's artifact from the bucket: image, sidecar and marker
+    mine = [key for key in keys if artifact_id in key]
+    assert len(mine) == 3
+    with (
+        httpx.Client(base_url=a.url, timeout=60) as on_a,
+        httpx.Client(base_url=b.url, timeout=60) as on_b,
+    ):
+        deleted = on_b.delete(f"/v1/artifacts/{artifact_id}")
+        assert deleted.status_code == 204, deleted.text
+        assert _keys(s3_server, s3_prefix) == [key for key in keys if key not in mine]
+        for path in (f"/v1/artifacts/{artifact_id}", f"/v1/artifacts/{artifact_id}/thumbnail"):
+            assert on_a.get(path).status_code == 404
+            assert on_b.get(path).status_code == 404
+        assert on_a.delete(f"/v1/artifacts/{artifact_id}").status_code == 404
+        # the linked image (minted on A) deleted from A: its link, served by B, is 404
+        linked_id = url.split("/v1/artifact-links/")[1].split("/")[0]
+        assert on_a.delete(f"/v1/artifacts/{linked_id}").status_code == 204
+        assert httpx.get(url, timeout=30).status_code == 404
+    assert [key for key in _keys(s3_server, s3_prefix) if key.startswith("images/")] == []
 
 
 def test_the_store_stopped_mid_run_fails_clearly_and_service_resumes(

@@ -273,6 +273,7 @@ def test_a_key_never_sees_another_keys_jobs_artifacts_sessions_or_changes_preset
             ("GET", f"/v1/jobs/{job_id}/partial"),
             ("GET", f"/v1/artifacts/{artifact}"),
             ("GET", f"/v1/artifacts/{artifact}/thumbnail"),
+            ("DELETE", f"/v1/artifacts/{artifact}"),
         ):
             body = {"favorite": True} if method == "PATCH" else None
             answer = other.request(method, path, json=body)

@@ -84,6 +84,7 @@ def test_every_operation_is_documented_and_fuzzed(fuzzed: LiveServer) -> None:
             "PUT /v1/presets/{name}",
             "DELETE /v1/presets/{name}",
             "GET /v1/artifacts/{id}",
+            "DELETE /v1/artifacts/{id}",
             "GET /v1/artifacts/{id}/thumbnail",
             "GET /v1/artifact-links/{id}/{filename}",
             "GET /v1/models",

@@ -23,6 +23,8 @@ OUR_OPERATIONS: dict[tuple[str, str], str] = {
     ("GET", "/v1/models/{model}"): "getModelCompatible",
     # the signed link a `url` output is, fetchable without the bearer (docs/api-decisions.md)
     ("GET", "/v1/artifact-links/{id}/{filename}"): "getSignedArtifact",
+    # deleting one's own artifact (its objects too, on S3): the original cannot (api-decisions)
+    ("DELETE", "/v1/artifacts/{id}"): "deleteImageArtifact",
 }
 
 # Components only imagebridge documents, with why (each an addition or a named part the

@@ -69,6 +69,9 @@ class AsyncArtifactStore:
     async def read_sidecar(self, artifact_id: str, owner: str | None) -> dict[str, Any] | None:
         return await asyncio.to_thread(self.sync.read_sidecar, artifact_id, owner)
 
+    async def delete(self, artifact_id: str, owner: str | None) -> None:
+        await asyncio.to_thread(self.sync.delete, artifact_id, owner)
+
     async def thumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes:
         return await asyncio.to_thread(self.sync.thumbnail, artifact_id, owner, edge)
 

@@ -35,7 +35,7 @@ class Published(Protocol):
 
 
 class ArtifactBackend(Protocol):
-    """Publish, read, attach metadata, thumbnail, clean up and repair (all awaitable)."""
+    """Publish, read, attach metadata, thumbnail, delete, clean up and repair (all awaitable)."""
 
     async def publish(
         self,
@@ -58,6 +58,10 @@ class ArtifactBackend(Protocol):
     async def read_sidecar(self, artifact_id: str, owner: str | None) -> dict[str, Any] | None: ...
 
     async def thumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes: ...
+
+    async def delete(self, artifact_id: str, owner: str | None) -> None:
+        """Remove an owned, verified artifact's image, sidecar and marker (``not found``
+        like :meth:`read` for an unknown, foreign or altered one, which is left alone)."""
 
     async def cleanup(
         self,

@@ -452,9 +452,20 @@ class S3ArtifactStore:
         await self.objects.delete(f"{_OWNERSHIP}{marker.id}.json")
 
     async def delete(self, artifact_id: str, owner: str | None) -> None:
-        """Remove an owned artifact's objects (``not found`` when it is not one)."""
-        marker = await self._owned_marker(artifact_id, owner)
-        await self._remove(marker)
+        """Remove an owned, verified artifact's objects (``not found`` like :meth:`read`
+        for an unknown, foreign or altered one, which is left alone).
+
+        The marker goes first, so the artifact is gone for every instance at once; a
+        crash after it leaves objects no marker names, which the sweep removes.
+        """
+        content = await self.read(artifact_id, owner)
+        try:
+            await self.objects.delete(f"{_OWNERSHIP}{content.id}.json")
+            await self.objects.delete(_image_key(content.id, content.name))
+            if content.sidecar_name is not None:
+                await self.objects.delete(_sidecar_key(content.id))
+        except BridgeError as error:
+            raise _write_fault(error) from error
 
     async def _sweep_unowned(
         self, cutoff: float, limit: int, *, apply: bool

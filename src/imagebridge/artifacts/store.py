@@ -530,6 +530,36 @@ class ArtifactStore:
             raise _not_found()
         return value
 
+    def delete(self, artifact_id: str, owner: str | None) -> None:
+        """Remove a verified artifact owned by ``owner``: its image, sidecar and marker.
+
+        Unknown, foreign and altered artifacts fail like :meth:`read` and are left alone.
+        The image goes first: a crash part-way leaves a marker naming a missing image,
+        which the repair removes with its sidecar, so a deleted artifact never comes back.
+        """
+        canonical = canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+        if canonical is None:
+            raise _not_found()
+        with self._root_fds() as (root_fd, own_fd):
+            marker = self._load_marker(own_fd, f"{canonical}.json")
+            if marker is None or (owner is not None and marker.effective_owner != owner):
+                raise _not_found()
+            if self._verified(root_fd, marker) is None:
+                raise _not_found()
+            try:
+                with _fs.open_parent(root_fd, marker.name) as (parent, basename):
+                    os.unlink(basename, dir_fd=parent)
+                    _fs.fsync_dir(parent)
+                if marker.sidecar_name is not None:
+                    with _fs.open_parent(root_fd, marker.sidecar_name) as (parent, basename):
+                        os.unlink(basename, dir_fd=parent)
+                os.unlink(f"{marker.id}.json", dir_fd=own_fd)
+                _fs.fsync_dir(own_fd)
+            except FileNotFoundError as exc:  # a concurrent delete or cleanup won
+                raise _not_found() from exc
+            except (Unsafe, OSError) as exc:
+                raise _write_error("could not delete the artifact", exc) from exc
+
     def local_path(self, artifact_id: str, owner: str | None) -> Path:
         """Canonical path of a verified artifact, for local callers (``--local-artifact-paths``)."""
         content = self.read(artifact_id, owner)

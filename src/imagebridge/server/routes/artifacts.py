@@ -7,6 +7,12 @@ cannot be used to probe which ids exist. One failure is not "gone": an object st
 (``details.reason`` ``store_unavailable``), so a client retries the read. With
 ``artifacts.s3.serve = "redirect"`` the image is verified the same way and answered with a
 307 to a presigned URL of the object (thumbnails are always made and served here).
+
+``DELETE /v1/artifacts/{id}`` is an addition (the original has no way to delete one): it
+removes the caller's own artifact — image, metadata sidecar and ownership record, on
+either backend — and answers 204; afterwards the artifact, its thumbnail and every link
+to it are 404. It acts only in the caller's own scope (the admin's ``?key=`` view is
+read-only).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from starlette.responses import Response
 from imagebridge.artifacts.s3_store import S3ArtifactStore
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import canonical_uuid
+from imagebridge.server.context import request_context
 from imagebridge.server.errors import HttpError
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter
 from imagebridge.server.query import integer_parameter, strict_query
@@ -33,6 +40,7 @@ router = protected_router(tags=["artifacts"])
 DEFAULT_THUMBNAIL_EDGE = 384
 _EDGE_MESSAGE = "thumbnail edge must be between 32 and 2048 pixels"
 _INVALID_QUERY = "artifact query parameters are invalid"
+_NOT_FOUND_MESSAGE = "artifact was not found or is invalid"
 _CACHE = "private, max-age=31536000, immutable"
 REDIRECT_TTL_SECS = 300
 """How long the presigned URL of a redirect is valid: it is followed at once."""
@@ -104,6 +112,25 @@ async def get_artifact(id: str, request: Request) -> Response:
         media_type=content.info.format.media_type,
         headers=_headers(content.info.sha256, content.basename),
     )
+
+
+@router.delete(
+    "/v1/artifacts/{id}",
+    operation_id="deleteImageArtifact",
+    status_code=204,
+    response_class=Response,
+    responses={204: {"description": "Artifact deleted"}, **ERROR_RESPONSES},
+)
+async def delete_artifact(id: str, request: Request) -> Response:
+    strict_query(request, (), _INVALID_QUERY)
+    owner = request_context(request).owner
+    try:
+        await bridge_state(request).application.backend.delete(id, owner)
+    except BridgeError as error:
+        if error.retryable or error.message == _NOT_FOUND_MESSAGE:
+            read_failed(error)
+        raise  # a store that refused the removal: its own error (a storage fault, 5xx)
+    return Response(status_code=204)
 
 
 def _edge(raw: str | None) -> int:

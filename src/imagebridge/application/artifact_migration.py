@@ -1,11 +1,16 @@
-"""Moving artifacts from the filesystem store into the S3 one, and checking a store.
+"""Moving artifacts between the filesystem store and the S3 one, and checking a store.
 
-``imagegen-bridge artifacts migrate --to s3`` and ``artifacts verify`` run these. A
+``imagegen-bridge artifacts migrate --to s3|filesystem`` and ``artifacts verify`` run
+these. A
 migration copies every artifact the filesystem store vouches for (its marker is valid and
 its bytes match the recorded SHA-256) into the bucket under the same id, name, owner and
 creation time, with its sidecar, reads the copy back and verifies it. It is resumable: an
 artifact already in the bucket with the same hash is counted and skipped, so an
 interrupted run is simply run again. The filesystem copy is never changed or removed.
+Back (``--to filesystem``) is the same in the other direction: every artifact the bucket
+vouches for is published into ``artifacts.root`` under its own id, name, owner and time
+(never over an existing file), its sidecar attached, read back and verified; the bucket
+is left as it was.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ __all__ = [
     "MigrationReport",
     "VerifyReport",
     "filesystem_markers",
+    "migrate_to_filesystem",
     "migrate_to_s3",
     "verify_filesystem",
 ]
@@ -103,6 +109,54 @@ async def migrate_to_s3(
             except BridgeError as error:
                 if error.retryable:
                     raise  # the store is away: stop; a rerun resumes here
+                report.failed.append(marker.id)
+                continue
+            if copied:
+                report.copied += 1
+            else:
+                report.already_present += 1
+        if progress is not None:
+            progress(done, len(markers))
+    return report
+
+
+async def migrate_to_filesystem(
+    source: S3ArtifactStore,
+    target: ArtifactStore,
+    *,
+    max_scan: int,
+    apply: bool,
+    progress: Progress | None = None,
+) -> MigrationReport:
+    """Copy (``apply``) or count what would be copied from the bucket, one at a time."""
+    markers, reached = await source.markers(max_scan)
+    report = MigrationReport(scanned=len(markers), scan_limit_reached=reached)
+    for done, marker in enumerate(markers, start=1):
+        if marker is None:
+            report.skipped += 1
+            continue
+        try:
+            content = await source.read(marker.id, None)
+            sidecar = (
+                await source.read_sidecar(marker.id, None)
+                if content.sidecar_name is not None
+                else None
+            )
+        except BridgeError as error:
+            if error.retryable:
+                raise  # the store is away: stop; a rerun resumes here
+            report.skipped += 1  # the bucket does not vouch for it: never copied
+            continue
+        if not apply:
+            report.copied += 1
+        else:
+            try:
+                copied = await asyncio.to_thread(
+                    target.import_artifact, marker, content.data, sidecar
+                )
+            except BridgeError as error:
+                if error.details.get("reason"):
+                    raise  # a storage fault (no space, I/O error): stop; a rerun resumes
                 report.failed.append(marker.id)
                 continue
             if copied:

@@ -412,6 +412,12 @@ class S3ArtifactStore:
             raise _artifact_error("the copied artifact does not verify")
         return True
 
+    async def markers(self, max_scan: int) -> tuple[list[Marker | None], bool]:
+        """Up to ``max_scan`` parsed markers in key order (``None`` for an invalid one),
+        and whether more exist: what a migration out of the bucket walks."""
+        listed, reached = await self._markers(max_scan)
+        return [marker for _marker_id, marker in listed], reached
+
     async def verify(self, max_scan: int) -> tuple[int, int, list[str], bool]:
         """Read back every artifact (up to ``max_scan``) against its recorded hashes:
         (scanned, verified, ids that fail, whether the scan limit was reached)."""

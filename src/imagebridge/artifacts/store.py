@@ -48,8 +48,10 @@ from imagebridge.artifacts.markers import (
     MAX_MARKER_BYTES,
     Marker,
     parse_marker,
+    valid_owner,
 )
 from imagebridge.artifacts.naming import (
+    is_safe_filename,
     is_safe_relative,
     suffixed_filename,
 )
@@ -674,6 +676,54 @@ class ArtifactStore:
                 "artifact metadata must be a bounded JSON object", maximum_bytes=MAX_SIDECAR_BYTES
             )
         return encoded
+
+    # -- moving in ---------------------------------------------------------------------------
+
+    def import_artifact(
+        self, marker: Marker, data: bytes, sidecar: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Store an artifact of another store under its own id, name, owner and time.
+
+        Published like any artifact (temp file, marker, no-clobber name), then its sidecar
+        attached and the copy read back. Resumable: an artifact already here with the same
+        SHA-256 and verified bytes is left alone (``False``; a sidecar a crash left out
+        is attached). A name already taken by another file is refused, never overwritten.
+        """
+        if hashlib.sha256(data).hexdigest() != marker.sha256:
+            raise _artifact_error("artifact bytes do not match their recorded SHA-256")
+        if not valid_owner(marker.effective_owner) or not is_safe_relative(marker.name):
+            raise _artifact_error("artifact identity is invalid")
+        info = inspect_image(data, self._limits)
+        directory, _, basename = marker.name.rpartition("/")
+        if not is_safe_filename(basename, info.format):
+            raise _artifact_error("artifact identity is invalid")
+        with self._root_fds() as (root_fd, own_fd):
+            existing = self._load_marker(own_fd, f"{marker.id}.json")
+            present = existing is not None
+            if existing is not None and (
+                existing.sha256 != marker.sha256 or self._verified(root_fd, existing) is None
+            ):
+                raise _artifact_error("another artifact with this id is already stored")
+            if existing is None:
+                dir_fd = self._publication_dir(root_fd, directory or None)
+                try:
+                    fresh = replace(marker, name="", sidecar_name=None, sidecar_sha256=None)
+                    self._link_new_file(dir_fd, own_fd, data, basename, 1, fresh, directory or None)
+                    try:
+                        _fs.fsync_dir(dir_fd)
+                    except OSError as exc:
+                        raise _write_error("could not sync the artifact directory", exc) from exc
+                finally:
+                    os.close(dir_fd)
+                existing = self._load_marker(own_fd, f"{marker.id}.json")
+        added = False
+        if sidecar is not None and (existing is None or existing.sidecar_name is None):
+            self.attach_metadata(marker.id, marker.name, sidecar)
+            added = True
+        copied = self.read(marker.id, None)
+        if copied.info.sha256 != marker.sha256:  # pragma: no cover - read verifies it
+            raise _artifact_error("the copied artifact does not verify")
+        return not present or added
 
     # -- retention ---------------------------------------------------------------------------
 

@@ -154,32 +154,37 @@ def _s3_store(config: BridgeConfig) -> tuple[S3ObjectStore, S3ArtifactStore]:
 
 
 def artifacts_migrate(ctx: CliContext, *, to: str, dry_run: bool, force: bool) -> int:
-    """Copy every verified filesystem artifact into the ``[artifacts.s3]`` bucket."""
+    """Copy every verified artifact from one store into the other (``--to s3``: from
+    ``artifacts.root`` into the ``[artifacts.s3]`` bucket; ``--to filesystem``: back)."""
     _one_of(dry_run, force, "artifacts migrate")
-    if to != "s3":
-        raise CliUsageError("artifacts migrate: only --to s3 is supported (back is not built yet)")
+    if to not in ("s3", "filesystem"):
+        raise CliUsageError("artifacts migrate: --to must be s3 or filesystem")
     import asyncio
     from dataclasses import asdict
 
     from imagebridge.application import image_limits
-    from imagebridge.application.artifact_migration import migrate_to_s3
+    from imagebridge.application.artifact_migration import (
+        migrate_to_filesystem,
+        migrate_to_s3,
+    )
     from imagebridge.artifacts.store import ArtifactStore
 
     config = ctx.config()
-    source = ArtifactStore(config.artifacts.root, image_limits(config))
-    objects, target = _s3_store(config)
+    local = ArtifactStore(config.artifacts.root, image_limits(config))
+    objects, bucket = _s3_store(config)
+    max_scan = config.artifacts.retention.max_scan_entries
 
     def progress(done: int, total: int) -> None:
         ctx.output.status(f"artifacts migrate: {done}/{total}", done=done, total=total)
 
     async def run() -> MigrationReport:
         async with objects:
-            return await migrate_to_s3(
-                source,
-                target,
-                max_scan=config.artifacts.retention.max_scan_entries,
-                apply=force,
-                progress=progress,
+            if to == "s3":
+                return await migrate_to_s3(
+                    local, bucket, max_scan=max_scan, apply=force, progress=progress
+                )
+            return await migrate_to_filesystem(
+                bucket, local, max_scan=max_scan, apply=force, progress=progress
             )
 
     report = asyncio.run(run())

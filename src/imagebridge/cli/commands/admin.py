@@ -65,11 +65,11 @@ def _artifacts() -> typer.Typer:
     @group.command("migrate")
     def migrate(
         ctx: typer.Context,
-        to: Annotated[str, typer.Option("--to", metavar="s3", help="Target store.")],
+        to: Annotated[str, typer.Option("--to", metavar="s3|filesystem", help="Target store.")],
         dry_run: DryRunOpt = False,
         force: ForceOpt = False,
     ) -> int:
-        """Copy every verified artifact into [artifacts.s3] (resumable; verified by SHA-256)."""
+        """Copy every verified artifact into [artifacts.s3], or back (resumable; SHA-256)."""
         from imagebridge.cli.maintenance import artifacts_migrate
 
         return artifacts_migrate(cli_context(ctx), to=to, dry_run=dry_run, force=force)

@@ -52,6 +52,7 @@ from imagebridge.artifacts.store import (
 from imagebridge.artifacts.temp_sweep import DEFAULT_STALE_TEMP_SECS, check_grace
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine.crash_points import crash_point
 from imagebridge.imaging.ids import canonical_uuid
 from imagebridge.imaging.inspect import (
     MAX_THUMBNAIL_EDGE,
@@ -185,6 +186,7 @@ class S3ArtifactStore:
             await self.objects.put(image_key, data, content_type=info.format.media_type)
         except BridgeError as error:
             raise _write_fault(error) from error
+        crash_point("s3.image_uploaded")
         try:
             await self._put_marker(marker)
         except BaseException as exc:
@@ -344,6 +346,7 @@ class S3ArtifactStore:
             await self.objects.put(key, encoded, content_type="application/json")
         except BridgeError as error:
             raise _write_fault(error) from error
+        crash_point("s3.sidecar_uploaded")
         updated = marker.with_sidecar(sidecar_name, hashlib.sha256(encoded).hexdigest())
         try:
             await self._put_marker(updated)
@@ -467,6 +470,7 @@ class S3ArtifactStore:
         content = await self.read(artifact_id, owner)
         try:
             await self.objects.delete(f"{_OWNERSHIP}{content.id}.json")
+            crash_point("s3.marker_deleted")
             await self.objects.delete(_image_key(content.id, content.name))
             if content.sidecar_name is not None:
                 await self.objects.delete(_sidecar_key(content.id))

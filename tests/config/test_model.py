@@ -181,6 +181,8 @@ DEFAULTS: dict[str, Any] = {
     "server.keys.auth_failure_limit": 20,
     "server.keys.auth_failure_window_secs": 60,
     "server.keys.auth_failure_max_clients": 10_000,
+    "server.keys.slot_lease_secs": 30,
+    "server.keys.slot_poll_max_ms": 500,
     "accounts.directory": (DATA, "accounts"),
     "accounts.active": None,
     "accounts.refresh_margin_secs": 300,

@@ -18,7 +18,12 @@ __all__ = ["key_service_settings", "open_key_service"]
 
 def key_service_settings(config: BridgeConfig) -> KeyServiceSettings:
     keys = config.server.keys
-    return KeyServiceSettings(time_zone=keys.time_zone, max_keys=keys.max_keys)
+    return KeyServiceSettings(
+        time_zone=keys.time_zone,
+        max_keys=keys.max_keys,
+        slot_lease_secs=keys.slot_lease_secs,
+        slot_poll_max_ms=keys.slot_poll_max_ms,
+    )
 
 
 async def open_key_service(config: BridgeConfig, env: Mapping[str, str]) -> KeyService:

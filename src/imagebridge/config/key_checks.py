@@ -21,6 +21,8 @@ def check_keys(config: BridgeConfig, report: Report) -> None:
         "auth_failure_limit",
         "auth_failure_window_secs",
         "auth_failure_max_clients",
+        "slot_lease_secs",
+        "slot_poll_max_ms",
     ):
         if getattr(keys, field) == 0:
             report(f"server.keys.{field}", "out_of_range", "limit must be greater than zero")

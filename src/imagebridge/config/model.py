@@ -740,6 +740,13 @@ class KeySettings(_Section):
     auth_failure_window_secs: U64 = 60
     auth_failure_max_clients: U64 = 10_000
     """Client addresses whose failures are tracked at once (the oldest is forgotten)."""
+    slot_lease_secs: U64 = 30
+    """How long a request's ``max_concurrent`` slot (held in the database, shared by every
+    instance) outlives its instance: a running instance renews its slots every third of
+    this; a killed one's come back to the key this long after its last renewal."""
+    slot_poll_max_ms: U64 = 500
+    """Longest pause between two tries of a request waiting for a ``max_concurrent`` slot
+    held on another instance (tries back off from 20 ms to this, within the deadline)."""
 
 
 class ServerSettings(_Section):

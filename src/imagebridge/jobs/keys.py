@@ -5,19 +5,31 @@ cached: every request looks its key up (one indexed read) and every reservation 
 conditional statement in the database, so a revocation, an expiry or a spent quota takes
 effect at once on every instance.
 
-The life of a request on a key: :meth:`KeyService.slot` (wait, within the request's
-deadline, while the key is at ``max_concurrent`` on this instance), :meth:`reserve` (``n``
+The life of a request on a key: :meth:`KeyService.acquire_slot` (wait, within the
+request's deadline, while the key is at ``max_concurrent`` — counted in the database, so on
+every instance together), :meth:`reserve` (``n``
 images on every window, or 429 ``rate_limited`` with ``Retry-After`` at the window's reset,
 before anything is sent upstream), the provider call, then :meth:`settle`: images not
 delivered are given back, unless the outcome is unknown (the upstream call may have run and
-been billed: the reservation is kept), and the outcome is added to the key's usage.
+been billed: the reservation is kept), and the outcome is added to the key's usage, and
+:meth:`release_slot`.
+
+A slot is a lease in the database: this service renews the leases it holds every third
+of ``slot_lease_secs``; a killed instance's leases expire and are reclaimed by the next
+request that finds the key full. A waiting request retries with a backoff (20 ms up to
+``slot_poll_max_ms``) and at once when a slot is given back on this instance.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import hmac
+import logging
+import os
+import secrets
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +55,7 @@ __all__ = [
     "KEY_SCOPE_PREFIX",
     "KeyService",
     "KeyServiceSettings",
+    "KeySlot",
     "Reservation",
     "account_shares",
     "key_id_of_scope",
@@ -56,6 +69,8 @@ __all__ = [
 KEY_SCOPE_PREFIX = "key:"
 """Ownership scope of a key's jobs, artifacts and presets: ``key:<key id>``."""
 _DUMMY_HASH = "0" * 64
+_FIRST_POLL_S = 0.02
+logger = logging.getLogger(__name__)
 
 
 def key_scope(key_id: str) -> str:
@@ -72,6 +87,16 @@ class KeyServiceSettings:
 
     time_zone: str = "UTC"
     max_keys: int = 1_000
+    slot_lease_secs: int = 30
+    slot_poll_max_ms: int = 500
+
+
+@dataclass(frozen=True, slots=True)
+class KeySlot:
+    """One of a key's ``max_concurrent`` slots, held by this instance (a lease row)."""
+
+    key_id: str
+    slot_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +121,6 @@ def remaining_images(record: KeyRecord, windows: Windows) -> dict[str, tuple[int
 
 
 @dataclass
-class _Slots:
-    limit: int
-    semaphore: asyncio.Semaphore
-
-
-@dataclass
 class KeyService:
     """Keys, quotas and usage over one :class:`KeyStore` (see the module docstring)."""
 
@@ -110,7 +129,13 @@ class KeyService:
     clock: Callable[[], float] = time.time
     observer: Callable[[KeyRecord, KeyUsage], None] | None = None
     """Told every settled outcome (the server's per-key Prometheus counters)."""
-    _slots: dict[str, _Slots] = field(default_factory=dict)
+    holder: str = field(
+        default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    )
+    """This instance's name on its slot leases (diagnostics only)."""
+    _held: dict[str, str] = field(default_factory=dict)
+    _heartbeat: asyncio.Task[None] | None = None
+    _released: asyncio.Event | None = None
 
     def __post_init__(self) -> None:
         self._zone = zone(self.settings.time_zone)
@@ -134,17 +159,103 @@ class KeyService:
 
     # -- quotas ------------------------------------------------------------------------
 
-    def slot(self, record: KeyRecord) -> asyncio.Semaphore | None:
-        """This instance's gate for the key's ``max_concurrent`` (``None``: unlimited)."""
-        limit = record.limits.max_concurrent
-        if limit is None:
-            self._slots.pop(record.id, None)
+    async def acquire_slot(self, record: KeyRecord, wait_s: float) -> KeySlot | None:
+        """One of the key's ``max_concurrent`` slots, waiting up to ``wait_s`` for one
+        (``None``: the key has no such limit). Past the wait: 429 ``rate_limited``
+        (``details.reason = "key_concurrency"``), nothing held."""
+        if record.limits.max_concurrent is None:
             return None
-        slots = self._slots.get(record.id)
-        if slots is None or slots.limit != limit:
-            slots = _Slots(limit, asyncio.Semaphore(limit))
-            self._slots[record.id] = slots
-        return slots.semaphore
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, wait_s)
+        delay = _FIRST_POLL_S
+        poll_max = max(_FIRST_POLL_S, self.settings.slot_poll_max_ms / 1000)
+        slot = KeySlot(record.id, "slot_" + secrets.token_hex(8))
+        while True:
+            released = self._release_event()
+            if await self._try_slot(slot):
+                self._held[slot.slot_id] = slot.key_id
+                self._keep_renewing()
+                return slot
+            left = deadline - loop.time()
+            if left <= 0:
+                raise BridgeError(
+                    ErrorCode.RATE_LIMITED,
+                    "API key is at its max_concurrent requests",
+                    retryable=True,
+                    details={"reason": "key_concurrency", "retry_after_ms": 1000},
+                )
+            with contextlib.suppress(TimeoutError):  # a local release wakes us at once
+                await asyncio.wait_for(released.wait(), min(delay, left))
+            delay = min(delay * 2, poll_max)
+
+    async def release_slot(self, slot: KeySlot) -> None:
+        """Give the slot back (a store failure leaves its lease to expire, then reclaimed)."""
+        self._held.pop(slot.slot_id, None)
+        try:
+            await asyncio.shield(self.store.release_slot(slot.key_id, slot.slot_id))
+        except BridgeError as error:
+            logger.warning(
+                "could not give back an API key's concurrency slot; its lease will expire",
+                extra={"code": error.code.value},
+            )
+        finally:
+            event, self._released = self._released, None
+            if event is not None:
+                event.set()
+
+    async def aclose(self) -> None:
+        """Stop renewing leases (the ones still held expire) and close the store."""
+        task, self._heartbeat = self._heartbeat, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.store.close()
+
+    def _release_event(self) -> asyncio.Event:
+        if self._released is None:
+            self._released = asyncio.Event()
+        return self._released
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    async def _try_slot(self, slot: KeySlot) -> bool:
+        """One conditional take; when the key is full, its expired leases are reclaimed
+        first and the take is tried once more."""
+        now = self._now_ms()
+        expires = now + self.settings.slot_lease_secs * 1000
+
+        async def take() -> bool:
+            return await self.store.acquire_slot(
+                slot.key_id, slot.slot_id, holder=self.holder, now_ms=now, expires_ms=expires
+            )
+
+        if await take():
+            return True
+        if await self.store.reclaim_slots(slot.key_id, now_ms=now) == 0:
+            return False
+        return await take()
+
+    def _keep_renewing(self) -> None:
+        if self._heartbeat is None or self._heartbeat.done():
+            self._heartbeat = asyncio.create_task(self._renew_while_held())
+
+    async def _renew_while_held(self) -> None:
+        """The leases' heartbeat: runs while this instance holds slots."""
+        interval = max(0.05, self.settings.slot_lease_secs / 3)
+        while self._held:
+            await asyncio.sleep(interval)
+            if not self._held:
+                return
+            expires = self._now_ms() + self.settings.slot_lease_secs * 1000
+            try:
+                await self.store.renew_slots(list(self._held), expires_ms=expires)
+            except BridgeError as error:
+                logger.warning(
+                    "could not renew API key concurrency slots",
+                    extra={"code": error.code.value},
+                )
 
     def check_provider(self, record: KeyRecord, provider: str) -> None:
         allowed = record.limits.providers

@@ -214,7 +214,7 @@ async def _close(state: BridgeState, engine: Application) -> None:
             grace_s = state.drain.remaining(shutdown_grace_seconds(state.config))
             await services.aclose(grace_s)
         if keys is not None:
-            await keys.store.close()
+            await keys.aclose()
     finally:
         try:
             await engine.aclose()

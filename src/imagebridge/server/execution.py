@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.types import Receive
 
-from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
@@ -194,18 +194,8 @@ async def _run_on_key(
     keys.check_provider(key, provider)
     for route in image_request.routing.fallbacks:
         keys.check_provider(key, route.provider)
-    slot = keys.slot(key)
-    if slot is not None:
-        wait_s = (image_request.timeout_ms or state.runtime.settings.default_timeout_ms) / 1000
-        try:
-            await asyncio.wait_for(slot.acquire(), wait_s)
-        except TimeoutError:
-            raise BridgeError(
-                ErrorCode.RATE_LIMITED,
-                "API key is at its max_concurrent requests",
-                retryable=True,
-                details={"reason": "key_concurrency", "retry_after_ms": 1000},
-            ) from None
+    wait_s = (image_request.timeout_ms or state.runtime.settings.default_timeout_ms) / 1000
+    slot = await keys.acquire_slot(key, wait_s)
     try:
         try:
             reservation = await keys.reserve(key, image_request.parameters.n)
@@ -242,7 +232,7 @@ async def _run_on_key(
         return response
     finally:
         if slot is not None:
-            slot.release()
+            await keys.release_slot(slot)
 
 
 async def _settle(

@@ -11,6 +11,14 @@ The quota reservation is one conditional ``UPDATE … RETURNING`` on the key's r
 the key is live and that every window has room *and* adds the images, atomically in the
 database, so reservations are exact under concurrency and across instances (PostgreSQL
 re-checks the ``WHERE`` on the newest row version; SQLite has one writer).
+
+A key's ``max_concurrent`` is held the same way: the key's row counts the requests in
+flight on every instance (``in_flight``), and a slot is taken by one conditional
+``UPDATE … WHERE in_flight < max_concurrent``, in the transaction that records the slot as
+a lease row (``api_key_slots``: its holder and expiry). A running instance renews its
+leases; a killed one's expire, and the next request finding the key full reclaims them
+(each lease deleted and the count lowered in one transaction, so a slot is never given
+back twice).
 """
 
 from __future__ import annotations
@@ -37,12 +45,17 @@ from imagebridge.storage.rules.keys import (
 )
 from imagebridge.storage.rules.values import valid_identifier
 
-__all__ = ["MAX_LISTED_ROWS", "KeyStoreBase", "Statement"]
+__all__ = ["MAX_LISTED_ROWS", "MAX_RECLAIMED_SLOTS", "KeyStoreBase", "Statement"]
 
 Statement = tuple[str, Mapping[str, Any]]
 
 MAX_LISTED_ROWS = 10_000
 """Most rows one usage or audit listing returns."""
+
+MAX_RECLAIMED_SLOTS = 100
+"""Most expired slot leases one reclaim gives back (the next one takes the rest)."""
+
+_RENEW_BATCH = 100
 
 _KEY_COLUMNS = (
     "id, name, prefix, created_at, updated_at, revoked_at, expires_at, images_per_day, "
@@ -113,6 +126,7 @@ class KeyStoreBase:
     _keys = "api_keys"
     _usage = "api_key_usage"
     _audit = "api_key_audit"
+    _slots = "api_key_slots"
 
     async def _script(self, statements: Sequence[Statement]) -> list[dict[str, Any]]:
         raise NotImplementedError
@@ -306,6 +320,96 @@ class KeyStoreBase:
         )
         rows = await self._script([(sql, {"id": key_id, "n": n, **windows.params()})])
         return _record(rows[0]) if rows else None
+
+    async def acquire_slot(
+        self, key_id: str, slot_id: str, *, holder: str, now_ms: int, expires_ms: int
+    ) -> bool:
+        """Take one of the key's ``max_concurrent`` slots (ONE conditional statement on the
+        key's row) and record its lease; ``False`` when every slot is taken."""
+        check_key_id(key_id)
+        rows = await self._script(
+            [
+                (
+                    f"UPDATE {self._keys} SET in_flight = in_flight + 1 WHERE id = :id "  # noqa: S608
+                    "AND max_concurrent IS NOT NULL AND in_flight < max_concurrent "
+                    "RETURNING in_flight",
+                    {"id": key_id},
+                ),
+                (
+                    f"INSERT INTO {self._slots} (id, key_id, holder, acquired_at, expires_at) "  # noqa: S608
+                    "VALUES (:slot, :id, :holder, :now, :expires)",
+                    {
+                        "slot": slot_id,
+                        "id": key_id,
+                        "holder": holder[:128],
+                        "now": now_ms,
+                        "expires": expires_ms,
+                    },
+                ),
+            ]
+        )
+        return bool(rows)
+
+    async def release_slot(self, key_id: str, slot_id: str) -> bool:
+        """Give a slot back; ``False`` when its lease was already gone (reclaimed)."""
+        rows = await self._script(self._drop_slot(key_id, slot_id, None))
+        return bool(rows)
+
+    async def renew_slots(self, slot_ids: Sequence[str], *, expires_ms: int) -> int:
+        """Move the expiry of these leases (an instance's heartbeat); how many were renewed."""
+        renewed = 0
+        for start in range(0, len(slot_ids), _RENEW_BATCH):
+            batch = slot_ids[start : start + _RENEW_BATCH]
+            names = {f"s{i}": slot for i, slot in enumerate(batch)}
+            placeholders = ", ".join(f":{name}" for name in names)
+            rows = await self._script(
+                [
+                    (
+                        f"UPDATE {self._slots} SET expires_at = :expires "  # noqa: S608
+                        f"WHERE id IN ({placeholders}) RETURNING id",
+                        {"expires": expires_ms, **names},
+                    )
+                ]
+            )
+            renewed += len(rows)
+        return renewed
+
+    async def reclaim_slots(self, key_id: str, *, now_ms: int) -> int:
+        """Give back the key's slots whose lease expired (their instance stopped renewing);
+        how many came back."""
+        check_key_id(key_id)
+        rows = await self._script(
+            [
+                (
+                    f"SELECT id FROM {self._slots} WHERE key_id = :id "  # noqa: S608
+                    "AND expires_at <= :now ORDER BY expires_at LIMIT :limit",
+                    {"id": key_id, "now": now_ms, "limit": MAX_RECLAIMED_SLOTS},
+                )
+            ]
+        )
+        reclaimed = 0
+        for row in rows:
+            if await self._script(self._drop_slot(key_id, str(row["id"]), now_ms)):
+                reclaimed += 1
+        return reclaimed
+
+    def _drop_slot(
+        self, key_id: str, slot_id: str, expired_by: int | None
+    ) -> builtins.list[Statement]:
+        """Delete a lease (only an expired one with ``expired_by``) and, in the same
+        transaction and only if it was there, lower the key's count."""
+        condition = " AND expires_at <= :now" if expired_by is not None else ""
+        return [
+            (
+                f"DELETE FROM {self._slots} WHERE id = :slot{condition} RETURNING id",  # noqa: S608
+                {"slot": slot_id, "now": expired_by},
+            ),
+            (
+                f"UPDATE {self._keys} SET in_flight = CASE WHEN in_flight > 0 "  # noqa: S608
+                "THEN in_flight - 1 ELSE 0 END WHERE id = :id",
+                {"id": key_id},
+            ),
+        ]
 
     async def record_usage(self, usage: KeyUsage) -> None:
         """Add one outcome's counts to the key's row for that day, provider and account."""

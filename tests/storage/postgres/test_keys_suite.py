@@ -12,8 +12,10 @@ import pytest
 from tests.storage.sqlite import test_keys as sqlite_suite
 from tests.storage.sqlite.test_keys import (  # noqa: F401 - collected here against PostgreSQL
     path,
+    test_concurrency_slots_are_counted_in_the_database,
     test_concurrent_reservations_on_two_connections_are_exact,
     test_duplicate_name_and_bad_limits_are_refused,
+    test_expired_slot_leases_are_reclaimed_once,
     test_release_gives_back_only_to_its_own_period,
     test_reservation_stops_at_every_window_and_resets_with_the_period,
     test_revoked_or_expired_keys_reserve_nothing,

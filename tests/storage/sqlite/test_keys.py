@@ -222,3 +222,69 @@ async def test_usage_adds_up_per_day_provider_and_account(path: Path) -> None:
         assert await store.usage(provider="nope") == []
     finally:
         await store.close()
+
+
+async def test_concurrency_slots_are_counted_in_the_database(path: Path) -> None:
+    first = await SqliteKeyStore.open(path)
+    second = await SqliteKeyStore.open(path)
+    try:
+        key_id, _ = await _create(first, "pair", KeyLimits(max_concurrent=3))
+        unlimited, _ = await _create(first, "free", KeyLimits())
+        lease = {"holder": "test", "now_ms": 1_000, "expires_ms": 60_000}
+        stores = [first, second] * 10
+        taken = await asyncio.gather(
+            *(s.acquire_slot(key_id, f"slot-{n}", **lease) for n, s in enumerate(stores))
+        )
+        assert sum(taken) == 3  # exact across two connections (two instances)
+        held = [f"slot-{n}" for n, ok in enumerate(taken) if ok]
+        # No limit: no slot is ever taken (the caller does not ask for one).
+        assert not await first.acquire_slot(unlimited, "other", **lease)
+        assert await second.release_slot(key_id, held[0])
+        assert not await second.release_slot(key_id, held[0])  # given back once only
+        assert await first.acquire_slot(key_id, "again", **lease)
+        assert not await first.acquire_slot(key_id, "one-more", **lease)
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_expired_slot_leases_are_reclaimed_once(path: Path) -> None:
+    async with await SqliteKeyStore.open(path) as store:
+        key_id, _ = await _create(store, "lease", KeyLimits(max_concurrent=2))
+        for slot, expires in (("renewed", 5_000), ("dead", 5_000)):
+            assert await store.acquire_slot(
+                key_id, slot, holder="gone", now_ms=1_000, expires_ms=expires
+            )
+        assert await store.renew_slots(["renewed", "unknown"], expires_ms=20_000) == 1
+        assert await store.reclaim_slots(key_id, now_ms=4_999) == 0  # not expired yet
+        assert not await store.acquire_slot(
+            key_id, "new", holder="me", now_ms=4_999, expires_ms=9_000
+        )
+        assert await store.reclaim_slots(key_id, now_ms=5_000) == 1  # "dead", not "renewed"
+        assert await store.reclaim_slots(key_id, now_ms=5_000) == 0
+        assert not await store.release_slot(key_id, "dead")  # its count went back already
+        assert await store.acquire_slot(key_id, "new", holder="me", now_ms=5_000, expires_ms=9_000)
+        assert not await store.acquire_slot(
+            key_id, "third", holder="me", now_ms=5_000, expires_ms=9_000
+        )
+
+
+async def test_a_key_table_without_slots_is_migrated(path: Path) -> None:
+    from imagebridge.storage.lifecycle import KEY_STORE
+    from imagebridge.storage.sqlite.database import Schema, SqliteDatabase
+    from imagebridge.storage.sqlite.keys import KEY_SCHEMA
+
+    old = Schema(KEY_SCHEMA.migrations_table, KEY_SCHEMA.migrations[:1])
+    database = await SqliteDatabase.open(path, schema=old, code=KEY_STORE.code, label="keys")
+    await database.run(
+        lambda conn: conn.execute(
+            "INSERT INTO api_keys (id, name, prefix, secret_hash, created_at, updated_at, "
+            "max_concurrent) VALUES ('key_old', 'old', 'ibk_x', 'h', 1, 1, 1)"
+        )
+    )
+    await database.close()
+    async with await SqliteKeyStore.open(path) as store:
+        assert (await store.get("key_old")).limits.max_concurrent == 1
+        lease = {"holder": "me", "now_ms": 1, "expires_ms": 2}
+        assert await store.acquire_slot("key_old", "a", **lease)
+        assert not await store.acquire_slot("key_old", "b", **lease)

@@ -29,7 +29,7 @@ from imagebridge.storage.postgres.database import (
 
 __all__ = ["KEY_PG_SCHEMA", "PostgresKeyStore"]
 
-_NAMED = re.compile(r"(?<![:\w]):([a-z_]+)")
+_NAMED = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 
 
 def _pg(sql: str) -> str:
@@ -69,7 +69,28 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
     )
 
 
-KEY_PG_SCHEMA = PgSchema(component="keys", migrations=(PgMigration(1, _migrate_v1),))
+async def _migrate_v2(conn: Connection, schema: str, recorded: bool) -> None:
+    """``max_concurrent`` held in the database: the key's count of requests in flight on
+    every instance, and a lease row per slot (so a killed instance's slots come back)."""
+    quoted = quote_schema(schema)
+    await conn.execute(
+        f"ALTER TABLE {quoted}.api_keys ADD COLUMN IF NOT EXISTS in_flight bigint NOT NULL "
+        "DEFAULT 0"
+    )
+    await conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {quoted}.api_key_slots ("
+        'id text COLLATE "C" PRIMARY KEY, key_id text COLLATE "C" NOT NULL, '
+        "holder text NOT NULL, acquired_at bigint NOT NULL, expires_at bigint NOT NULL)"
+    )
+    await conn.execute(
+        "CREATE INDEX IF NOT EXISTS api_key_slots_key "
+        f"ON {quoted}.api_key_slots (key_id, expires_at)"
+    )
+
+
+KEY_PG_SCHEMA = PgSchema(
+    component="keys", migrations=(PgMigration(1, _migrate_v1), PgMigration(2, _migrate_v2))
+)
 
 
 class PostgresKeyStore(KeyStoreBase, StoreLifecycle[PostgresDatabase]):
@@ -80,6 +101,7 @@ class PostgresKeyStore(KeyStoreBase, StoreLifecycle[PostgresDatabase]):
         self._keys = database.table("api_keys")
         self._usage = database.table("api_key_usage")
         self._audit = database.table("api_key_audit")
+        self._slots = database.table("api_key_slots")
 
     @classmethod
     async def open(

@@ -48,8 +48,25 @@ def _migrate_v1(conn: sqlite3.Connection, recorded: bool) -> None:
     )
 
 
+def _migrate_v2(conn: sqlite3.Connection, recorded: bool) -> None:
+    """``max_concurrent`` held in the database: the key's count of requests in flight on
+    every instance, and a lease row per slot (so a killed instance's slots come back)."""
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(api_keys)")}
+    if "in_flight" not in columns:
+        conn.execute("ALTER TABLE api_keys ADD COLUMN in_flight INTEGER NOT NULL DEFAULT 0")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS api_key_slots ("
+        "id TEXT PRIMARY KEY, key_id TEXT NOT NULL, holder TEXT NOT NULL, "
+        "acquired_at INTEGER NOT NULL, expires_at INTEGER NOT NULL)"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS api_key_slots_key ON api_key_slots (key_id, expires_at)"
+    )
+
+
 KEY_SCHEMA = Schema(
-    migrations_table="key_schema_migrations", migrations=(Migration(1, _migrate_v1),)
+    migrations_table="key_schema_migrations",
+    migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2)),
 )
 
 

@@ -1,0 +1,41 @@
+"""PostgreSQL key store: a schema of version 1 (before slots) is migrated in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from imagebridge.storage import PostgresKeyStore
+from imagebridge.storage.lifecycle import KEY_STORE
+from imagebridge.storage.postgres.database import PgSchema, PostgresDatabase
+from imagebridge.storage.postgres.keys import KEY_PG_SCHEMA
+
+pytestmark = pytest.mark.postgres
+
+
+async def test_a_key_table_without_slots_is_migrated(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    old = PgSchema(KEY_PG_SCHEMA.component, KEY_PG_SCHEMA.migrations[:1])
+    database = await PostgresDatabase.open(
+        postgres_url, schema=postgres_schema, pg_schema=old, code=KEY_STORE.code, label="keys"
+    )
+    table = database.table("api_keys")
+
+    async def insert(conn: Any) -> None:
+        await conn.execute(
+            f"INSERT INTO {table} (id, name, prefix, secret_hash, created_at, updated_at, "  # noqa: S608
+            "max_concurrent) VALUES ('key_old', 'old', 'ibk_x', 'h', 1, 1, 1)"
+        )
+
+    await database.run(insert)
+    await database.close()
+    store = await PostgresKeyStore.open(postgres_url, schema=postgres_schema)
+    try:
+        assert (await store.get("key_old")).limits.max_concurrent == 1
+        lease = {"holder": "me", "now_ms": 1, "expires_ms": 2}
+        assert await store.acquire_slot("key_old", "a", **lease)
+        assert not await store.acquire_slot("key_old", "b", **lease)
+    finally:
+        await store.close()

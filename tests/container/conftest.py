@@ -21,12 +21,16 @@ from pathlib import Path
 import pytest
 
 from imagebridge import __version__
+from tests.container import docker as docker_engine
+from tests.container.docker import Docker, serve_folder
 from tests.container.podman import ROOT, Podman, missing_prerequisites, prepared
 
 IMAGE = "localhost/imagebridge:ci"
 PYTHON_BASE = "localhost/imagebridge-ci/python-base:latest"
 POSTGRES_BASE = "localhost/imagebridge-ci/postgres-base:latest"
 POSTGRES_IMAGE = "localhost/imagebridge-ci/postgres:15"
+DOCKER_IMAGE = "imagebridge:ci"
+DOCKER_PYTHON_BASE = "imagebridge-ci/python-base:latest"
 # Planted into the build context and used as the running container's token: it must never
 # be found in a layer of the image or of the container.
 CANARY = "canary-3f9d0c5e7a1b4e28-secret"
@@ -146,3 +150,54 @@ def postgres_image(podman: Podman, request: pytest.FixtureRequest) -> str:
         f"PostgreSQL stand-in imported and built in {time.monotonic() - started:.1f} s",
     )
     return POSTGRES_IMAGE
+
+
+@dataclass(frozen=True)
+class DockerImage:
+    docker: Docker
+    name: str
+
+
+@pytest.fixture(scope="session")
+def docker() -> Iterator[Docker]:
+    """A private dockerd (tests/container/docker.py), started once and removed at the end."""
+    reason = docker_engine.missing_prerequisites()
+    if reason:
+        pytest.skip(reason)
+    engine = Docker.start(Path(tempfile.mkdtemp(prefix="imagebridge-docker-")))
+    try:
+        engine.run("import", prepared()["python_base"], DOCKER_PYTHON_BASE, timeout=300)
+        yield engine
+    finally:
+        engine.destroy()
+
+
+@pytest.fixture(scope="session")
+def docker_image(docker: Docker, request: pytest.FixtureRequest) -> DockerImage:
+    """The image built by ``docker build`` (classic builder) from the same planted context.
+
+    Docker reads ``.dockerignore`` where podman reads ``.containerignore``; the wheelhouse
+    reaches pip over 127.0.0.1 (``--network=host`` is the loopback-only namespace).
+    """
+    context = _build_context(Path(tempfile.mkdtemp(prefix="ctx-", dir=docker.work)))
+    started = time.monotonic()
+    with serve_folder(Path(prepared()["wheelhouse"])) as wheelhouse:
+        docker.run(
+            "build",
+            "--network=host",
+            f"--build-arg=WHEELHOUSE={wheelhouse}",
+            f"--build-arg=BASE_IMAGE={DOCKER_PYTHON_BASE}",
+            f"--build-arg=VERSION={__version__}",
+            "--file", str(context / "Containerfile"),
+            "--tag", DOCKER_IMAGE,
+            str(context),
+            timeout=900,
+        )  # fmt: skip
+    build_secs = time.monotonic() - started
+    size = int(docker.run("image", "inspect", "--format", "{{.Size}}", DOCKER_IMAGE).stdout)
+    _report(
+        request.config,
+        f"bridge image built by docker build (classic builder) in {build_secs:.1f} s: "
+        f"{size / 1e6:.0f} MB",
+    )
+    return DockerImage(docker, DOCKER_IMAGE)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -159,9 +159,15 @@ class Podman:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-def layer_dirs(podman: Podman, *inspect_args: str) -> list[Path]:
+class Inspects(Protocol):
+    """An engine whose ``inspect`` reads podman's or Docker's JSON (the same overlay fields)."""
+
+    def inspect(self, *args: str) -> Any: ...
+
+
+def layer_dirs(engine: Inspects, *inspect_args: str) -> list[Path]:
     """The overlay directories of an image's layers, or of a container's own writable layer."""
-    data = podman.inspect(*inspect_args)["GraphDriver"]["Data"]
+    data = engine.inspect(*inspect_args)["GraphDriver"]["Data"]
     if inspect_args[0] == "container":
         return [Path(data["UpperDir"])]
     lower = [Path(d) for d in data.get("LowerDir", "").split(":") if d]

@@ -76,7 +76,7 @@ def test_presigned_url_mode_needs_the_s3_backend() -> None:
         ({"connect_timeout_ms": 0}, ("artifacts.s3.connect_timeout_ms", "out_of_range")),
         ({"read_timeout_ms": 600_001}, ("artifacts.s3.read_timeout_ms", "out_of_range")),
         ({"max_attempts": 0}, ("artifacts.s3.max_attempts", "out_of_range")),
-        ({"stale_upload_secs": 599}, ("artifacts.s3.stale_upload_secs", "out_of_range")),
+        ({"stale_upload_secs": 59}, ("artifacts.s3.stale_upload_secs", "out_of_range")),
     ],
 )
 def test_each_rule_reports_its_issue(settings: dict[str, Any], expected: tuple[str, str]) -> None:
@@ -95,7 +95,7 @@ def test_each_rule_reports_its_issue(settings: dict[str, Any], expected: tuple[s
             "secret_access_key_env": "S3_SECRET",
             "session_token_env": "S3_TOKEN",
         },
-        {"part_size_bytes": 5 * 1024 * 1024, "stale_upload_secs": 600, "max_attempts": 10},
+        {"part_size_bytes": 5 * 1024 * 1024, "stale_upload_secs": 60, "max_attempts": 10},
     ],
 )
 def test_valid_settings_report_nothing(settings: dict[str, Any]) -> None:

@@ -11,14 +11,18 @@ incomplete is served (the image nobody owns is 404, the deleted artifact stays d
 the artifact whose sidecar never got recorded is served whole without one), and once the
 objects are older than the grace the server's own repair has removed every object no
 record names: the bucket holds exactly the complete artifacts. Then the next request
-succeeds. (The abort of a multipart upload a killed process left is tested at the object
-layer, tests/artifacts/test_s3.py: its grace, ``artifacts.s3.stale_upload_secs``, is at
-least 10 minutes.)
+succeeds. A kill during a multipart upload (an image larger than the 5 MiB part, killed
+after its first part, ``s3.part_uploaded``) leaves an incomplete upload that is never an
+object, and the server's repair aborts it once older than ``artifacts.s3.stale_upload_secs``
+(here its shortest, 60 s).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +30,7 @@ from typing import Any
 
 import httpx
 import pytest
+from PIL import Image
 
 from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
 from imagebridge.engine.crash_points import CRASH_ENV
@@ -34,6 +39,7 @@ from tests.support.s3 import S3Server
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(420)]
 
+PART = 5 * 1024 * 1024  # the smallest artifacts.s3.part_size_bytes
 GRACE_S = 60  # the smallest artifacts.retention.stale_temp_secs and repair_interval_secs
 IMAGE: dict[str, Any] = {
     "operation": "generate",
@@ -47,21 +53,48 @@ SIDECAR: dict[str, Any] = {
 }
 
 
+def _settings(server: S3Server, prefix: str) -> S3Settings:
+    return S3Settings(
+        bucket=server.bucket,
+        endpoint=server.endpoint,
+        region=server.region,
+        key_prefix=prefix,
+        addressing_style="path",
+        credentials=S3Credentials(server.access_key_id, server.secret_access_key),
+        max_attempts=1,
+    )
+
+
 def _listing(server: S3Server, prefix: str) -> list[str]:
     async def listed() -> list[str]:
-        settings = S3Settings(
-            bucket=server.bucket,
-            endpoint=server.endpoint,
-            region=server.region,
-            key_prefix=prefix,
-            addressing_style="path",
-            credentials=S3Credentials(server.access_key_id, server.secret_access_key),
-            max_attempts=1,
-        )
-        async with S3ObjectStore(settings) as objects:
+        async with S3ObjectStore(_settings(server, prefix)) as objects:
             return sorted(item.key for item in await objects.list_objects("", limit=1000))
 
     return asyncio.run(listed())
+
+
+def _uploads(server: S3Server, prefix: str) -> list[str]:
+    async def listed() -> list[str]:
+        async with S3ObjectStore(_settings(server, prefix)) as objects:
+            return [upload.key for upload in await objects.incomplete_uploads(limit=100)]
+
+    return asyncio.run(listed())
+
+
+def _s3_sets(server: S3Server, prefix: str) -> tuple[str, ...]:
+    return (
+        'artifacts.backend="s3"',
+        f'artifacts.s3.endpoint="{server.endpoint}"',
+        f'artifacts.s3.region="{server.region}"',
+        f'artifacts.s3.bucket="{server.bucket}"',
+        f'artifacts.s3.key_prefix="{prefix}"',
+        'artifacts.s3.addressing_style="path"',
+        'artifacts.s3.access_key_id_env="CRASH_S3_KEY"',
+        'artifacts.s3.secret_access_key_env="CRASH_S3_SECRET"',
+        f"artifacts.retention.stale_temp_secs={GRACE_S}",
+        f"artifacts.retention.repair_interval_secs={GRACE_S}",
+        f"artifacts.s3.stale_upload_secs={GRACE_S}",
+    )
 
 
 @pytest.fixture
@@ -79,18 +112,7 @@ def test_a_kill_between_an_object_and_its_record_leaves_nothing_after_the_sweep(
 ) -> None:
     data = tmp_path / "data"
     env = {"CRASH_S3_KEY": s3_server.access_key_id, "CRASH_S3_SECRET": s3_server.secret_access_key}
-    sets = (
-        'artifacts.backend="s3"',
-        f'artifacts.s3.endpoint="{s3_server.endpoint}"',
-        f'artifacts.s3.region="{s3_server.region}"',
-        f'artifacts.s3.bucket="{s3_server.bucket}"',
-        f'artifacts.s3.key_prefix="{s3_prefix}"',
-        'artifacts.s3.addressing_style="path"',
-        'artifacts.s3.access_key_id_env="CRASH_S3_KEY"',
-        'artifacts.s3.secret_access_key_env="CRASH_S3_SECRET"',
-        f"artifacts.retention.stale_temp_secs={GRACE_S}",
-        f"artifacts.retention.repair_interval_secs={GRACE_S}",
-    )
+    sets = _s3_sets(s3_server, s3_prefix)
 
     def crash(step: str, path: str, body: dict[str, Any] | None) -> None:
         doomed = start_server(data, *sets, env={**env, CRASH_ENV: step})
@@ -149,3 +171,51 @@ def test_a_kill_between_an_object_and_its_record_leaves_nothing_after_the_sweep(
         assert after.status_code == 200, after.text
         fresh = after.json()["data"][0]["id"]
         assert client.get(f"/v1/artifacts/{fresh}").status_code == 200
+
+
+def test_a_kill_during_a_multipart_upload_leaves_no_object_and_the_upload_is_aborted(
+    tmp_path: Path, processes: list[ServerProcess], s3_server: S3Server, s3_prefix: str
+) -> None:
+    data = tmp_path / "data"
+    env = {"CRASH_S3_KEY": s3_server.access_key_id, "CRASH_S3_SECRET": s3_server.secret_access_key}
+    sets = (*_s3_sets(s3_server, s3_prefix), f"artifacts.s3.part_size_bytes={PART}")
+    # an edit of noise keeps the noise: a PNG well over the 5 MiB part, so a multipart upload
+    edge = 2000
+    noise = Image.frombytes("RGB", (edge, edge), os.urandom(edge * edge * 3))
+    buffer = io.BytesIO()
+    noise.save(buffer, format="PNG", compress_level=1)
+    large = {
+        "operation": "edit",
+        "prompt": "keep the noise",
+        "images": [{"type": "base64", "data": base64.b64encode(buffer.getvalue()).decode()}],
+        "parameters": {"size": f"{edge}x{edge}"},
+        "output": {"response_format": "artifact"},
+    }
+    doomed = start_server(data, *sets, env={**env, CRASH_ENV: "s3.part_uploaded"})
+    processes.append(doomed)
+    with (
+        httpx.Client(base_url=doomed.url, timeout=120) as client,
+        pytest.raises(httpx.HTTPError),
+    ):
+        client.post("/v1/images", json=large)
+    assert doomed.wait_dead() == -9, "the process did not die after the first part"
+    assert _listing(s3_server, s3_prefix) == []  # an incomplete upload is no object
+    [pending] = _uploads(s3_server, s3_prefix)
+    assert pending.startswith("images/")
+
+    server = start_server(data, *sets, env=env)
+    processes.append(server)
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        stray = pending.split("/")[1]
+        assert client.get(f"/v1/artifacts/{stray}").status_code == 404
+        deadline = time.monotonic() + 4 * GRACE_S + 60
+        while _uploads(s3_server, s3_prefix):
+            assert time.monotonic() < deadline, "the incomplete upload was never aborted"
+            time.sleep(2)
+        assert _listing(s3_server, s3_prefix) == []
+        made = client.post("/v1/images", json=large)  # the same upload, whole, works
+        assert made.status_code == 200, made.text
+        artifact_id = made.json()["data"][0]["id"]
+        fetched = client.get(f"/v1/artifacts/{artifact_id}")
+        assert fetched.status_code == 200 and len(fetched.content) > PART
+    assert _uploads(s3_server, s3_prefix) == []

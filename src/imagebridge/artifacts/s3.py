@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from imagebridge.artifacts.s3_errors import NOT_FOUND, store_error
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine.crash_points import crash_point
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
@@ -400,6 +401,7 @@ class S3ObjectStore:
                 Body=body,
             )
         parts.append({"PartNumber": number, "ETag": answer["ETag"]})
+        crash_point("s3.part_uploaded")
         return len(body)
 
     async def _abort_quietly(self, full: str, upload_id: str) -> None:

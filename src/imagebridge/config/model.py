@@ -307,7 +307,8 @@ class S3ArtifactSettings(_Section):
     """Attempts per call, the first included, on transient failures (1 to 10)."""
     stale_upload_secs: U64 = 86_400
     """Incomplete multipart uploads older than this are aborted by the recovery sweep (a
-    younger one may belong to a live writer on another instance); 10 minutes to 30 days."""
+    younger one may belong to a live writer on another instance, and aborting it fails that
+    publication); 1 minute to 30 days: keep it well above the longest upload of one image."""
     serve: Str = "proxy"
     """How ``GET /v1/artifacts/{id}`` delivers an image on this backend: ``proxy`` (read,
     verified and streamed by the bridge) or ``redirect`` (verified, then a 307 to a

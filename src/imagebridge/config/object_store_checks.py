@@ -25,7 +25,7 @@ _MiB = 1024 * 1024
 _MIN_PART = 5 * _MiB
 _MAX_PART = 5 * 1024 * _MiB
 _MAX_TIMEOUT_MS = 10 * 60 * 1000
-_MIN_STALE_UPLOAD_SECS = 10 * 60
+_MIN_STALE_UPLOAD_SECS = 60
 _MAX_STALE_UPLOAD_SECS = 30 * 24 * 60 * 60
 _MAX_PREFIX_BYTES = 512
 # S3's bucket naming rules: 3-63 lowercase letters, digits, dots and hyphens, starting and
@@ -141,5 +141,5 @@ def check_object_store(config: BridgeConfig, report: Report) -> None:
         report(
             "artifacts.s3.stale_upload_secs",
             "out_of_range",
-            "must be from 10 minutes to 30 days",
+            "must be from 1 minute to 30 days",
         )

@@ -65,6 +65,13 @@ async def test_artifacts_and_thumbnails_are_verified(api: Client) -> None:
     with pytest.raises(BridgeAPIError) as caught:
         await resolve(api.artifacts.thumbnail(item.id, edge=16))
     assert caught.value.status_code == 422
+    assert await resolve(api.artifacts.delete(item.id)) is None
+    with pytest.raises(BridgeAPIError) as caught:
+        await resolve(api.artifacts.get(item.id))
+    assert caught.value.status_code == 404
+    with pytest.raises(BridgeAPIError) as caught:
+        await resolve(api.artifacts.delete(item.id))
+    assert caught.value.status_code == 404
 
 
 async def test_tampered_artifact_bytes_are_refused(kind: str) -> None:

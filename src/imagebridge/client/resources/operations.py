@@ -1,4 +1,8 @@
-"""``client.health``, ``client.artifacts`` and ``client.diagnostics()``."""
+"""``client.health``, ``client.artifacts`` and ``client.diagnostics()``.
+
+``client.artifacts.delete(id)`` calls ``DELETE /v1/artifacts/{id}``, an imagebridge
+addition (docs/api-decisions.md): a bridge without it (the original) answers 405.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 from imagebridge.client._exceptions import error_from_response, protocol_error
 from imagebridge.client._models import ArtifactFile
 from imagebridge.client._params import query
-from imagebridge.client._request import RawResponse, RequestSpec, path_segment
+from imagebridge.client._request import RawResponse, RequestSpec, no_content, path_segment
 from imagebridge.client._resource import AsyncAPIResource, SyncAPIResource
 
 __all__ = [
@@ -137,6 +141,16 @@ def thumbnail_spec(
     )
 
 
+def delete_artifact_spec(artifact_id: str, request_id: str | None) -> RequestSpec[None]:
+    return RequestSpec(
+        "DELETE",
+        f"/v1/artifacts/{path_segment(artifact_id, 'artifact_id')}",
+        no_content,
+        expected=frozenset({204}),
+        request_id=request_id,
+    )
+
+
 class Health(SyncAPIResource):
     def live(self) -> bool:
         """``GET /health/live``: the bridge process is serving."""
@@ -166,6 +180,10 @@ class Artifacts(SyncAPIResource):
         """A PNG thumbnail fitting ``edge``×``edge`` pixels (32–2048, bridge default 384)."""
         return verify(self._transport.execute(thumbnail_spec(artifact_id, edge, request_id)))
 
+    def delete(self, artifact_id: str, *, request_id: str | None = None) -> None:
+        """Delete one's own artifact (its image, sidecar and record) from the bridge."""
+        self._transport.execute(delete_artifact_spec(artifact_id, request_id))
+
 
 class AsyncArtifacts(AsyncAPIResource):
     async def get(self, artifact_id: str, *, request_id: str | None = None) -> ArtifactFile:
@@ -177,6 +195,9 @@ class AsyncArtifacts(AsyncAPIResource):
     ) -> ArtifactFile:
         artifact = await self._transport.execute(thumbnail_spec(artifact_id, edge, request_id))
         return await _verify_async(artifact)
+
+    async def delete(self, artifact_id: str, *, request_id: str | None = None) -> None:
+        await self._transport.execute(delete_artifact_spec(artifact_id, request_id))
 
 
 async def _verify_async(artifact: ArtifactFile) -> ArtifactFile:

@@ -1,16 +1,20 @@
 """One suite of artifact-store behaviour, run on every backend (``ArtifactBackend``).
 
 The filesystem store (``AsyncArtifactStore``) and the S3 store (``S3ArtifactStore`` on the
-real Ceph RADOS Gateway of ``scripts/s3-server``) must answer alike: publication and owner
-scoping, options that store nothing, altered bytes that are never served nor touched,
-sidecars attached once and verified, thumbnails, retention by age and count, repair of
-lost images and lost sidecars, and crash leftovers removed only after the grace. Each
-backend supplies how to alter its bytes behind the store's back (``Harness``); what only
-one backend has lives in test_store.py and test_s3_store.py.
+real Ceph RADOS Gateway of ``scripts/s3-server``) must answer alike: publication, naming and owner
+scoping, refused options and images that store nothing (with the same messages), altered
+bytes and tampered markers that are never served nor touched, sidecars attached once and
+verified, thumbnails, delete, retention by age and count within the scan bound, repair of
+lost images and lost sidecars that never touches changed content, and crash leftovers
+removed only after the grace. Each backend supplies how to alter its bytes behind the
+store's back and how to list everything it holds (``Harness``); what only one backend has
+lives in test_store.py (whose docstring lists it, and why) and test_s3_store.py.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -23,11 +27,12 @@ from imagebridge.artifacts.async_store import AsyncArtifactStore
 from imagebridge.artifacts.backend import ArtifactBackend, Published
 from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
 from imagebridge.artifacts.s3_store import S3ArtifactStore
-from imagebridge.artifacts.store import ArtifactStore
+from imagebridge.artifacts.store import OWNERSHIP_DIRECTORY, ArtifactStore
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import uuid7
 from imagebridge.imaging.inspect import inspect_image
+from imagebridge.imaging.metadata import embed_metadata, extract_metadata_record
 from tests.artifacts.images import jpeg, png
 from tests.support.s3 import S3Server
 
@@ -38,6 +43,7 @@ GRACE = 3600
 
 Alter = Callable[[Published], Awaitable[None]]
 Clock = Callable[[], float] | None
+MarkerChange = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass
@@ -49,6 +55,14 @@ class Harness:
     lose_image: Alter
     lose_sidecar: Alter
     leave_leftover: Callable[[], Awaitable[None]]
+    edit_marker: Callable[[Published, MarkerChange], Awaitable[None]]
+    put_invalid_marker: Callable[[str], Awaitable[None]]
+    replace_sidecar: Callable[[Published, bytes], Awaitable[None]]
+    sidecar_exists: Callable[[Published], Awaitable[bool]]
+    put_unowned: Callable[[], Awaitable[None]]
+    unowned_exists: Callable[[], Awaitable[bool]]
+    stored: Callable[[], Awaitable[list[str]]]
+    """Every file below the root, or every object under the key prefix (markers too)."""
 
     @property
     def store(self) -> ArtifactBackend:
@@ -73,7 +87,53 @@ def filesystem_harness(root: Path) -> Harness:
     async def leave_leftover() -> None:
         (root / f".imagegen-bridge-tmp-{'0' * 24}").write_bytes(b"half")
 
-    return Harness(make, replace_image, lose_image, lose_sidecar, leave_leftover)
+    def marker_path(published: Published) -> Path:
+        return root / OWNERSHIP_DIRECTORY / f"{published.id}.json"
+
+    def sidecar_path(published: Published) -> Path:
+        parent = published.name.rpartition("/")[0]
+        sidecar = f"metadata-{published.id}.json"
+        return root / parent / sidecar if parent else root / sidecar
+
+    async def edit_marker(published: Published, change: MarkerChange) -> None:
+        path = marker_path(published)
+        path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
+    async def put_invalid_marker(name: str) -> None:
+        (root / OWNERSHIP_DIRECTORY / name).write_text("{}")
+
+    async def replace_sidecar(published: Published, data: bytes) -> None:
+        sidecar_path(published).write_bytes(data)
+
+    async def sidecar_exists(published: Published) -> bool:
+        return sidecar_path(published).exists()
+
+    async def put_unowned() -> None:
+        (root / "unowned.png").write_bytes(png(2, 2))
+
+    async def unowned_exists() -> bool:
+        return (root / "unowned.png").exists()
+
+    async def stored() -> list[str]:
+        found: list[str] = []
+        for dirpath, _dirnames, filenames in os.walk(root):
+            found.extend(os.path.relpath(os.path.join(dirpath, f), root) for f in filenames)
+        return sorted(found)
+
+    return Harness(
+        make,
+        replace_image,
+        lose_image,
+        lose_sidecar,
+        leave_leftover,
+        edit_marker,
+        put_invalid_marker,
+        replace_sidecar,
+        sidecar_exists,
+        put_unowned,
+        unowned_exists,
+        stored,
+    )
 
 
 def s3_harness(objects: S3ObjectStore) -> Harness:
@@ -93,7 +153,44 @@ def s3_harness(objects: S3ObjectStore) -> Harness:
         stray = str(uuid7())
         await objects.put(f"images/{stray}/image-{stray}.png", png(2, 2))
 
-    return Harness(make, replace_image, lose_image, lose_sidecar, leave_leftover)
+    async def edit_marker(published: Published, change: MarkerChange) -> None:
+        key = f"ownership/{published.id}.json"
+        async with await objects.get(key) as stream:
+            marker = json.loads(await stream.read(4096))
+        await objects.put(key, json.dumps(change(marker)).encode())
+
+    async def put_invalid_marker(name: str) -> None:
+        await objects.put(f"ownership/{name}", b"{}")
+
+    async def replace_sidecar(published: Published, data: bytes) -> None:
+        await objects.put(f"metadata/{published.id}.json", data)
+
+    async def sidecar_exists(published: Published) -> bool:
+        return await objects.head(f"metadata/{published.id}.json") is not None
+
+    async def put_unowned() -> None:
+        await objects.put("unowned.png", png(2, 2))
+
+    async def unowned_exists() -> bool:
+        return await objects.head("unowned.png") is not None
+
+    async def stored() -> list[str]:
+        return sorted(item.key for item in await objects.list_objects("", limit=1000))
+
+    return Harness(
+        make,
+        replace_image,
+        lose_image,
+        lose_sidecar,
+        leave_leftover,
+        edit_marker,
+        put_invalid_marker,
+        replace_sidecar,
+        sidecar_exists,
+        put_unowned,
+        unowned_exists,
+        stored,
+    )
 
 
 @pytest.fixture(params=["filesystem", pytest.param("s3", marks=pytest.mark.s3)])
@@ -220,6 +317,7 @@ async def test_thumbnails_come_from_verified_owned_artifacts(harness: Harness) -
     with pytest.raises(BridgeError) as caught:
         await store.thumbnail(published.id, OWNER, 16)
     assert caught.value.code is ErrorCode.INVALID_REQUEST
+    assert caught.value.http_status == 422
 
 
 async def test_cleanup_honours_age_count_and_scan_bound(harness: Harness) -> None:
@@ -275,3 +373,258 @@ async def test_crash_leftovers_are_removed_only_after_the_grace(harness: Harness
     final = await store.repair_orphans(100, apply=False, now=later, stale_temp_secs=GRACE)
     assert (final.healthy, final.stale_temp_files) == (1, 0)
     assert (await store.read(owned.id, OWNER)).id == owned.id
+
+
+# -- moved from test_store.py, so the filesystem and S3 stores answer alike ------------------
+
+
+async def test_publishes_verified_artifacts_without_name_reuse(harness: Harness) -> None:
+    store = harness.store
+    data = png(2, 2)
+    first = await publish(store, data, filename_prefix="My portrait")
+    second = await publish(store, data, filename_prefix="My portrait")
+    assert first.name != second.name
+    assert first.name == f"my-portrait-{first.id}.png"
+    assert (await store.read(first.id, OWNER)).data == data
+    assert first.info == inspect_image(data)
+    assert (await publish(store)).name.startswith("image-")
+    assert (await publish(store, jpeg(2, 2), expected_format="jpeg")).name.endswith(".jpg")
+
+
+async def test_rejects_mismatched_effective_format_before_write(harness: Harness) -> None:
+    store = harness.store
+    error = await artifact_error(publish(store, png(1, 1), expected_format=OutputFormat.JPEG))
+    assert error.message == "generated image format does not match the effective request"
+    assert await harness.stored() == []
+
+
+async def test_invalid_images_are_refused_with_an_artifact_error(harness: Harness) -> None:
+    store = harness.store
+    error = await artifact_error(publish(store, png(2, 2)[:-10]))
+    assert error.message == "image payload is malformed or incomplete"
+    assert await harness.stored() == []
+
+
+@pytest.mark.parametrize("owner", ["", "has space", "x" * 257, "tab\t"])
+async def test_owner_scope_is_validated(harness: Harness, owner: str) -> None:
+    await artifact_error(publish(harness.store, owner=owner))
+    assert await harness.stored() == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"filename": "../escape.png"}, "output filename must be a safe component"),
+        ({"filename": "a/b.png"}, "output filename must be a safe component"),
+        ({"filename": "x.jpg"}, "output filename must be a safe component"),
+        ({"directory": "../up"}, "output directory is not a safe relative path"),
+        ({"directory": "/etc"}, "output directory is not a safe relative path"),
+        ({"directory": ".imagegen-bridge-ownership"}, "output directory is not a safe"),
+    ],
+)
+async def test_direct_store_calls_reject_filename_traversal(
+    harness: Harness, options: dict[str, Any], message: str
+) -> None:
+    error = await artifact_error(publish(harness.store, **options))
+    assert error.message.startswith(message)
+    assert await harness.stored() == []
+
+
+async def test_legacy_markers_without_owner_belong_to_the_anonymous_scope(
+    harness: Harness,
+) -> None:
+    store = harness.store
+    published = await publish(store)
+
+    def without_owner(marker: dict[str, Any]) -> dict[str, Any]:
+        del marker["owner"]
+        return marker
+
+    await harness.edit_marker(published, without_owner)
+    assert (await store.read(published.id, "anonymous-local")).id == published.id
+    await artifact_error(store.read(published.id, OTHER))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: {**m, "extra": 1},
+        lambda m: {**m, "version": 2},
+        lambda m: {**m, "name": "../escape.png"},
+        lambda m: {**m, "sha256": "0" * 64},
+        lambda m: {**m, "id": "019f0000-0000-7000-8000-000000000000"},
+        lambda m: {**m, "sidecar_name": "x.json"},
+        lambda m: {**m, "owner": ""},
+    ],
+)
+async def test_tampered_markers_are_not_found(harness: Harness, change: MarkerChange) -> None:
+    store = harness.store
+    published = await publish(store)
+    await harness.edit_marker(published, change)
+    assert (await artifact_error(store.read(published.id, None))).message == NOT_FOUND
+
+
+async def test_cleanup_deletes_only_verified_bridge_owned_artifacts(harness: Harness) -> None:
+    store = harness.make(lambda: 5000.0)
+    owned = await publish(store, filename_prefix="owned")
+    await harness.put_unowned()
+    report = await store.cleanup(now=5001, max_age_secs=0)
+    assert (report.scanned, report.deleted, report.skipped) == (1, 1, 0)
+    await artifact_error(store.read(owned.id, OWNER))
+    assert await harness.unowned_exists()
+    assert len(await harness.stored()) == 1  # the unowned file alone: no marker, no image
+
+
+async def test_cleanup_keeps_young_artifacts_and_honours_max_artifacts(harness: Harness) -> None:
+    ticks = iter(range(1000, 2000, 10))
+    store = harness.make(lambda: float(next(ticks)))
+    published = [await publish(store) for _ in range(4)]  # created at 1000, 1010, 1020, 1030
+
+    async def readable() -> list[bool]:
+        found = []
+        for artifact in published:
+            try:
+                await store.read(artifact.id, OWNER)
+            except BridgeError:
+                found.append(False)
+            else:
+                found.append(True)
+        return found
+
+    report = await store.cleanup(now=1035, max_age_secs=3600)
+    assert report.deleted == 0
+    report = await store.cleanup(now=1035, max_age_secs=3600, max_artifacts=2)
+    assert report.deleted == 2
+    assert await readable() == [False, False, True, True]
+    report = await store.cleanup(now=1035, max_age_secs=10)  # 1020 is exactly at the cutoff
+    assert report.deleted == 1
+    assert await readable() == [False, False, False, True]
+
+
+async def test_cleanup_does_not_delete_an_owned_artifact_after_content_replacement(
+    harness: Harness,
+) -> None:
+    store = harness.store
+    owned = await publish(store)
+    await harness.replace_image(owned)
+    before = await harness.stored()
+    report = await store.cleanup(now=10**12, max_age_secs=0)
+    assert (report.deleted, report.skipped) == (0, 1)
+    assert await harness.stored() == before
+    assert (await artifact_error(store.read(owned.id, OWNER))).message == NOT_FOUND
+
+
+async def test_cleanup_scan_is_bounded(harness: Harness) -> None:
+    store = harness.store
+    for index in range(3):
+        await harness.put_invalid_marker(f"invalid-{index}.json")
+    report = await store.cleanup(max_scan_entries=2)
+    assert (report.scanned, report.skipped, report.scan_limit_reached) == (2, 2, True)
+    await artifact_error(store.cleanup(max_scan_entries=0))
+
+
+async def test_orphan_repair_is_auditable_and_removes_only_verified_owned_state(
+    harness: Harness,
+) -> None:
+    store = harness.store
+    owned = await publish(store, filename_prefix="orphan")
+    await store.attach_metadata(owned.id, owned.name, {"prompt": "test"})
+    await harness.put_unowned()
+    await harness.lose_image(owned)
+    with_marker = await harness.stored()
+    audit = await store.repair_orphans(10, apply=False)
+    assert (audit.scanned, audit.orphaned_records, audit.repaired) == (1, 1, 0)
+    assert await harness.stored() == with_marker
+    assert await harness.sidecar_exists(owned)
+    repaired = await store.repair_orphans(10, apply=True)
+    assert (repaired.orphaned_records, repaired.repaired) == (1, 1)
+    assert (await store.repair_orphans(10, apply=False)).scanned == 0  # marker gone
+    assert not await harness.sidecar_exists(owned)
+    assert await harness.unowned_exists()
+
+
+async def test_orphan_repair_clears_only_an_absent_sidecar_reference(harness: Harness) -> None:
+    store = harness.store
+    owned = await publish(store, filename_prefix="sidecar")
+    await store.attach_metadata(owned.id, owned.name, {"prompt": "test"})
+    await harness.lose_sidecar(owned)
+    await artifact_error(store.read(owned.id, OWNER))  # missing sidecar: invalid until repaired
+    audit = await store.repair_orphans(10, apply=False)
+    assert (audit.missing_sidecars, audit.repaired) == (1, 0)
+    repaired = await store.repair_orphans(10, apply=True)
+    assert (repaired.missing_sidecars, repaired.repaired) == (1, 1)
+    assert (await store.read(owned.id, OWNER)).name == owned.name
+    assert (await store.repair_orphans(10, apply=False)).healthy == 1
+
+
+async def test_orphan_repair_never_modifies_changed_or_invalid_content(harness: Harness) -> None:
+    store = harness.store
+    owned = await publish(store, filename_prefix="changed")
+    await store.attach_metadata(owned.id, owned.name, {"prompt": "test"})
+    await harness.replace_sidecar(owned, b'{"prompt":"changed"}')
+    await harness.lose_image(owned)
+    before = await harness.stored()
+    report = await store.repair_orphans(10, apply=True)
+    assert (report.repaired, report.orphaned_records, report.skipped) == (0, 1, 1)
+    assert await harness.sidecar_exists(owned)
+    assert await harness.stored() == before  # the marker and the changed sidecar stay
+    await artifact_error(store.repair_orphans(0, apply=False))
+
+
+async def test_publishes_nested_exact_names_and_cleans_them_up(harness: Harness) -> None:
+    store = harness.store
+    data = png(2, 2)
+    owned = await publish(store, data, directory="portraits/people", filename="alice")
+    assert owned.name == "portraits/people/alice.png"
+    assert (await store.read(owned.id, OWNER)).data == data
+    sidecar = await store.attach_metadata(owned.id, owned.name, {"prompt": "test"})
+    assert sidecar == f"portraits/people/metadata-{owned.id}.json"
+    assert (await store.read(owned.id, OWNER)).sidecar_name == sidecar
+    assert await store.read_sidecar(owned.id, OWNER) == {"prompt": "test"}
+    report = await store.cleanup(now=10**12, max_age_secs=0)
+    assert report.deleted == 1
+    assert await harness.stored() == []
+
+
+async def test_metadata_attachment_rejects_non_json_and_duplicate_sidecars(
+    harness: Harness,
+) -> None:
+    store = harness.store
+    owned = await publish(store)
+    before = await harness.stored()
+    for bad in (b"[]", b"not json", b"", b"{" * 10):
+        await artifact_error(store.attach_metadata(owned.id, owned.name, bad))
+    await artifact_error(store.attach_metadata(owned.id, owned.name, {"x": float("nan")}))
+    await artifact_error(store.attach_metadata(owned.id, "other.png", {"prompt": "p"}))
+    await artifact_error(store.attach_metadata("nope", owned.name, {"prompt": "p"}))
+    too_big = {"blob": "x" * (1024 * 1024)}
+    await artifact_error(store.attach_metadata(owned.id, owned.name, too_big))
+    assert await harness.stored() == before
+    await store.attach_metadata(owned.id, owned.name, b'{"prompt":"p"}')
+    error = await artifact_error(store.attach_metadata(owned.id, owned.name, {"prompt": "q"}))
+    assert error.message == "artifact metadata cannot be attached to this artifact"
+    assert await store.read_sidecar(owned.id, OWNER) == {"prompt": "p"}
+
+
+async def test_per_request_placement_and_embedded_metadata_survive_publication(
+    harness: Harness,
+) -> None:
+    store = harness.store
+    record = {"kind": "imagegen_bridge_generation", "original_prompt": "a lighthouse"}
+    embedded, info = embed_metadata(png(4, 4), OutputFormat.PNG, record)
+    owned = await publish(store, embedded, directory="portraits", filename="woman.png")
+    assert owned.name == "portraits/woman.png"
+    assert owned.info.sha256 == info.sha256
+    content = await store.read(owned.id, OWNER)
+    assert content.data == embedded
+    assert extract_metadata_record(content.data) == record
+    await store.attach_metadata(owned.id, owned.name, {**record, "image": {"width": 4}})
+    assert await harness.sidecar_exists(owned)
+    assert await store.read_sidecar(owned.id, OWNER) == {**record, "image": {"width": 4}}
+
+
+@pytest.mark.parametrize("grace", [0, 59, -1, True])
+async def test_the_temp_grace_protects_live_writers(harness: Harness, grace: int) -> None:
+    store = harness.store
+    await artifact_error(store.cleanup(stale_temp_secs=grace))
+    await artifact_error(store.repair_orphans(10, apply=True, stale_temp_secs=grace))

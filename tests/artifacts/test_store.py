@@ -1,6 +1,35 @@
+"""The filesystem artifact store (``ArtifactStore``): what only a directory tree has.
+
+Everything in the store's contract that both backends offer — publish checks and their
+errors, owner scoping, reads verifying SHA-256, tampered markers, sidecars and metadata,
+thumbnails, cleanup and retention, repair, delete, the scan and grace limits — lives in
+``test_backends.py``, which runs each test on this store and on the S3 store alike. What
+stays here is filesystem-only, because the S3 store keys every object by the artifact's
+id and has no directories, file modes, links or temp files:
+
+- the root and its ownership directory (canonical root, a symlinked ownership directory,
+  a replaced ownership root, replaced parent symlinks, a directory component that is a
+  symlink or a file): S3 has no symlinks nor directories;
+- the marker file's mode (0600) and ``local_path``: S3 has no file modes nor local paths;
+- name collisions (``collision="error"``/``"suffix"``, the suffix bound, an existing
+  unowned file never overwritten): an S3 key holds the artifact's id, so names never
+  collide and ``collision`` never applies;
+- crash safety by failing ``fsync``/``link``/``replace`` and by killing a child process at
+  ``os.link``, and the ``.imagegen-bridge-tmp-*`` temp-file sweep (age from mtime, scan
+  bound, files that are not bridge temps, a temp name beside a published file): these are
+  the filesystem's publication steps; the S3 store's own (an image without its marker,
+  stale multipart uploads, a marker that cannot be stored) are in ``test_s3_store.py``
+  and ``test_s3.py``;
+- the ``AsyncArtifactStore`` wrapper's thread hand-off over a root directory.
+
+Likewise filesystem-only: ``test_disk_faults.py`` (ENOSPC/EIO injected at each system
+call; the S3 store's unreachable/refusing bucket is in ``test_s3_store.py``,
+``test_s3_errors.py`` and ``test_s3.py``) and ``test_links.py`` (the link key file kept in
+the artifact root; the S3 store's presigned URLs are in ``test_s3_store.py``).
+"""
+
 from __future__ import annotations
 
-import functools
 import json
 import os
 import stat
@@ -25,8 +54,7 @@ from imagebridge.artifacts.store import (
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.inspect import inspect_image
-from imagebridge.imaging.metadata import embed_metadata, extract_metadata_record
-from tests.artifacts.images import jpeg, png
+from tests.artifacts.images import png
 
 OWNER = "anonymous-local"
 OTHER = "bearer:" + "ab" * 32
@@ -92,18 +120,6 @@ def test_a_symlinked_ownership_directory_is_refused(tmp_path: Path) -> None:
     assert caught.value.code is ErrorCode.CONFIGURATION
 
 
-def test_publishes_verified_artifacts_without_name_reuse(store: ArtifactStore) -> None:
-    data = png(2, 2)
-    first = publish(store, data, filename_prefix="My portrait")
-    second = publish(store, data, filename_prefix="My portrait")
-    assert first.name != second.name
-    assert first.name == f"my-portrait-{first.id}.png"
-    assert first.path.read_bytes() == data
-    assert first.info == inspect_image(data)
-    assert publish(store).name.startswith("image-")
-    assert publish(store, jpeg(2, 2), expected_format="jpeg").name.endswith(".jpg")
-
-
 def test_marker_records_owner_and_is_private(store: ArtifactStore, root: Path) -> None:
     published = publish(store)
     marker_path = root / OWNERSHIP_DIRECTORY / f"{published.id}.json"
@@ -113,170 +129,6 @@ def test_marker_records_owner_and_is_private(store: ArtifactStore, root: Path) -
     assert marker["name"] == published.name
     assert set(marker) == {"version", "id", "name", "created_at", "sha256", "owner"}
     assert stat.S_IMODE(marker_path.stat().st_mode) == 0o600
-
-
-def test_rejects_mismatched_effective_format_before_write(store: ArtifactStore, root: Path) -> None:
-    error = artifact_error(lambda: publish(store, png(1, 1), expected_format=OutputFormat.JPEG))
-    assert error.message == "generated image format does not match the effective request"
-    assert visible_files(root) == []
-    assert markers(root) == []
-
-
-def test_invalid_images_are_refused_with_an_artifact_error(
-    store: ArtifactStore, root: Path
-) -> None:
-    error = artifact_error(lambda: publish(store, png(2, 2)[:-10]))
-    assert error.message == "image payload is malformed or incomplete"
-    assert visible_files(root) == []
-
-
-def test_reads_only_matching_owned_artifacts(store: ArtifactStore) -> None:
-    published = publish(store, png(2, 3), filename_prefix="owned")
-    content = store.read(published.id, OWNER)
-    assert (content.id, content.name) == (published.id, published.name)
-    assert (content.info.width, content.info.height) == (2, 3)
-    assert content.data == published.path.read_bytes()
-    assert store.read(published.id.upper(), OWNER).id == published.id
-    assert store.read(published.id, None).id == published.id  # trusted local access
-    for bad_id in ("019f0000-0000-7000-8000-000000000000", "not-a-uuid", "../../x"):
-        error = artifact_error(functools.partial(store.read, bad_id, OWNER))
-        assert error.message == NOT_FOUND
-    # Another caller's artifact is indistinguishable from an unknown one.
-    foreign = artifact_error(lambda: store.read(published.id, OTHER))
-    unknown = artifact_error(lambda: store.read("019f0000-0000-7000-8000-000000000000", OTHER))
-    assert foreign.to_dict() == unknown.to_dict()
-
-
-def test_legacy_markers_without_owner_belong_to_the_anonymous_scope(
-    store: ArtifactStore, root: Path
-) -> None:
-    published = publish(store)
-    marker_path = root / OWNERSHIP_DIRECTORY / f"{published.id}.json"
-    marker = json.loads(marker_path.read_text())
-    del marker["owner"]
-    marker_path.write_text(json.dumps(marker))
-    assert store.read(published.id, "anonymous-local").id == published.id
-    artifact_error(lambda: store.read(published.id, OTHER))
-
-
-@pytest.mark.parametrize(
-    "change",
-    [
-        lambda m: {**m, "extra": 1},
-        lambda m: {**m, "version": 2},
-        lambda m: {**m, "name": "../escape.png"},
-        lambda m: {**m, "sha256": "0" * 64},
-        lambda m: {**m, "id": "019f0000-0000-7000-8000-000000000000"},
-        lambda m: {**m, "sidecar_name": "x.json"},
-        lambda m: {**m, "owner": ""},
-    ],
-)
-def test_tampered_markers_are_not_found(
-    store: ArtifactStore, root: Path, change: Callable[[dict[str, Any]], dict[str, Any]]
-) -> None:
-    published = publish(store)
-    marker_path = root / OWNERSHIP_DIRECTORY / f"{published.id}.json"
-    marker_path.write_text(json.dumps(change(json.loads(marker_path.read_text()))))
-    assert artifact_error(lambda: store.read(published.id, None)).message == NOT_FOUND
-
-
-def test_cleanup_deletes_only_verified_bridge_owned_artifacts(
-    store: ArtifactStore, root: Path
-) -> None:
-    owned = publish(store, filename_prefix="owned")
-    unowned = root / "unowned.png"
-    unowned.write_bytes(png(2, 2))
-    report = store.cleanup(now=owned_time(store, owned) + 1, max_age_secs=0)
-    assert (report.scanned, report.deleted, report.skipped) == (1, 1, 0)
-    assert not owned.path.exists()
-    assert unowned.exists()
-    assert markers(root) == []
-
-
-def owned_time(store: ArtifactStore, published: StoredArtifact) -> int:
-    marker = store.root / OWNERSHIP_DIRECTORY / f"{published.id}.json"
-    created: int = json.loads(marker.read_text())["created_at"]
-    return created
-
-
-def test_cleanup_keeps_young_artifacts_and_honours_max_artifacts(root: Path) -> None:
-    clock = iter(range(1000, 2000, 10))
-    store = ArtifactStore(root, clock=lambda: float(next(clock)))
-    published = [publish(store) for _ in range(4)]  # created at 1000, 1010, 1020, 1030
-    report = store.cleanup(now=1035, max_age_secs=3600)
-    assert report.deleted == 0
-    report = store.cleanup(now=1035, max_age_secs=3600, max_artifacts=2)
-    assert report.deleted == 2
-    assert [p.path.exists() for p in published] == [False, False, True, True]
-    report = store.cleanup(now=1035, max_age_secs=10)  # 1020 is exactly at the cutoff
-    assert report.deleted == 1
-    assert [p.path.exists() for p in published] == [False, False, False, True]
-
-
-def test_cleanup_does_not_delete_an_owned_path_after_content_replacement(
-    store: ArtifactStore,
-) -> None:
-    owned = publish(store)
-    owned.path.write_bytes(png(3, 3))
-    report = store.cleanup(now=10**12, max_age_secs=0)
-    assert (report.deleted, report.skipped) == (0, 1)
-    assert owned.path.exists()
-    assert artifact_error(lambda: store.read(owned.id, OWNER)).message == NOT_FOUND
-
-
-def test_cleanup_scan_is_bounded(store: ArtifactStore, root: Path) -> None:
-    for index in range(3):
-        (root / OWNERSHIP_DIRECTORY / f"invalid-{index}.json").write_text("{}")
-    report = store.cleanup(max_scan_entries=2)
-    assert (report.scanned, report.skipped, report.scan_limit_reached) == (2, 2, True)
-    artifact_error(lambda: store.cleanup(max_scan_entries=0))
-
-
-def test_orphan_repair_is_auditable_and_removes_only_verified_owned_state(
-    store: ArtifactStore, root: Path
-) -> None:
-    owned = publish(store, filename_prefix="orphan")
-    sidecar = root / store.attach_metadata(owned.id, owned.name, {"prompt": "test"})
-    unowned = root / "unowned.png"
-    unowned.write_bytes(png(1, 1))
-    owned.path.unlink()
-    audit = store.repair_orphans(10, apply=False)
-    assert (audit.scanned, audit.orphaned_records, audit.repaired) == (1, 1, 0)
-    assert markers(root) == [f"{owned.id}.json"]
-    assert sidecar.exists()
-    repaired = store.repair_orphans(10, apply=True)
-    assert (repaired.orphaned_records, repaired.repaired) == (1, 1)
-    assert markers(root) == []
-    assert not sidecar.exists()
-    assert unowned.exists()
-
-
-def test_orphan_repair_clears_only_an_absent_sidecar_reference(
-    store: ArtifactStore, root: Path
-) -> None:
-    owned = publish(store, filename_prefix="sidecar")
-    (root / store.attach_metadata(owned.id, owned.name, {"prompt": "test"})).unlink()
-    artifact_error(lambda: store.read(owned.id, OWNER))  # missing sidecar: invalid until repaired
-    audit = store.repair_orphans(10, apply=False)
-    assert (audit.missing_sidecars, audit.repaired) == (1, 0)
-    repaired = store.repair_orphans(10, apply=True)
-    assert (repaired.missing_sidecars, repaired.repaired) == (1, 1)
-    assert store.read(owned.id, OWNER).name == owned.name
-    assert store.repair_orphans(10, apply=False).healthy == 1
-
-
-def test_orphan_repair_never_modifies_changed_or_invalid_content(
-    store: ArtifactStore, root: Path
-) -> None:
-    owned = publish(store, filename_prefix="changed")
-    sidecar = root / store.attach_metadata(owned.id, owned.name, {"prompt": "test"})
-    sidecar.write_text('{"prompt":"changed"}')
-    owned.path.unlink()
-    report = store.repair_orphans(10, apply=True)
-    assert (report.repaired, report.orphaned_records, report.skipped) == (0, 1, 1)
-    assert sidecar.exists()
-    assert markers(root) == [f"{owned.id}.json"]
-    artifact_error(lambda: store.repair_orphans(0, apply=False))
 
 
 def test_reads_cleanup_and_repair_reject_replaced_parent_symlinks(
@@ -316,23 +168,6 @@ def test_ownership_operations_reject_a_replaced_ownership_root(
     assert owned.path.is_file()
 
 
-def test_publishes_nested_exact_names_and_cleans_them_up(store: ArtifactStore, root: Path) -> None:
-    data = png(2, 2)
-    owned = publish(store, data, directory="portraits/people", filename="alice")
-    assert owned.name == "portraits/people/alice.png"
-    assert owned.path == root.resolve() / "portraits/people/alice.png"
-    assert owned.path.read_bytes() == data
-    sidecar = store.attach_metadata(owned.id, owned.name, {"prompt": "test"})
-    assert sidecar == f"portraits/people/metadata-{owned.id}.json"
-    assert json.loads((root / sidecar).read_text()) == {"prompt": "test"}
-    assert store.read(owned.id, OWNER).sidecar_name == sidecar
-    assert store.read_sidecar(owned.id, OWNER) == {"prompt": "test"}
-    report = store.cleanup(now=10**12, max_age_secs=0)
-    assert report.deleted == 1
-    assert visible_files(root) == []
-    assert markers(root) == []
-
-
 def test_explicit_collision_can_error_or_select_a_suffix(store: ArtifactStore) -> None:
     first = publish(store, filename="portrait.png")
     error = artifact_error(lambda: publish(store, filename="portrait.png"))
@@ -359,17 +194,11 @@ def test_collision_suffixes_are_bounded(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"filename": "../escape.png"}, "output filename must be a safe component"),
-        ({"filename": "a/b.png"}, "output filename must be a safe component"),
-        ({"filename": "x.jpg"}, "output filename must be a safe component"),
-        ({"directory": "../up"}, "output directory is not a safe relative path"),
-        ({"directory": "/etc"}, "output directory is not a safe relative path"),
-        ({"directory": ".imagegen-bridge-ownership"}, "output directory is not a safe"),
         ({"directory": "linked"}, "output directory component must not be a file or symlink"),
         ({"directory": "file.txt/below"}, "output directory component must not be a file"),
     ],
 )
-def test_direct_store_calls_reject_filename_traversal_and_symlink_directories(
+def test_direct_store_calls_reject_symlinked_or_file_directories(
     store: ArtifactStore,
     root: Path,
     tmp_path: Path,
@@ -383,35 +212,6 @@ def test_direct_store_calls_reject_filename_traversal_and_symlink_directories(
     assert error.message.startswith(message)
     assert os.listdir(tmp_path / "outside") == []
     assert markers(root) == []
-
-
-def test_metadata_attachment_rejects_non_json_and_duplicate_sidecars(
-    store: ArtifactStore, root: Path
-) -> None:
-    owned = publish(store)
-    for bad in (b"[]", b"not json", b"", b"{" * 10):
-        artifact_error(functools.partial(store.attach_metadata, owned.id, owned.name, bad))
-    artifact_error(lambda: store.attach_metadata(owned.id, owned.name, {"x": float("nan")}))
-    artifact_error(lambda: store.attach_metadata(owned.id, "other.png", {"prompt": "p"}))
-    artifact_error(lambda: store.attach_metadata("nope", owned.name, {"prompt": "p"}))
-    too_big = {"blob": "x" * (1024 * 1024)}
-    artifact_error(lambda: store.attach_metadata(owned.id, owned.name, too_big))
-    assert visible_files(root) == [owned.name]
-    store.attach_metadata(owned.id, owned.name, b'{"prompt":"p"}')
-    error = artifact_error(lambda: store.attach_metadata(owned.id, owned.name, {"prompt": "q"}))
-    assert error.message == "artifact metadata cannot be attached to this artifact"
-    assert store.read_sidecar(owned.id, OWNER) == {"prompt": "p"}
-
-
-def test_thumbnails_come_from_verified_owned_artifacts(store: ArtifactStore) -> None:
-    owned = publish(store, png(800, 400))
-    thumbnail = inspect_image(store.thumbnail(owned.id, OWNER, 128))
-    assert (thumbnail.format, thumbnail.width, thumbnail.height) == (OutputFormat.PNG, 128, 64)
-    with pytest.raises(BridgeError) as caught:
-        store.thumbnail(owned.id, OWNER, 16)
-    assert caught.value.code is ErrorCode.INVALID_REQUEST
-    assert caught.value.http_status == 422
-    artifact_error(lambda: store.thumbnail(owned.id, OTHER, 128))
 
 
 def test_local_path_is_verified(store: ArtifactStore) -> None:
@@ -652,12 +452,6 @@ def test_the_temp_sweep_is_bounded_by_the_scan_limit(store: ArtifactStore, root:
     assert temp_files(root) == []
 
 
-@pytest.mark.parametrize("grace", [0, 59, -1, True])
-def test_the_temp_grace_protects_live_writers(store: ArtifactStore, grace: int) -> None:
-    artifact_error(lambda: store.cleanup(stale_temp_secs=grace))
-    artifact_error(lambda: store.repair_orphans(10, apply=True, stale_temp_secs=grace))
-
-
 def test_a_failed_marker_replacement_rolls_back_the_sidecar(
     store: ArtifactStore, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -703,30 +497,8 @@ def test_a_crash_during_sidecar_attachment_keeps_the_artifact_readable(
     assert store.attach_metadata(owned.id, owned.name, {"prompt": "p"})
 
 
-def test_per_request_placement_and_embedded_metadata_survive_publication(
-    store: ArtifactStore, root: Path
-) -> None:
-    record = {"kind": "imagegen_bridge_generation", "original_prompt": "a lighthouse"}
-    embedded, info = embed_metadata(png(4, 4), OutputFormat.PNG, record)
-    owned = publish(store, embedded, directory="portraits", filename="woman.png")
-    assert owned.name == "portraits/woman.png"
-    assert (root / "portraits" / "woman.png").read_bytes() == embedded
-    assert owned.info.sha256 == info.sha256
-    content = store.read(owned.id, OWNER)
-    assert extract_metadata_record(content.data) == record
-    sidecar = store.attach_metadata(owned.id, owned.name, {**record, "image": {"width": 4}})
-    assert (root / sidecar).is_file()
-    assert store.read_sidecar(owned.id, OWNER) == {**record, "image": {"width": 4}}
-
-
 def test_an_existing_unowned_file_is_never_overwritten(store: ArtifactStore, root: Path) -> None:
     (root / "mine.png").write_bytes(b"user data")
     artifact_error(lambda: publish(store, filename="mine.png"))
     assert (root / "mine.png").read_bytes() == b"user data"
     assert publish(store, filename="mine.png", collision="suffix").name == "mine-2.png"
-
-
-@pytest.mark.parametrize("owner", ["", "has space", "x" * 257, "tab\t"])
-def test_owner_scope_is_validated(store: ArtifactStore, root: Path, owner: str) -> None:
-    artifact_error(lambda: publish(store, owner=owner))
-    assert visible_files(root) == []

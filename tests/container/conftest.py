@@ -1,4 +1,4 @@
-"""The container tier's session: one private podman, the bridge image built once, offline.
+"""The container tier: one private podman (and dockerd), the bridge image built once, offline.
 
 The image is built from the repository's own Containerfile on a local Debian base (no
 registry is reachable in CI) with wheels from a local folder, both made beforehand by
@@ -7,6 +7,9 @@ the loopback-only namespace, and the build runs with ``--network=none``). The bu
 context is a copy of what a user's checkout holds plus planted secrets (a token in
 ``.env``, a codex ``auth.json``, a ``.git`` folder), so the secret checks prove the
 ignore files keep them out. Build time and image size are printed in the test summary.
+
+The engines are package fixtures: they stop when the suite leaves tests/container, so the
+rest of the suite runs in a namespace holding loopback again (dockerd's bridges removed).
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(line)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def podman() -> Iterator[Podman]:
     reason = missing_prerequisites()
     if reason:
@@ -103,7 +106,7 @@ def _build_context(into: Path) -> Path:
     return into
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def image(podman: Podman, request: pytest.FixtureRequest) -> BuiltImage:
     context = _build_context(Path(tempfile.mkdtemp(prefix="ctx-", dir=podman.work)))
     wheelhouse = prepared()["wheelhouse"]
@@ -132,7 +135,7 @@ def image(podman: Podman, request: pytest.FixtureRequest) -> BuiltImage:
     return BuiltImage(podman, IMAGE, build_secs, size)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def postgres_image(podman: Podman, request: pytest.FixtureRequest) -> str:
     started = time.monotonic()
     podman.run("import", "--quiet", prepared()["postgres_base"], POSTGRES_BASE, timeout=300)
@@ -158,7 +161,7 @@ class DockerImage:
     name: str
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def docker() -> Iterator[Docker]:
     """A private dockerd (tests/container/docker.py), started once and removed at the end."""
     reason = docker_engine.missing_prerequisites()
@@ -172,7 +175,7 @@ def docker() -> Iterator[Docker]:
         engine.destroy()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def docker_image(docker: Docker, request: pytest.FixtureRequest) -> DockerImage:
     """The image built by ``docker build`` (classic builder) from the same planted context.
 

@@ -81,6 +81,12 @@ def _wait_for(what: str, ready: Any, process: subprocess.Popen[bytes], log: Path
     raise AssertionError(f"{what} did not come up within 90 s:\n{_tail(log)}")
 
 
+def network_interfaces() -> set[str]:
+    """This network namespace's interface names (``/proc/self/net/dev``)."""
+    table = Path("/proc/self/net/dev").read_text().splitlines()[2:]
+    return {line.split(":", 1)[0].strip() for line in table if ":" in line}
+
+
 def _tail(log: Path) -> str:
     return log.read_text(errors="replace")[-4000:] if log.exists() else ""
 
@@ -90,6 +96,8 @@ class Docker:
     work: Path
     env: dict[str, str] = field(default_factory=dict)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    # The interfaces before dockerd: its bridges (docker0, br-*) outlive it unless removed.
+    interfaces_before: set[str] = field(default_factory=network_interfaces)
 
     @classmethod
     def start(cls, work: Path) -> Docker:
@@ -222,6 +230,10 @@ class Docker:
             for point in inside:
                 subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
         shutil.rmtree(self.work, ignore_errors=True)
+        # dockerd leaves docker0 and the compose bridges up after it stops; the namespace is
+        # the suite's (loopback only), so every link it added goes.
+        for link in sorted(network_interfaces() - self.interfaces_before):
+            subprocess.run(["ip", "link", "delete", link], capture_output=True, check=False)
 
 
 @contextmanager

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.container.podman import prepared
+from tests.support.interfaces import current_interfaces
 
 TOOLS = ("dockerd", "containerd", "docker-proxy", "docker-compose", "runc")
 
@@ -81,12 +82,6 @@ def _wait_for(what: str, ready: Any, process: subprocess.Popen[bytes], log: Path
     raise AssertionError(f"{what} did not come up within 90 s:\n{_tail(log)}")
 
 
-def network_interfaces() -> set[str]:
-    """This network namespace's interface names (``/proc/self/net/dev``)."""
-    table = Path("/proc/self/net/dev").read_text().splitlines()[2:]
-    return {line.split(":", 1)[0].strip() for line in table if ":" in line}
-
-
 def _tail(log: Path) -> str:
     return log.read_text(errors="replace")[-4000:] if log.exists() else ""
 
@@ -97,7 +92,7 @@ class Docker:
     env: dict[str, str] = field(default_factory=dict)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     # The interfaces before dockerd: its bridges (docker0, br-*) outlive it unless removed.
-    interfaces_before: set[str] = field(default_factory=network_interfaces)
+    interfaces_before: set[str] = field(default_factory=current_interfaces)
 
     @classmethod
     def start(cls, work: Path) -> Docker:
@@ -232,7 +227,7 @@ class Docker:
         shutil.rmtree(self.work, ignore_errors=True)
         # dockerd leaves docker0 and the compose bridges up after it stops; the namespace is
         # the suite's (loopback only), so every link it added goes.
-        for link in sorted(network_interfaces() - self.interfaces_before):
+        for link in sorted(current_interfaces() - self.interfaces_before):
             subprocess.run(["ip", "link", "delete", link], capture_output=True, check=False)
 
 

@@ -13,12 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.interfaces import current_interfaces, interfaces
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "loopback-only"
-
-
-def interfaces(proc_net_dev: str) -> set[str]:
-    """The interface names of one ``/proc/net/dev`` table (per network namespace)."""
-    return {line.split(":", 1)[0].strip() for line in proc_net_dev.splitlines()[2:] if ":" in line}
 
 
 def available() -> bool:
@@ -67,4 +64,4 @@ def test_the_suite_runs_inside_the_namespace_when_scripts_check_says_so() -> Non
     if os.environ.get("IMAGEBRIDGE_REQUIRE_LOOPBACK_ONLY") != "1":
         pytest.skip("run outside scripts/check's loopback-only namespace")
     assert os.environ.get("IMAGEBRIDGE_LOOPBACK_ONLY") == "1"
-    assert interfaces(Path("/proc/self/net/dev").read_text()) == {"lo"}
+    assert current_interfaces() == {"lo"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from openai.types.images_response import Usage as OpenAIUsage
 
-from imagebridge.contract.compat import compat_usage
+from imagebridge.contract.openai.images import compat_usage
 from imagebridge.contract.response import Usage
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from imagebridge.contract import BridgeError
 from imagebridge.contract._base import RequestModel, decode_model
-from imagebridge.contract.compat import CompatibleGenerationRequest
 from imagebridge.contract.jobs import ImageJobUpdate
+from imagebridge.contract.openai.images import CompatibleGenerationRequest
 from imagebridge.contract.presets import ImagePresetCreate, ImagePresetWrite
 from imagebridge.contract.request import ImageRequest
 

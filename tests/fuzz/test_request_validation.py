@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from imagebridge.contract import enums
 from imagebridge.contract._base import decode_model
-from imagebridge.contract.compat import CompatibleGenerationRequest
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.jobs import ImageJobUpdate
+from imagebridge.contract.openai.images import CompatibleGenerationRequest
 from imagebridge.contract.presets import ImagePresetCreate
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.idempotency import request_fingerprint

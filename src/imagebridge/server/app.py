@@ -35,19 +35,19 @@ from imagebridge.server.errors import install_error_handlers
 from imagebridge.server.events import OperatorEvents
 from imagebridge.server.metrics import BridgeMetrics
 from imagebridge.server.middleware import BridgeMiddleware, MiddlewareSettings
+from imagebridge.server.openai import images as openai_images
+from imagebridge.server.openai import models as openai_models
 from imagebridge.server.openapi import TITLE, build_openapi
 from imagebridge.server.readiness import ReadinessMonitor
 from imagebridge.server.recovery import ArtifactRecovery
 from imagebridge.server.routes import (
     artifacts,
-    compat,
     diagnostics,
     health,
     images,
     jobs,
     links,
     metrics,
-    models,
     openapi,
     presets,
     providers,
@@ -73,8 +73,8 @@ def _routers(state: BridgeState) -> list[APIRouter]:
         sessions.router,
         images.router,
         stream.router,
-        compat.router,
-        models.router,
+        openai_images.router,
+        openai_models.router,
         diagnostics.router,
         links.router,
     ]

@@ -22,10 +22,10 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from imagebridge._version import __version__
-from imagebridge.contract.compat import CompatibleGenerationRequest
 from imagebridge.contract.envelope import ErrorEnvelope
 from imagebridge.contract.events import provider_event_adapter
 from imagebridge.contract.jobs import ImageJobUpdate
+from imagebridge.contract.openai.images import CompatibleGenerationRequest
 from imagebridge.contract.presets import ImagePresetCreate, ImagePresetWrite
 from imagebridge.contract.request import ImageRequest
 

@@ -21,7 +21,7 @@ from imagebridge.client import (
     StreamError,
     file_input,
 )
-from imagebridge.contract.compat import CompatImagesResponse
+from imagebridge.contract.openai.images import CompatImagesResponse
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from tests.client.conftest import Client, collect, resolve

@@ -25,8 +25,8 @@ from imagebridge.client._request import (
 )
 from imagebridge.client._resource import AsyncAPIResource, SyncAPIResource
 from imagebridge.client._streaming import AsyncStream, Stream
-from imagebridge.contract.compat import CompatibleGenerationRequest, CompatImagesResponse
 from imagebridge.contract.enums import Operation
+from imagebridge.contract.openai.images import CompatibleGenerationRequest, CompatImagesResponse
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 

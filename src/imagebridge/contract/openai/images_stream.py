@@ -1,7 +1,7 @@
 """OpenAI's image stream events, made from the native events and response.
 
 The one place the OpenAI stream dialect is spoken (the request side and the JSON answer
-live in :mod:`imagebridge.contract.compat`): a native ``partial_image`` becomes
+live in :mod:`imagebridge.contract.openai.images`): a native ``partial_image`` becomes
 ``image_generation.partial_image`` / ``image_edit.partial_image``, a native response one
 ``….completed`` event per image. OpenAI's events carry no image index, so each event has
 an ``imagegen_bridge`` object (where OpenAI's decoders do not look) with ``index``; the
@@ -14,14 +14,14 @@ import time
 from typing import Any, Literal
 
 from imagebridge.contract._base import U8, U64, ContractModel, StrictStr
-from imagebridge.contract.compat import (
+from imagebridge.contract.enums import Background, OutputFormat, Quality
+from imagebridge.contract.events import PartialImageEvent
+from imagebridge.contract.openai.images import (
     CompatImagesResponse,
     CompatResponseExtension,
     CompatTokenDetails,
     CompatUsage,
 )
-from imagebridge.contract.enums import Background, OutputFormat, Quality
-from imagebridge.contract.events import PartialImageEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 

@@ -13,24 +13,24 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.contract.compat import (
-    CompatibleGenerationRequest,
-    CompatImagesResponse,
-    compat_response,
-)
 from imagebridge.contract.errors import BridgeError
-from imagebridge.contract.openai_fields import (
+from imagebridge.contract.openai.fields import (
     Translation,
     openai_param,
     validation_refusal,
 )
+from imagebridge.contract.openai.images import (
+    CompatibleGenerationRequest,
+    CompatImagesResponse,
+    compat_response,
+)
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
-from imagebridge.server.compat_models import ModelRoute, resolve_model
-from imagebridge.server.compat_stream import OPENAI_SSE_EVENT_SCHEMA, stream_compatible
 from imagebridge.server.errors import HttpError
 from imagebridge.server.execution import apply_idempotency_header, execute_image, idempotency_header
-from imagebridge.server.multipart import build_edit_request, parse_edit_form
+from imagebridge.server.openai.images_stream import OPENAI_SSE_EVENT_SCHEMA, stream_compatible
+from imagebridge.server.openai.model_names import ModelRoute, resolve_model
+from imagebridge.server.openai.multipart import build_edit_request, parse_edit_form
 from imagebridge.server.openapi import (
     ERROR_RESPONSES,
     edit_request_body,

@@ -29,7 +29,7 @@ from imagebridge.contract.enums import (
     Resolution,
     RevisedPromptPolicy,
 )
-from imagebridge.contract.openai_fields import Translation, translate
+from imagebridge.contract.openai.fields import Translation, translate
 from imagebridge.contract.request import (
     AspectRatio,
     GenerationParameters,
@@ -89,7 +89,7 @@ class CompatibleGenerationRequest(RequestModel):
     """``POST /v1/images/generations``: every field of OpenAI's ``images.generate``.
 
     Each field is passed on, mapped, ignored with a warning or refused by name
-    (:mod:`imagebridge.contract.openai_fields`); an unknown field is refused by name.
+    (:mod:`imagebridge.contract.openai.fields`); an unknown field is refused by name.
     """
 
     prompt: StrictStr = ""

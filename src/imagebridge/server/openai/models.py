@@ -11,10 +11,10 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.contract.compat import CompatModel, CompatModelList
 from imagebridge.contract.errors import ErrorCode
-from imagebridge.server.compat_models import ServedModel, served_models
+from imagebridge.contract.openai.images import CompatModel, CompatModelList
 from imagebridge.server.errors import HttpError
+from imagebridge.server.openai.model_names import ServedModel, served_models
 from imagebridge.server.openapi import ERROR_RESPONSES
 from imagebridge.server.routes import json_response, protected_router
 from imagebridge.server.state import bridge_state

@@ -1,6 +1,6 @@
 """``stream: true`` on the OpenAI-compatible routes: the OpenAI stream dialect of SSE.
 
-The wire shapes are :mod:`imagebridge.contract.compat_stream`'s; this module only decides
+The wire shapes are :mod:`imagebridge.contract.openai.images_stream`'s; this module only decides
 which frame each moment of the native lifecycle becomes. There is no ``started`` frame
 (OpenAI's streams have none), so the stream defers its start: a failure before the first
 partial image (or the first heartbeat) is an ordinary JSON error with its HTTP status and
@@ -16,16 +16,16 @@ from typing import Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.contract.compat import CompatImagesResponse
-from imagebridge.contract.compat_stream import (
+from imagebridge.contract.enums import ResponseFormat
+from imagebridge.contract.errors import BridgeError, ErrorCode, error_envelope
+from imagebridge.contract.events import PartialImageEvent
+from imagebridge.contract.openai.images import CompatImagesResponse
+from imagebridge.contract.openai.images_stream import (
     StreamKind,
     completed_events,
     partial_image_event,
     stream_error,
 )
-from imagebridge.contract.enums import ResponseFormat
-from imagebridge.contract.errors import BridgeError, ErrorCode, error_envelope
-from imagebridge.contract.events import PartialImageEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse, Normalization
 from imagebridge.engine.cancellation import CancelToken

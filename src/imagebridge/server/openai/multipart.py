@@ -28,7 +28,7 @@ from imagebridge.contract.enums import (
     RevisedPromptPolicy,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.contract.openai_fields import (
+from imagebridge.contract.openai.fields import (
     OPENAI_QUALITIES,
     REFUSED_FIELDS,
     Translation,

@@ -1,4 +1,10 @@
-"""OpenAI-compatible request and response shapes and their mapping."""
+"""OpenAI's Images API: the generation request, ``ImagesResponse``, and their mapping.
+
+``CompatibleGenerationRequest.to_request`` maps a ``POST /v1/images/generations`` body onto
+the native request (its fields decided by :mod:`imagebridge.contract.openai.fields`);
+:func:`compat_response` projects a native response onto OpenAI's answer. The edits form is
+mapped in :mod:`imagebridge.server.openai.multipart`, through the same field decisions.
+"""
 
 from __future__ import annotations
 
@@ -50,8 +56,6 @@ __all__ = [
     "CompatBridgeExtension",
     "CompatImage",
     "CompatImagesResponse",
-    "CompatModel",
-    "CompatModelList",
     "CompatResponseExtension",
     "CompatTokenDetails",
     "CompatUsage",
@@ -298,19 +302,3 @@ def compat_response(response: ImageResponse) -> CompatImagesResponse:
             warnings=list(response.warnings),
         ),
     )
-
-
-class CompatModel(ContractModel):
-    """One entry of ``GET /v1/models`` (OpenAI's ``Model``)."""
-
-    id: StrictStr
-    object: Literal["model"] = "model"
-    created: U64
-    owned_by: StrictStr
-
-
-class CompatModelList(ContractModel):
-    """``GET /v1/models``: OpenAI's list shape."""
-
-    object: Literal["list"] = "list"
-    data: list[CompatModel]

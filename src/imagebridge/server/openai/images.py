@@ -14,11 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from imagebridge.contract.errors import BridgeError
-from imagebridge.contract.openai.fields import (
-    Translation,
-    openai_param,
-    validation_refusal,
-)
+from imagebridge.contract.openai.fields import Translation, validation_refusal
 from imagebridge.contract.openai.images import (
     CompatibleGenerationRequest,
     CompatImagesResponse,
@@ -26,8 +22,8 @@ from imagebridge.contract.openai.images import (
 )
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
-from imagebridge.server.errors import HttpError
 from imagebridge.server.execution import apply_idempotency_header, execute_image, idempotency_header
+from imagebridge.server.openai.errors import openai_error
 from imagebridge.server.openai.images_stream import OPENAI_SSE_EVENT_SCHEMA, stream_compatible
 from imagebridge.server.openai.model_names import ModelRoute, resolve_model
 from imagebridge.server.openai.multipart import build_edit_request, parse_edit_form
@@ -87,29 +83,6 @@ class _Routed:
         return answer
 
 
-def _first_issue_field(error: BridgeError) -> str | None:
-    issues = error.details.get("issues")
-    if isinstance(issues, list) and issues and isinstance(issues[0], dict):
-        field = issues[0].get("field")
-        return field if isinstance(field, str) else None
-    return None
-
-
-def openai_error(error: BridgeError) -> BridgeError:
-    """The error with ``details.field`` (the envelope's ``param``) as an OpenAI field name.
-
-    A validation failure listing ``details.issues`` (``param`` null on the native routes,
-    the original's rule) names its first issue's field here: OpenAI clients read ``param``.
-    """
-    native = error.field or _first_issue_field(error)
-    param = openai_param(native)
-    if param == error.field or isinstance(error, HttpError):
-        return error
-    renamed = error.copy()
-    renamed.details["field"] = param
-    return renamed
-
-
 async def _run(
     state: BridgeState, request: Request, image_request: ImageRequest, translation: Translation
 ) -> Response:
@@ -153,9 +126,7 @@ async def generate_compatible(request: Request) -> Response:
     state = bridge_state(request)
     if body.stream:
         routed = _Routed(state, request, image_request, translation)
-        return stream_compatible(
-            state, request, image_request, routed, "image_generation", openai_error
-        )
+        return stream_compatible(state, request, image_request, routed, "image_generation")
     return await _run(state, request, image_request, translation)
 
 
@@ -173,5 +144,5 @@ async def edit_compatible(request: Request) -> Response:
     edit = await build_edit_request(form)
     if edit.stream:
         routed = _Routed(state, request, edit.request, edit.translation)
-        return stream_compatible(state, request, edit.request, routed, "image_edit", openai_error)
+        return stream_compatible(state, request, edit.request, routed, "image_edit")
     return await _run(state, request, edit.request, edit.translation)

@@ -33,6 +33,7 @@ from imagebridge.engine.provider import EventSink, ProviderEventT
 from imagebridge.server.context import request_context
 from imagebridge.server.errors import json_bytes
 from imagebridge.server.execution import execute_image
+from imagebridge.server.openai.errors import openai_error
 from imagebridge.server.state import BridgeState
 from imagebridge.server.streaming import EndpointStream, EventStreamResponse, sse_frame
 
@@ -160,7 +161,6 @@ def stream_compatible(
     image_request: ImageRequest,
     routed: Routed,
     kind: StreamKind,
-    openai_error: Callable[[BridgeError], BridgeError],
 ) -> Response:
     """Run the request as an OpenAI image stream (``stream: true``).
 

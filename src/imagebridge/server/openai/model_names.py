@@ -1,9 +1,9 @@
 """OpenAI model names on the compatible routes: which provider and model serve a name.
 
 OpenAI clients send the names they know (``gpt-image-2``, ``dall-e-3`` …) whatever the
-bridge runs. A name resolves, in order: through ``server.openai.models`` (a configured
-route), to itself when the chosen provider serves it, to the first other registered
-provider serving it when the request names no provider (so a name picked from
+bridge runs. A name resolves, in order: through the ``[server.openai.models]`` config table
+(a configured route), to itself when the chosen provider serves it, to the first other
+registered provider serving it when the request names no provider (so a name picked from
 ``GET /v1/models`` reaches the provider listed for it), and otherwise to the chosen
 provider's default model with a ``model`` normalization saying so, or, under
 ``server.openai.unknown_models = "refuse"``, to a 400 naming ``model``. The chosen provider

@@ -1,6 +1,6 @@
 """``GET /v1/models`` and ``/v1/models/{id}`` in OpenAI's list shape, for clients' model pickers.
 
-One entry per image model name a client may send: ``server.openai.models`` routes, then each
+One entry per image model name a client may send: ``[server.openai.models]`` routes, then each
 enabled provider's models. ``owned_by`` is the provider that serves the name.
 """
 
@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from imagebridge.contract.errors import ErrorCode
-from imagebridge.contract.openai.images import CompatModel, CompatModelList
+from imagebridge.contract.openai.models import CompatModel, CompatModelList
 from imagebridge.server.errors import HttpError
 from imagebridge.server.openai.model_names import ServedModel, served_models
 from imagebridge.server.openapi import ERROR_RESPONSES

@@ -50,6 +50,18 @@ def test_the_tree_keeps_every_layer_contract() -> None:
         ("jobs/trimming.py", "import imagebridge.application", "layers:"),
         # the standalone client importing the server
         ("client/_constants.py", "import imagebridge.server.ids", "client stands alone"),
+        # the engine learning OpenAI's dialect: it is translated on the surface (DESIGN.md)
+        ("engine/validation.py", "import imagebridge.contract.openai.fields", "OpenAI layer"),
+        # the native contract reaching for its OpenAI translation
+        ("contract/request.py", "import imagebridge.contract.openai.images", "OpenAI layer"),
+        # the upstream OpenAI provider borrowing the compatible surface's stream shapes
+        (
+            "providers/openai/wire.py",
+            "import imagebridge.contract.openai.images_stream",
+            "OpenAI layer",
+        ),
+        # another surface reaching into the compatible routes
+        ("cli/docs.py", "import imagebridge.server.openai.model_names", "OpenAI layer"),
     ],
 )
 def test_a_wrong_import_breaks_its_contract(

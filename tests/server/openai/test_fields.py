@@ -60,7 +60,7 @@ REFUSED: dict[tuple[str, Any], int] = {
 WARNED = {"style": "openai_style_ignored", "complexity": "openai_complexity_ignored"}
 MAPPED_QUALITIES = {"standard": "medium", "hd": "high", "xhigh": "high", "max": "high"}
 PART_B = {("stream", True)}
-"""Streams answer events, not an ``ImagesResponse``: tests/server/test_compat_streaming.py."""
+"""Streams answer events, not an ``ImagesResponse``: tests/server/openai/test_images_stream.py."""
 
 
 def _literals(hint: Any) -> list[Any]:
@@ -78,7 +78,7 @@ def _cases(hints: dict[str, Any]) -> list[tuple[str, Any]]:
     for name in sorted(hints):
         literals = _literals(hints[name])
         if name == "model":
-            literals = []  # every ImageModel name: tests/server/test_openai_models.py
+            literals = []  # every ImageModel name: tests/server/openai/test_models.py
         values = literals or SAMPLES[name]
         cases.extend((name, value) for value in values if (name, value) not in PART_B)
     return cases

@@ -22,7 +22,7 @@ from openai.types.images_response import ImagesResponse
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import png
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "api-decisions.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "api-decisions.md"
 DOCUMENTED_BASE = "http://127.0.0.1:8787/v1"
 
 

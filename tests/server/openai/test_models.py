@@ -51,7 +51,7 @@ def test_the_readme_example_works_on_the_defaults(server: LiveServer) -> None:
     }
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 @pytest.fixture(scope="module")

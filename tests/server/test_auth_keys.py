@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.jobs.keys import KeyService
+from imagebridge.keys import KeyService, read_create, read_update
 from imagebridge.server.auth import AccessPolicy, FailureThrottle
 from imagebridge.storage import SqliteKeyStore
 from imagebridge.storage.records import KeyLimits
@@ -57,7 +57,8 @@ async def test_admin_key_anonymous_and_unknown_callers(tmp_path: Path) -> None:
     store = await SqliteKeyStore.open(tmp_path / "jobs.sqlite3")
     try:
         service = KeyService(store)
-        record, secret = await service.create("ann", {}, actor="test")
+        issued = await service.create(read_create({"name": "ann"}), actor="test")
+        record, secret = issued.key, issued.secret
         throttle = FailureThrottle(limit=5, window_s=60, max_clients=10)
         admin = AccessPolicy.with_token("admin-SECRET")
         policy = AccessPolicy(admin.expected, admin.owner, keys=service, throttle=throttle)
@@ -79,7 +80,7 @@ async def test_admin_key_anonymous_and_unknown_callers(tmp_path: Path) -> None:
         with pytest.raises(BridgeError):
             await keys_only.authenticate([HOST], None)
 
-        await service.update(record.id, {"expires_at": 1}, actor="test")
+        await service.update(record.id, read_update({"expires_at": 1}), actor="test")
         with pytest.raises(BridgeError):
             await policy.authenticate(bearer(secret), "10.0.0.1")
         await store.create("bob", KeyLimits(), secret_hash="0" * 64, prefix="ibk_bob", actor="test")

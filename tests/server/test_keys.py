@@ -9,9 +9,20 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
+from imagebridge.contract.keys import (
+    BridgeKey,
+    BridgeKeyIssued,
+    BridgeKeyList,
+    BridgeKeyUpdate,
+    BridgeKeyUsageReport,
+)
 from imagebridge.providers.mock import MockProvider
+from imagebridge.server.routes.keys import _LIMIT_PROPERTIES
 from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.doubles import with_mock
+from tests.support.fakes import FakeProvider
 
 ADMIN = "admin-token-SECRET-1"
 ENV = {"BRIDGE_ADMIN": ADMIN}
@@ -450,3 +461,56 @@ def test_presets_are_each_keys_own_over_the_admins_shared_ones(serve: ServeFacto
         assert ann.delete("/v1/presets/house").status_code == 204
         assert ann.get("/v1/presets/house").json()["template"]["prompt"] == "a shared house"
         assert boss.get("/v1/presets/house").status_code == 200
+
+
+def test_every_admin_answer_is_its_contract_model_byte_for_byte(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    answers: list[tuple[type[BaseModel], httpx.Response]] = []
+    with admin(server) as client:
+        created = client.post("/v1/keys", json={"name": "ann", "images_per_day": 5})
+        answers.append((BridgeKeyIssued, created))
+        key_id, secret = created.json()["key"]["id"], created.json()["secret"]
+        with as_key(server, secret) as member:
+            assert member.post("/v1/images", json=BODY).status_code == 200
+        answers += [
+            (BridgeKeyList, client.get("/v1/keys")),
+            (BridgeKey, client.get(f"/v1/keys/{key_id}")),
+            (BridgeKey, client.patch(f"/v1/keys/{key_id}", json={"images_per_week": 9})),
+            (BridgeKeyIssued, client.post(f"/v1/keys/{key_id}/rotate")),
+            (BridgeKeyUsageReport, client.get("/v1/usage")),
+            (BridgeKeyUsageReport, client.get("/v1/usage", params={"key": "nobody"})),
+            (BridgeKey, client.delete(f"/v1/keys/{key_id}")),
+        ]
+    for model, answer in answers:
+        assert answer.status_code in (200, 201), answer.text
+        decoded = model.model_validate_json(answer.content, strict=True)
+        assert decoded.model_dump_json().encode() == answer.content
+    usage = BridgeKeyUsageReport.model_validate_json(answers[5][1].content)
+    assert usage.time_zone == "UTC" and [row.key_name for row in usage.data] == ["ann"]
+
+
+def test_the_documented_bodies_are_the_contract_models() -> None:
+    """The OpenAPI bodies are written out (their schema predates the models): same fields."""
+    assert set(_LIMIT_PROPERTIES) == set(BridgeKeyUpdate.model_fields)
+
+
+def test_a_keys_request_or_job_never_falls_back_to_a_provider_off_its_allow_list(
+    serve: ServeFactory,
+) -> None:
+    """The route and every fallback are checked, by images and jobs alike (docs/keys.md)."""
+    backup = FakeProvider("backup")
+    server = serve(*KEYS_ON, providers=with_mock(backup), env=ENV)
+    _, secret = create_key(server, "solo", providers=["mock"], images_per_day=3)
+    routing = {"provider": "mock", "fallbacks": [{"provider": "backup"}]}
+    body = {**BODY, "prompt": "[mock:fail=upstream] a fox", "routing": routing}
+    with as_key(server, secret) as client:
+        refused = client.post("/v1/images", json=body)
+        job = client.post("/v1/jobs", json=body)
+        assert job.status_code == 202, job.text
+        failed = _wait_job(client, job.json()["id"])
+        allowed = client.post("/v1/images", json={**BODY, "parameters": {"n": 1}})
+    assert refused.status_code == 403
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == "permission_denied"
+    assert backup.calls == 0
+    assert allowed.headers["x-imagebridge-images-remaining-day"] == "2"  # nothing reserved

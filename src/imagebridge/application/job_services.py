@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Self
 
 from imagebridge.engine.orchestrator import ImageRuntime
-from imagebridge.jobs.keys import KeyService
 from imagebridge.jobs.manager import JobManager
 from imagebridge.jobs.presets import PresetService
 from imagebridge.jobs.settings import JobManagerSettings
 from imagebridge.jobs.shared_mode import SharedQueueSettings
+from imagebridge.keys import KeyService
 from imagebridge.storage import (
     PostgresOptions,
     PresetStore,

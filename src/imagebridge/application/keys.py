@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from imagebridge.config.model import BridgeConfig
-from imagebridge.jobs.keys import KeyService, KeyServiceSettings
+from imagebridge.keys import KeyService, KeyServiceSettings
 from imagebridge.storage import is_postgres_url, open_key_store, postgres_options
 
 __all__ = ["key_service_settings", "open_key_service"]
@@ -27,7 +27,7 @@ def key_service_settings(config: BridgeConfig) -> KeyServiceSettings:
 
 
 async def open_key_service(config: BridgeConfig, env: Mapping[str, str]) -> KeyService:
-    """The key service on the jobs database (the caller closes ``service.store``)."""
+    """The key service on the jobs database (the caller closes it: ``service.aclose()``)."""
     jobs = config.server.jobs
     location = jobs.database
     postgres = postgres_options(jobs, env) if is_postgres_url(location) else None

@@ -19,8 +19,8 @@ from imagebridge.cli.context import CliContext
 from imagebridge.contract.errors import BridgeError
 
 if TYPE_CHECKING:
-    from imagebridge.jobs.keys import KeyService
-    from imagebridge.storage.records import KeyRecord
+    from imagebridge.contract.keys import BridgeKeyIssued
+    from imagebridge.keys import KeyService
 
 __all__ = [
     "keys_audit",
@@ -125,17 +125,9 @@ def _run(ctx: CliContext, body: Callable[[KeyService], Awaitable[T]]) -> T:
         try:
             return await body(service)
         finally:
-            await service.store.close()
+            await service.aclose()
 
     return asyncio.run(main())
-
-
-async def _find(service: KeyService, key: str) -> KeyRecord:
-    """A key by id, else by name (one 404 for neither)."""
-    try:
-        return await service.get(key)
-    except BridgeError:
-        return await service.store.find_by_name(key)
 
 
 def _fields(ctx: CliContext, flags: dict[str, Any]) -> dict[str, Any]:
@@ -145,30 +137,30 @@ def _fields(ctx: CliContext, flags: dict[str, Any]) -> dict[str, Any]:
     return flags
 
 
-def _issued(ctx: CliContext, described: dict[str, Any], secret: str) -> None:
+def _issued(ctx: CliContext, issued: BridgeKeyIssued) -> None:
     if ctx.output.machine:
-        ctx.output.value({"key": described, "secret": secret})
+        ctx.output.value(issued.to_wire())
         return
-    ctx.output.value(described)
-    ctx.output.text(secret)
+    ctx.output.value(issued.key.to_wire())
+    ctx.output.text(issued.secret)
     ctx.output.status("This secret is shown once; the bridge keeps only its hash.")
 
 
 def keys_create(ctx: CliContext, name: str, flags: dict[str, Any]) -> int:
     fields = _fields(ctx, flags)
 
-    async def body(service: KeyService) -> tuple[dict[str, Any], str]:
-        record, secret = await service.create(name, fields, actor=_actor())
-        return service.describe(record), secret
+    async def body(service: KeyService) -> BridgeKeyIssued:
+        from imagebridge.keys import read_create
 
-    described, secret = _run(ctx, body)
-    _issued(ctx, described, secret)
+        return await service.create(read_create({**fields, "name": name}), actor=_actor())
+
+    _issued(ctx, _run(ctx, body))
     return 0
 
 
 def keys_list(ctx: CliContext) -> int:
     async def body(service: KeyService) -> list[dict[str, Any]]:
-        return [service.describe(record) for record in await service.list()]
+        return [key.to_wire() for key in (await service.listing()).data]
 
     ctx.output.value({"items": _run(ctx, body)})
     return 0
@@ -176,7 +168,7 @@ def keys_list(ctx: CliContext) -> int:
 
 def keys_show(ctx: CliContext, key: str) -> int:
     async def body(service: KeyService) -> dict[str, Any]:
-        return service.describe(await _find(service, key))
+        return service.view(await service.find(key)).to_wire()
 
     ctx.output.value(_run(ctx, body))
     return 0
@@ -186,8 +178,11 @@ def keys_update(ctx: CliContext, key: str, flags: dict[str, Any]) -> int:
     fields = _fields(ctx, flags)
 
     async def body(service: KeyService) -> dict[str, Any]:
-        record = await _find(service, key)
-        return service.describe(await service.update(record.id, fields, actor=_actor()))
+        from imagebridge.keys import read_update
+
+        record = await service.find(key)
+        changes = read_update(fields)
+        return (await service.update(record.id, changes, actor=_actor())).to_wire()
 
     ctx.output.value(_run(ctx, body))
     return 0
@@ -195,21 +190,19 @@ def keys_update(ctx: CliContext, key: str, flags: dict[str, Any]) -> int:
 
 def keys_revoke(ctx: CliContext, key: str) -> int:
     async def body(service: KeyService) -> dict[str, Any]:
-        record = await _find(service, key)
-        return service.describe(await service.revoke(record.id, actor=_actor()))
+        record = await service.find(key)
+        return (await service.revoke(record.id, actor=_actor())).to_wire()
 
     ctx.output.value(_run(ctx, body))
     return 0
 
 
 def keys_rotate(ctx: CliContext, key: str) -> int:
-    async def body(service: KeyService) -> tuple[dict[str, Any], str]:
-        record = await _find(service, key)
-        rotated, secret = await service.rotate(record.id, actor=_actor())
-        return service.describe(rotated), secret
+    async def body(service: KeyService) -> BridgeKeyIssued:
+        record = await service.find(key)
+        return await service.rotate(record.id, actor=_actor())
 
-    described, secret = _run(ctx, body)
-    _issued(ctx, described, secret)
+    _issued(ctx, _run(ctx, body))
     return 0
 
 
@@ -224,12 +217,12 @@ def keys_usage(
     csv: bool,
 ) -> int:
     async def body(service: KeyService) -> list[dict[str, Any]]:
-        names = {record.id: record.name for record in await service.list()}
-        key_id = (await _find(service, key)).id if key is not None else None
-        rows = await service.store.usage(
-            key_id=key_id, provider=provider, account=account, since=since, until=until
+        key_id = (await service.find(key)).id if key is not None else None
+        rows = await service.usage(
+            key=key_id, provider=provider, account=account, since=since, until=until
         )
-        return [{**row.to_dict(), "key_name": names.get(row.key_id, "")} for row in rows]
+        # A row of a key no longer listed shows an empty name.
+        return [{**row.to_wire(), "key_name": row.key_name or ""} for row in rows or []]
 
     rows = _run(ctx, body)
     if csv:
@@ -252,8 +245,8 @@ def _csv(rows: list[dict[str, Any]]) -> str:
 
 def keys_audit(ctx: CliContext, key: str | None) -> int:
     async def body(service: KeyService) -> list[dict[str, Any]]:
-        key_id = (await _find(service, key)).id if key is not None else None
-        return [entry.to_dict() for entry in await service.audit(key_id)]
+        key_id = (await service.find(key)).id if key is not None else None
+        return [entry.to_wire() for entry in await service.audit(key_id)]
 
     ctx.output.value({"items": _run(ctx, body)})
     return 0

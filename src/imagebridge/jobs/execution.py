@@ -1,11 +1,13 @@
 """One claimed job: read its request back, run it through the runtime, record the outcome.
 
 The request is read from the durable row (a job routed by the shared queue runs on the
-route's provider when it names none). Provider events become progress through
-:class:`~imagebridge.jobs.progress.ProgressRelay`. A result is trimmed to the store's bound
-if needed; a failure is recorded ``cancelled``, ``interrupted`` (shutdown, with a recovery
-hint: its upstream call may have happened) or ``failed``. A job whose shared-mode lease was
-lost is left to the instance that recorded it interrupted.
+route's provider when it names none). A key's job is charged on the key's quota when it
+runs (:meth:`~imagebridge.keys.KeyService.charge`, without a concurrency slot). Provider
+events become progress through :class:`~imagebridge.jobs.progress.ProgressRelay`. A result
+is trimmed to the store's bound if needed; a failure is recorded ``cancelled``,
+``interrupted`` (shutdown, with a recovery hint: its upstream call may have happened) or
+``failed``. A job whose shared-mode lease was lost is left to the instance that recorded it
+interrupted.
 
 In shared mode the database may be away for a moment (a PostgreSQL restart): reading the
 job and writing its outcome are retried, with a pause growing from ``retry_pause_s`` to
@@ -18,9 +20,10 @@ retry (the row already holds this outcome).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from imagebridge.contract.enums import ImageJobStatus
@@ -31,19 +34,18 @@ from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.crash_points import crash_point
 from imagebridge.engine.materialize import ARTIFACT_NOT_STORED
 from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
-from imagebridge.engine.served import served_by
-from imagebridge.jobs.keys import (
-    KeyService,
-    Reservation,
-    key_id_of_scope,
-    scope_request_session,
-    unscope_response_session,
-)
 from imagebridge.jobs.previews import JobKey, PreviewCache
 from imagebridge.jobs.progress import ProgressRelay
 from imagebridge.jobs.shared_mode import CANCEL_REASON, LEASE_LOST_REASON
 from imagebridge.jobs.trimming import fit_result
 from imagebridge.jobs.views import job_view
+from imagebridge.keys import (
+    KeyService,
+    QuotaCharge,
+    key_id_of_scope,
+    scope_request_session,
+    unscope_response_session,
+)
 from imagebridge.storage.interfaces import JobStore
 from imagebridge.storage.records import JobRecord
 
@@ -158,64 +160,49 @@ class JobRunner:
         key_id = key_id_of_scope(scope)
         if key_id is not None:  # a key's sessions live in its own namespace
             request = scope_request_session(request, key_id)
-        try:
-            reservation = await self._reserve(scope, request)
-        except BridgeError as error:
-            await relay.close()
-            return error
         outcome: ImageResponse | BridgeError
+        ran = False
         try:
-            outcome = await self._runtime.execute(request, context)
-        except BridgeError as error:
-            outcome = error
-        except Exception:
-            logger.exception("durable job execution failed unexpectedly", extra={"job_id": job_id})
-            outcome = BridgeError(ErrorCode.INTERNAL, "durable job failed unexpectedly")
-        finally:
-            await relay.close()
-        if reservation is not None:
-            await self._settle(reservation, request, outcome)
+            async with self._charged(key_id, request) as charge:
+                ran = True
+                outcome = await self._run(request, context, relay, job_id)
+                if charge is not None:
+                    charge.record(outcome)
+        except BridgeError as refused:
+            if ran:
+                raise
+            await relay.close()  # the key refused the job before it ran
+            return refused
         if key_id is not None and isinstance(outcome, ImageResponse):
             outcome = unscope_response_session(outcome, key_id)
         return outcome
 
-    async def _reserve(self, scope: str, request: ImageRequest) -> Reservation | None:
-        """A key's job reserves its images when it runs, not when it was queued."""
-        key_id = key_id_of_scope(scope)
-        if key_id is None or self._keys is None:
-            return None
-        record = await self._keys.get(key_id)
-        provider = request.routing.provider or self._runtime.registry.default
-        self._keys.check_provider(record, provider)
-        return await self._keys.reserve(record, request.parameters.n)
-
-    async def _settle(
-        self, reservation: Reservation, request: ImageRequest, outcome: ImageResponse | BridgeError
-    ) -> None:
-        assert self._keys is not None
+    async def _run(
+        self, request: ImageRequest, context: ExecutionContext, relay: ProgressRelay, job_id: str
+    ) -> ImageResponse | BridgeError:
         try:
-            if isinstance(outcome, ImageResponse):
-                await self._keys.settle(
-                    reservation,
-                    delivered=len(outcome.data),
-                    unknown=False,
-                    provider=outcome.provider,
-                    served_by=served_by(outcome),
-                    total_tokens=(outcome.usage.total_tokens or 0) if outcome.usage else 0,
-                )
-            else:
-                account = outcome.details.get("account")
-                await self._keys.settle(
-                    reservation,
-                    delivered=0,
-                    unknown=outcome.outcome_unknown,
-                    provider=outcome.provider
-                    or request.routing.provider
-                    or self._runtime.registry.default,
-                    account=account if isinstance(account, str) else None,
-                )
+            return await self._runtime.execute(request, context)
         except BridgeError as error:
-            logger.error("could not settle a key's reservation", extra={"code": error.code.value})
+            return error
+        except Exception:
+            logger.exception("durable job execution failed unexpectedly", extra={"job_id": job_id})
+            return BridgeError(ErrorCode.INTERNAL, "durable job failed unexpectedly")
+        finally:
+            await relay.close()
+
+    @contextlib.asynccontextmanager
+    async def _charged(
+        self, key_id: str | None, request: ImageRequest
+    ) -> AsyncIterator[QuotaCharge | None]:
+        """A key's job is charged when it runs, not when it was queued (no slot: it
+        waited in the job queue); a job of no key is not charged."""
+        if key_id is None or self._keys is None:
+            yield None
+            return
+        record = await self._keys.get(key_id)
+        default = self._runtime.registry.default
+        async with self._keys.charge(record, request, default_provider=default) as charge:
+            yield charge
 
     def _failure_status(self, token: CancelToken) -> ImageJobStatus:
         if token.cancelled:

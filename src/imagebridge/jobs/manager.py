@@ -41,7 +41,6 @@ from imagebridge.engine.orchestrator import ImageRuntime
 from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.imaging.ids import uuid7
 from imagebridge.jobs.execution import SHUTDOWN_REASON, JobRunner
-from imagebridge.jobs.keys import KeyService
 from imagebridge.jobs.previews import JobKey, PartialPreview, PreviewCache
 from imagebridge.jobs.query import job_query
 from imagebridge.jobs.retention import Retention
@@ -54,6 +53,7 @@ from imagebridge.jobs.shared_mode import (
 )
 from imagebridge.jobs.trimming import result_text
 from imagebridge.jobs.views import job_view, page_view
+from imagebridge.keys import KeyService
 from imagebridge.storage.interfaces import JobStore, SharedJobStore
 from imagebridge.storage.records import JobEventKind, JobIdentity, JobRecord, JobVisibility
 

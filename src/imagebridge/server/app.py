@@ -28,7 +28,7 @@ from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig, JobSettings
 from imagebridge.contract.errors import BridgeError
 from imagebridge.jobs import JobManagerSettings, SharedQueueSettings
-from imagebridge.jobs.keys import KeyService
+from imagebridge.keys import KeyService
 from imagebridge.server import dashboard
 from imagebridge.server.auth import AccessPolicy, FailureThrottle, read_bearer_token
 from imagebridge.server.errors import install_error_handlers

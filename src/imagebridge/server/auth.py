@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.jobs.keys import KeyService, key_scope, remaining_images
+from imagebridge.keys import KeyService, key_scope
 from imagebridge.storage.records import KeyRecord
 
 __all__ = [
@@ -148,11 +148,11 @@ class FailureThrottle:
 def quota_headers(service: KeyService, record: KeyRecord) -> list[tuple[bytes, bytes]]:
     """``x-imagebridge-images-{limit,remaining,reset}-<window>`` for each limited window."""
     headers: list[tuple[bytes, bytes]] = []
-    for window, (limit, left, reset) in remaining_images(record, service.windows()).items():
+    for window, reading in service.quota(record).items():
         headers += [
-            (f"x-imagebridge-images-limit-{window}".encode(), str(limit).encode()),
-            (f"x-imagebridge-images-remaining-{window}".encode(), str(left).encode()),
-            (f"x-imagebridge-images-reset-{window}".encode(), str(reset).encode()),
+            (f"x-imagebridge-images-limit-{window}".encode(), str(reading.limit).encode()),
+            (f"x-imagebridge-images-remaining-{window}".encode(), str(reading.remaining).encode()),
+            (f"x-imagebridge-images-reset-{window}".encode(), str(reading.reset_at).encode()),
         ]
     return headers
 

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.types import Receive
@@ -26,14 +26,8 @@ from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import EventSink
 from imagebridge.engine.registry import is_provider_name
-from imagebridge.engine.served import served_by
 from imagebridge.engine.validation import validate_request
-from imagebridge.jobs.keys import (
-    KeyService,
-    Reservation,
-    scope_request_session,
-    unscope_response_session,
-)
+from imagebridge.keys import KeyService, scope_request_session, unscope_response_session
 from imagebridge.server.auth import quota_headers
 from imagebridge.server.context import OperationOutcome, RequestContext, request_context
 from imagebridge.server.errors import provider_not_found
@@ -187,67 +181,28 @@ async def _run_on_key(
     image_request: ImageRequest,
     run: Callable[[], Awaitable[ImageResponse]],
 ) -> ImageResponse:
-    """Run on an API key's quota (docs/keys.md): providers allowed, a concurrency slot
-    within the request's deadline, ``n`` images reserved before anything goes upstream,
-    and what was not delivered given back after — unless the outcome is unknown."""
-    provider = image_request.routing.provider or state.runtime.registry.default
-    keys.check_provider(key, provider)
-    for route in image_request.routing.fallbacks:
-        keys.check_provider(key, route.provider)
-    wait_s = (image_request.timeout_ms or state.runtime.settings.default_timeout_ms) / 1000
-    slot = await keys.acquire_slot(key, wait_s)
+    """Run on an API key's quota (docs/keys.md): one charge, whose slot is waited for within
+    the request's deadline; every answer carries the key's counters as last read."""
+    settings = state.runtime.settings
+    charge = keys.charge(
+        key,
+        image_request,
+        default_provider=state.runtime.registry.default,
+        slot_wait_s=(image_request.timeout_ms or settings.default_timeout_ms) / 1000,
+    )
     try:
-        try:
-            reservation = await keys.reserve(key, image_request.parameters.n)
-        except BridgeError:
-            with contextlib.suppress(BridgeError):  # the refusal shows the counters now
-                context.extra_headers = quota_headers(keys, await keys.get(key.id))
-            raise
-        context.extra_headers = quota_headers(keys, reservation.key)
-        try:
+        async with charge:
+            _show_counters(keys, context, charge.counters)  # a stream's headers go out now
             response = await run()
-        except BridgeError as error:
-            account = error.details.get("account")
-            await _settle(
-                keys,
-                context,
-                reservation,
-                delivered=0,
-                unknown=error.outcome_unknown,
-                provider=error.provider or provider,
-                account=account if isinstance(account, str) else None,
-            )
-            raise
-        usage = response.usage
-        await _settle(
-            keys,
-            context,
-            reservation,
-            delivered=len(response.data),
-            unknown=False,
-            provider=response.provider,
-            served_by=served_by(response),
-            total_tokens=(usage.total_tokens or 0) if usage is not None else 0,
-        )
-        return response
+            charge.record(response)
     finally:
-        if slot is not None:
-            await keys.release_slot(slot)
+        _show_counters(keys, context, charge.counters)
+    return response
 
 
-async def _settle(
-    keys: KeyService, context: RequestContext, reservation: Reservation, **outcome: Any
-) -> None:
-    """Settle a reservation; a store failure is logged, never the caller's answer."""
-    try:
-        record = await keys.settle(reservation, **outcome)
-    except BridgeError as error:
-        logger.error(
-            "could not settle an API key's reservation",
-            extra={"code": error.code.value, "key_prefix": reservation.key.prefix},
-        )
-        return
-    context.extra_headers = quota_headers(keys, record)
+def _show_counters(keys: KeyService, context: RequestContext, record: KeyRecord | None) -> None:
+    if record is not None:
+        context.extra_headers = quota_headers(keys, record)
 
 
 def _record_failure(

@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from starlette.requests import Request
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.jobs.keys import key_scope
+from imagebridge.keys import named_key_scope
 from imagebridge.server.context import request_context
 from imagebridge.server.state import bridge_state
-from imagebridge.storage.rules.keys import check_key_id
 
 __all__ = ["KEY_FILTER", "reading_owner"]
 
@@ -37,4 +36,4 @@ def reading_owner(request: Request, query: Mapping[str, str]) -> str:
             "only the admin key may read another key's resources",
             details={"field": KEY_FILTER},
         )
-    return key_scope(check_key_id(wanted))
+    return named_key_scope(wanted)

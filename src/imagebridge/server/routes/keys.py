@@ -3,7 +3,8 @@
 Mounted when ``server.keys.enabled``. A key calling these routes gets 403
 ``permission_denied``. A created or rotated key's secret is in that one answer only.
 Operation ids and schemas are named ``BridgeKey…``: the original has no such routes, and
-its document's names stay untouched.
+its document's names stay untouched. Bodies and answers are the shapes of
+``contract/keys.py``; every route goes through the key service, never its store.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.jobs.keys import KeyService
+from imagebridge.contract.keys import BridgeKeyIssued, BridgeKeyUsageReport
+from imagebridge.keys import KeyService, read_create, read_update
 from imagebridge.server.context import request_context
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter
 from imagebridge.server.query import strict_query
-from imagebridge.server.routes import protected_router
+from imagebridge.server.routes import json_response, protected_router
 from imagebridge.server.state import bridge_state
 
 router = protected_router(tags=["keys"])
@@ -30,7 +32,7 @@ _INVALID_QUERY = "key query parameters are invalid"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _MAX_BODY_BYTES = 16_384
 
-_LIMIT_PROPERTIES: dict[str, Any] = {
+_LIMIT_PROPERTIES: dict[str, Any] = {  # BridgeKeyUpdate's fields (tests/keys/test_wire.py)
     "images_per_day": {"type": ["integer", "null"], "minimum": 0},
     "images_per_week": {"type": ["integer", "null"], "minimum": 0},
     "images_per_month": {"type": ["integer", "null"], "minimum": 0},
@@ -50,8 +52,13 @@ def _body(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"required": True, "content": {"application/json": {"schema": schema}}}
 
 
-def _answer(body: Any, status_code: int = 200) -> Response:
-    return Response(orjson.dumps(body), status_code=status_code, media_type="application/json")
+def _issued(issued: BridgeKeyIssued, status_code: int = 200) -> Response:
+    """The one answer that shows a secret: never stored by a cache."""
+    response = json_response(issued, status_code)
+    if status_code == 201:
+        response.headers["location"] = f"/v1/keys/{issued.key.id}"
+    response.headers["cache-control"] = "no-store"
+    return response
 
 
 def admin_keys(request: Request) -> KeyService:
@@ -86,7 +93,7 @@ async def _json_object(request: Request) -> dict[str, Any]:
 async def list_keys(request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
     keys = admin_keys(request)
-    return _answer({"data": [keys.describe(record) for record in await keys.list()]})
+    return json_response(await keys.listing())
 
 
 @router.post(
@@ -101,15 +108,8 @@ async def list_keys(request: Request) -> Response:
 async def create_key(request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
     keys = admin_keys(request)
-    body = await _json_object(request)
-    name = body.pop("name", None)
-    record, secret = await keys.create(
-        name if isinstance(name, str) else "", body, actor=ADMIN_ACTOR
-    )
-    response = _answer({"key": keys.describe(record), "secret": secret}, 201)
-    response.headers["location"] = f"/v1/keys/{record.id}"
-    response.headers["cache-control"] = "no-store"
-    return response
+    body = read_create(await _json_object(request))
+    return _issued(await keys.create(body, actor=ADMIN_ACTOR), 201)
 
 
 @router.get(
@@ -120,7 +120,7 @@ async def create_key(request: Request) -> Response:
 async def get_key(id: str, request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
     keys = admin_keys(request)
-    return _answer(keys.describe(await keys.get(id)))
+    return json_response(await keys.show(id))
 
 
 @router.patch(
@@ -132,8 +132,9 @@ async def get_key(id: str, request: Request) -> Response:
 async def update_key(id: str, request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
     keys = admin_keys(request)
-    body = await _json_object(request)
-    return _answer(keys.describe(await keys.update(id, body, actor=ADMIN_ACTOR)))
+    raw = await _json_object(request)
+    await keys.get(id)  # a missing key is 404 whatever its body says
+    return json_response(await keys.update(id, read_update(raw), actor=ADMIN_ACTOR))
 
 
 @router.delete(
@@ -144,7 +145,7 @@ async def update_key(id: str, request: Request) -> Response:
 async def revoke_key(id: str, request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
     keys = admin_keys(request)
-    return _answer(keys.describe(await keys.revoke(id, actor=ADMIN_ACTOR)))
+    return json_response(await keys.revoke(id, actor=ADMIN_ACTOR))
 
 
 @router.post(
@@ -155,10 +156,7 @@ async def revoke_key(id: str, request: Request) -> Response:
 async def rotate_key(id: str, request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
     keys = admin_keys(request)
-    record, secret = await keys.rotate(id, actor=ADMIN_ACTOR)
-    response = _answer({"key": keys.describe(record), "secret": secret})
-    response.headers["cache-control"] = "no-store"
-    return response
+    return _issued(await keys.rotate(id, actor=ADMIN_ACTOR))
 
 
 _USAGE_QUERY = ("key", "provider", "account", "since", "until")
@@ -184,19 +182,13 @@ async def list_usage(request: Request) -> Response:
     for name in ("since", "until"):
         if name in query and not _DATE.match(query[name]):
             raise BridgeError.invalid_request(f"{name} must be a date (YYYY-MM-DD)", field=name)
-    key_id = None
-    names = {record.id: record.name for record in await keys.list()}
-    if "key" in query:
-        wanted = query["key"]
-        key_id = next((i for i, n in names.items() if wanted in (i, n)), None)
-        if key_id is None:
-            return _answer({"group_by": "day", "data": []})
-    rows = await keys.store.usage(
-        key_id=key_id,
+    rows = await keys.usage(
+        key=query.get("key"),
         provider=query.get("provider"),
         account=query.get("account"),
         since=query.get("since"),
         until=query.get("until"),
     )
-    data = [{**row.to_dict(), "key_name": names.get(row.key_id)} for row in rows]
-    return _answer({"group_by": "day", "time_zone": keys.settings.time_zone, "data": data})
+    if rows is None:  # the key filter names no key
+        return json_response(BridgeKeyUsageReport(data=[]))
+    return json_response(BridgeKeyUsageReport(time_zone=keys.time_zone, data=rows))

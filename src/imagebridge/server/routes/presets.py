@@ -20,7 +20,7 @@ from imagebridge.contract.presets import (
     ImagePresetWrite,
 )
 from imagebridge.jobs import PresetService
-from imagebridge.jobs.keys import key_scope
+from imagebridge.keys import key_scope
 from imagebridge.server.context import request_context
 from imagebridge.server.openapi import ERROR_RESPONSES, json_request_body, query_parameter
 from imagebridge.server.query import (

@@ -10,7 +10,7 @@ from imagebridge.contract.response import SessionMetadata
 from imagebridge.engine.provider import Provider
 from imagebridge.engine.registry import is_provider_name
 from imagebridge.engine.validation import has_control_characters
-from imagebridge.jobs.keys import scope_session_key
+from imagebridge.keys import scope_session_key
 from imagebridge.server.context import request_context
 from imagebridge.server.errors import provider_not_found
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter

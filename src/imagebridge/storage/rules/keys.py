@@ -26,6 +26,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.keys import KEY_LIMIT_FIELDS, KEY_WINDOWS
 from imagebridge.storage.records import KeyLimits
 from imagebridge.storage.rules.values import MAX_INTEGER, check_timestamp, valid_identifier
 
@@ -62,15 +63,9 @@ _PREFIX_CHARS = len(KEY_PREFIX) + 8
 MAX_KEY_NAME_BYTES = 64
 MAX_KEY_PROVIDERS = 32
 _MAX_PROVIDER_BYTES = 64
-WINDOWS = ("day", "week", "month")
-KEY_FIELDS = (
-    "images_per_day",
-    "images_per_week",
-    "images_per_month",
-    "max_concurrent",
-    "providers",
-    "expires_at",
-)
+WINDOWS = KEY_WINDOWS
+"""The quota windows, in order (the contract's names)."""
+KEY_FIELDS = KEY_LIMIT_FIELDS
 """The fields a key's creation or update may set (``None`` clears one)."""
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from imagebridge.jobs.keys import account_shares
+from imagebridge.keys import account_shares
 
 
 def test_a_success_on_one_account_is_one_row_on_it() -> None:

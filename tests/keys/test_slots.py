@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.jobs.keys import KeyService, KeyServiceSettings
+from imagebridge.keys import KeyService, KeyServiceSettings, read_create
 from imagebridge.storage import SqliteKeyStore
 from imagebridge.storage.records import KeyRecord
 
@@ -28,7 +28,8 @@ async def _service(path: Path, lease_secs: int) -> KeyService:
 async def pair(tmp_path: Path) -> AsyncIterator[tuple[KeyService, KeyService, KeyRecord]]:
     first = await _service(tmp_path / "jobs.sqlite3", 1)
     second = await _service(tmp_path / "jobs.sqlite3", 1)
-    record, _ = await first.create("solo", {"max_concurrent": 1}, actor="test")
+    issued = await first.create(read_create({"name": "solo", "max_concurrent": 1}), actor="test")
+    record = await first.get(issued.key.id)
     try:
         yield first, second, record
     finally:

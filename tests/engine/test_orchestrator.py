@@ -90,7 +90,7 @@ class MemorySink:
         self.published: list[tuple[str, bytes]] = []
 
     async def publish(self, data: bytes, **options: Any) -> Any:
-        from imagebridge.engine.materialize import PublishedArtifact
+        from imagebridge.engine.publishing import PublishedArtifact
 
         prefix = (options["filename_prefix"] or "image").lower()
         name = f"{prefix}-{len(self.published)}.png"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from imagebridge.config.model import CircuitBreakerSettings, ConcurrencySettings
 from imagebridge.engine.breaker import BreakerConfig
-from imagebridge.engine.orchestrator import GateLimits
+from imagebridge.engine.runtime import GateLimits
 
 __all__ = ["breaker_config", "gate_limits"]
 

@@ -1,6 +1,6 @@
 """The engine: one logical image request, from validation to verified, materialized images.
 
-:mod:`.orchestrator` (:class:`~.orchestrator.ImageRuntime`) runs the use case: validate →
+:mod:`.runtime` (:class:`~.runtime.ImageRuntime`) runs the use case: validate →
 idempotency → admission → for each route (primary, then fallbacks) breaker → capabilities →
 negotiation → provider (with deadline, cancellation and fan-out) → verification and
 materialization. It owns the ports the adapters implement: :mod:`.provider` (``Provider``,

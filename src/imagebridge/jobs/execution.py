@@ -29,8 +29,8 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.crash_points import crash_point
-from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
 from imagebridge.engine.publishing import ARTIFACT_NOT_STORED
+from imagebridge.engine.runtime import ExecutionContext, ImageRuntime
 from imagebridge.engine.served import served_by
 from imagebridge.jobs.keys import (
     KeyService,

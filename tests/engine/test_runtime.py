@@ -13,8 +13,8 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.breaker import BreakerConfig
 from imagebridge.engine.fanout import FanoutProvider
-from imagebridge.engine.orchestrator import ExecutionContext, GateLimits, should_fallback
 from imagebridge.engine.provider import ProviderContext
+from imagebridge.engine.runtime import ExecutionContext, GateLimits, should_fallback
 from imagebridge.engine.validation import RequestLimits
 from tests.support.fakes import FakeProvider, png_bytes
 from tests.support.runtime import make_runtime

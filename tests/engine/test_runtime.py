@@ -1,4 +1,5 @@
-"""The runtime pipeline, and the behaviours the original's orchestrator.rs tests check."""
+"""The runtime pipeline, and the behaviours the original's orchestrator.rs tests check
+(fallback in test_fallback, route selection in test_routing)."""
 
 from __future__ import annotations
 
@@ -8,36 +9,24 @@ from typing import Any
 import pytest
 
 from imagebridge.contract import BridgeError, ErrorCode
-from imagebridge.contract.enums import FallbackPolicy
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
-from imagebridge.engine.breaker import BreakerConfig
+from imagebridge.engine.admission import GateLimits
+from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.provider import ProviderContext
-from imagebridge.engine.runtime import ExecutionContext, GateLimits, should_fallback
+from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.engine.validation import RequestLimits
+from tests.engine.runtime_requests import ONE, request
 from tests.support.fakes import FakeProvider, png_bytes
 from tests.support.runtime import make_runtime
-
-SIZES_2X2 = {"sizes": {"auto": True, "allowed": ["2x2"], "arbitrary": False}}
-ONE = {
-    "count": {"min": 1, "max": 1},
-    "batching": {"mode": "native", "native_count": {"min": 1, "max": 1}, "max_parallel_outputs": 1},
-    **SIZES_2X2,
-}
-
-
-def request(**fields: Any) -> ImageRequest:
-    body: dict[str, Any] = {"operation": "generate", "prompt": "test"}
-    body.update(fields)
-    return ImageRequest.model_validate(body)
 
 
 def ctx(**fields: Any) -> ExecutionContext:
     return ExecutionContext(**fields)
 
 
-# -- behaviour statements ---------------------------------------------------------------------
+# -- behaviour statements ----------------------------------------------------------------------
 
 
 async def test_negotiates_then_independently_verifies_and_projects_metadata() -> None:
@@ -171,104 +160,6 @@ async def test_concurrent_idempotent_callers_share_one_provider_operation() -> N
     assert provider.calls == 1
 
 
-async def test_unavailable_primary_falls_back_in_order_and_records_attempts() -> None:
-    primary = FakeProvider(
-        "primary", caps=ONE, fail_capabilities=BridgeError(ErrorCode.AUTHENTICATION, "log in")
-    )
-    fallback = FakeProvider("fallback", caps=ONE)
-    runtime = make_runtime(primary, fallback)
-    response = await runtime.execute(request(routing={"fallbacks": [{"provider": "fallback"}]}))
-    assert [(a.provider, a.outcome.value, a.error_code) for a in response.attempts] == [
-        ("primary", "failed", ErrorCode.AUTHENTICATION),
-        ("fallback", "succeeded", None),
-    ]
-    assert response.provider == "fallback"
-    assert "provider_fallback_used" in response.warnings
-    assert response.normalizations[0].reason == "provider_fallback"
-    assert response.normalizations[0].requested == "primary"
-    assert primary.calls == 0 and fallback.calls == 1
-
-
-async def test_open_primary_circuit_fails_fast_and_preserves_explicit_fallback() -> None:
-    primary = FakeProvider("primary", caps=ONE, fail=BridgeError(ErrorCode.UPSTREAM, "down"))
-    fallback = FakeProvider("fallback", caps=ONE)
-    runtime = make_runtime(primary, fallback, breaker=BreakerConfig(failure_threshold=1))
-    routed = request(
-        routing={"fallbacks": [{"provider": "fallback"}], "fallback_policy": "on_error"}
-    )
-    assert (await runtime.execute(routed)).provider == "fallback"
-    second = await runtime.execute(routed)
-    assert second.provider == "fallback"
-    assert second.attempts[0].error_code is ErrorCode.OVERLOADED
-    assert primary.calls == 1 and fallback.calls == 2
-
-
-async def test_unknown_outcome_opens_only_for_later_calls_without_retrying_current_call() -> None:
-    primary = FakeProvider(
-        "primary", caps=ONE, fail=BridgeError(ErrorCode.UPSTREAM, "?").mark_unknown_outcome()
-    )
-    fallback = FakeProvider("fallback", caps=ONE)
-    runtime = make_runtime(primary, fallback, breaker=BreakerConfig(failure_threshold=1))
-    routed = request(
-        routing={"fallbacks": [{"provider": "fallback"}], "fallback_policy": "on_error"}
-    )
-    with pytest.raises(BridgeError) as caught:
-        await runtime.execute(routed)
-    assert caught.value.details["outcome"] == "unknown"
-    assert fallback.calls == 0
-    assert runtime.breaker_snapshot()["primary"]["state"] == "open"
-    assert (await runtime.execute(routed)).provider == "fallback"
-    assert primary.calls == 1
-
-
-@pytest.mark.parametrize(
-    "failure",
-    [
-        BridgeError.safety_rejected("no"),
-        BridgeError(ErrorCode.UPSTREAM, "?").mark_unknown_outcome(),
-    ],
-)
-async def test_fallback_never_bypasses_safety_or_unknown_outcomes(failure: BridgeError) -> None:
-    primary = FakeProvider("primary", caps=ONE, fail=failure)
-    fallback = FakeProvider("fallback", caps=ONE)
-    runtime = make_runtime(primary, fallback)
-    with pytest.raises(BridgeError) as caught:
-        await runtime.execute(
-            request(
-                routing={"fallbacks": [{"provider": "fallback"}], "fallback_policy": "on_error"}
-            )
-        )
-    assert fallback.calls == 0
-    assert len(caught.value.details["attempts"]) == 1
-
-
-async def test_on_error_expands_but_does_not_replace_unavailable_policy() -> None:
-    for policy, expected_calls in (("on_unavailable", 0), ("on_error", 1)):
-        primary = FakeProvider("primary", caps=ONE, fail=BridgeError(ErrorCode.UPSTREAM, "x"))
-        fallback = FakeProvider("fallback", caps=ONE)
-        runtime = make_runtime(primary, fallback)
-        routed = request(
-            routing={"fallbacks": [{"provider": "fallback"}], "fallback_policy": policy}
-        )
-        if expected_calls:
-            assert (await runtime.execute(routed)).provider == "fallback"
-        else:
-            with pytest.raises(BridgeError):
-                await runtime.execute(routed)
-        assert fallback.calls == expected_calls
-
-
-async def test_implicit_primary_cannot_be_repeated_as_a_fallback() -> None:
-    provider = FakeProvider("primary", caps=ONE)
-    runtime = make_runtime(provider, FakeProvider("other", caps=ONE))
-    with pytest.raises(BridgeError) as caught:
-        await runtime.execute(request(routing={"fallbacks": [{"provider": "primary"}]}))
-    assert caught.value.code is ErrorCode.INVALID_REQUEST
-    assert caught.value.details["field"] == "routing.fallbacks[0]"
-    assert "attempts" not in caught.value.details
-    assert provider.calls == 0
-
-
 async def test_shutdown_cancels_and_drains_active_work_before_provider_release() -> None:
     provider = FakeProvider(caps=ONE, delay=5.0)
     runtime = make_runtime(provider)
@@ -286,57 +177,7 @@ async def test_shutdown_cancels_and_drains_active_work_before_provider_release()
     assert later.value.code is ErrorCode.CANCELLED
 
 
-# -- the fallback table: which error codes move on to a fallback route, under which policy ----
-
-UNAVAILABLE = [
-    "configuration",
-    "authentication",
-    "unsupported_capability",
-    "rate_limited",
-    "overloaded",
-]
-ON_ERROR_ONLY = ["upstream", "protocol", "artifact", "input", "internal"]
-NEVER = [
-    "invalid_request",
-    "permission_denied",
-    "safety_rejected",
-    "cancelled",
-    "session",
-    "idempotency_conflict",
-    "timeout",
-]
-
-
-@pytest.mark.parametrize("code", UNAVAILABLE + ON_ERROR_ONLY + NEVER)
-@pytest.mark.parametrize("policy", ["on_unavailable", "on_error"])
-async def test_fallback_table(code: str, policy: str) -> None:
-    primary = FakeProvider("primary", caps=ONE, fail=BridgeError(ErrorCode(code), "scripted"))
-    fallback = FakeProvider("fallback", caps=ONE)
-    runtime = make_runtime(primary, fallback)
-    routed = request(routing={"fallbacks": [{"provider": "fallback"}], "fallback_policy": policy})
-    expected = code in UNAVAILABLE or (policy == "on_error" and code in ON_ERROR_ONLY)
-    if expected:
-        response = await runtime.execute(routed)
-        assert response.provider == "fallback"
-    else:
-        with pytest.raises(BridgeError) as caught:
-            await runtime.execute(routed)
-        assert caught.value.code is ErrorCode(code)
-        assert [a["error_code"] for a in caught.value.details["attempts"]] == [code]
-    assert fallback.calls == int(expected)
-    assert should_fallback(BridgeError(ErrorCode(code), "x"), FallbackPolicy(policy)) is expected
-
-
-# -- more behaviour ------------------------------------------------------------------------------
-
-
-async def test_unknown_provider_is_a_configuration_error_with_attempts() -> None:
-    runtime = make_runtime(FakeProvider(caps=ONE))
-    with pytest.raises(BridgeError) as caught:
-        await runtime.execute(request(routing={"provider": "nope"}))
-    assert caught.value.code is ErrorCode.CONFIGURATION
-    assert caught.value.details["provider"] == "nope"
-    assert len(caught.value.details["attempts"]) == 1
+# -- more behaviour ----------------------------------------------------------------------------
 
 
 async def test_validation_errors_carry_no_attempts() -> None:
@@ -434,30 +275,6 @@ async def test_events_reach_the_sink_and_completed_precedes_materialization() ->
     assert len(response.data) == 1
 
 
-async def test_fallbacks_are_tried_in_the_listed_order() -> None:
-    primary = FakeProvider(
-        "primary", caps=ONE, fail_capabilities=BridgeError(ErrorCode.AUTHENTICATION, "log in")
-    )
-    second = FakeProvider("second", caps=ONE, fail=BridgeError(ErrorCode.RATE_LIMITED, "busy"))
-    third = FakeProvider("third", caps=ONE)
-    unused = FakeProvider("unused", caps=ONE)
-    runtime = make_runtime(primary, second, third, unused)
-    response = await runtime.execute(
-        request(
-            routing={
-                "fallbacks": [{"provider": "second"}, {"provider": "third"}, {"provider": "unused"}]
-            }
-        )
-    )
-    assert response.provider == "third"
-    assert [(a.provider, a.error_code) for a in response.attempts] == [
-        ("primary", ErrorCode.AUTHENTICATION),
-        ("second", ErrorCode.RATE_LIMITED),
-        ("third", None),
-    ]
-    assert (second.calls, third.calls, unused.calls) == (1, 1, 0)
-
-
 async def test_a_provider_deaf_to_cancellation_is_abandoned_after_the_grace() -> None:
     abandoned: list[bool] = []
 
@@ -522,9 +339,12 @@ async def test_queue_snapshot_counts_waiters_per_gate() -> None:
     assert runtime.queue_snapshot()["providers_queued"] == {"test-provider": 0}
 
 
-# -- the negotiated request is validated once, on whichever path runs it ------------------
+# -- the negotiated request is validated once, on whichever path runs it -----------------------
+
 
 TIGHT = RequestLimits(max_prompt_bytes=64)
+
+
 NEAR_LIMIT = "p" * 60  # within the limit alone; over it once the negative prompt is merged
 
 
@@ -592,3 +412,26 @@ async def test_a_refusal_caused_by_the_merge_says_so() -> None:
         await runtime.execute(request(prompt="p" * 65, negative_prompt="dim"))
     assert "negative_prompt_merged" not in alone.value.details
     assert alone.value.details["issues"][0]["message"] == "prompt exceeds 64 bytes"
+
+
+async def test_a_decorator_other_than_the_fan_out_sees_every_call_through_its_execute() -> None:
+    """The runtime calls every provider through ``execute_negotiated``; a decorator that adds
+    something to ``execute`` (a call log) is not bypassed by it, nor trusted to validate."""
+
+    class Counting(ProviderDecorator):
+        executed = 0
+
+        async def execute(self, req: ImageRequest, context: ProviderContext) -> ImageResponse:
+            self.executed += 1
+            return await self.inner.execute(req, context)
+
+    inner = FakeProvider(caps=ONE)
+    decorated = Counting(inner)
+    assert not decorated.validates_requests
+    runtime = make_runtime(decorated, request_limits=TIGHT)
+    await runtime.execute(request(prompt="p" * 8, negative_prompt="dim"))
+    assert (decorated.executed, inner.calls) == (1, 1)
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(request(prompt=NEAR_LIMIT, negative_prompt="blurry hands"))
+    assert _prompt_issues(caught.value) == [("prompt", "too_large")]
+    assert (decorated.executed, inner.calls) == (1, 1)

@@ -4,8 +4,10 @@ Order of a request: validate → idempotency → global admission → input imag
 verified once, through the input port) → for each route (primary, then fallbacks): breaker →
 provider admission → capabilities → transparency planning → negotiation → provider (with
 deadline, cancellation and grace) → verification and materialization. A failure whose
-upstream outcome is unknown is never retried or rerouted. How each stage runs under the
-deadline, the caller's cancellation and shutdown is :mod:`imagebridge.engine.operation`.
+upstream outcome is unknown is never retried or rerouted. The runtime coordinates; the
+policies are their own modules: which routes a request tries (:mod:`.routing`), whether a
+failed one moves on and what the answer says about it (:mod:`.fallback`), and how each
+stage runs under the deadline, the caller's cancellation and shutdown (:mod:`.operation`).
 """
 
 from __future__ import annotations
@@ -19,21 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from imagebridge.contract.capabilities import ProviderCapabilities
-from imagebridge.contract.enums import (
-    Background,
-    FallbackPolicy,
-    ProviderAttemptOutcome,
-    RevisedPromptPolicy,
-    RoutingPreference,
-)
+from imagebridge.contract.enums import Background, RevisedPromptPolicy, RoutingPreference
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import CompletedEvent, ProgressEvent
 from imagebridge.contract.request import ImageRequest
-from imagebridge.contract.response import ImageResponse, Normalization, ProviderAttempt
-from imagebridge.engine.admission import REJECTION_RETRY_AFTER_MS, AdmissionGate
+from imagebridge.contract.response import ImageResponse
+from imagebridge.engine.admission import AdmissionGate, GateLimits
 from imagebridge.engine.breaker import BreakerConfig, CircuitBreaker
 from imagebridge.engine.cancellation import CancelToken, Deadline
-from imagebridge.engine.fanout import FanoutProvider
+from imagebridge.engine.fallback import RouteAttempts
 from imagebridge.engine.idempotency import (
     IdempotencyConfig,
     IdempotencyCoordinator,
@@ -52,8 +48,9 @@ from imagebridge.engine.negotiation import copy_parameters, negotiate_request
 from imagebridge.engine.operation import Operation, StageGuard
 from imagebridge.engine.provider import EventSink, Provider, ProviderContext
 from imagebridge.engine.registry import ProviderRegistry
+from imagebridge.engine.routing import RoutePlanner
 from imagebridge.engine.size_stats import DEFAULT_WINDOW, SizeMatchStats
-from imagebridge.engine.sizes import SizeReport, size_ask
+from imagebridge.engine.sizes import SizeReport
 from imagebridge.engine.transparency import prepare_transparency
 from imagebridge.engine.validation import (
     RequestLimits,
@@ -62,69 +59,14 @@ from imagebridge.engine.validation import (
 )
 from imagebridge.imaging.ids import uuid7
 
-__all__ = [
-    "ExecutionContext",
-    "GateLimits",
-    "ImageRuntime",
-    "ImageRuntimeSettings",
-    "is_valid_request_id",
-    "should_fallback",
-]
+__all__ = ["ExecutionContext", "ImageRuntime", "ImageRuntimeSettings", "is_valid_request_id"]
 
 _NEGATIVE_PROMPT_MERGE = "negative_prompt_prompt_merge"
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_NEVER_FALLBACK = frozenset(
-    {
-        ErrorCode.INVALID_REQUEST,
-        ErrorCode.PERMISSION_DENIED,
-        ErrorCode.SAFETY_REJECTED,
-        ErrorCode.CANCELLED,
-        ErrorCode.SESSION,
-        ErrorCode.IDEMPOTENCY_CONFLICT,
-    }
-)
-_UNAVAILABLE = frozenset(
-    {
-        ErrorCode.CONFIGURATION,
-        ErrorCode.AUTHENTICATION,
-        ErrorCode.UNSUPPORTED_CAPABILITY,
-        ErrorCode.RATE_LIMITED,
-        ErrorCode.OVERLOADED,
-    }
-)
-_ON_ERROR = frozenset(
-    {
-        ErrorCode.UPSTREAM,
-        ErrorCode.PROTOCOL,
-        ErrorCode.ARTIFACT,
-        ErrorCode.INPUT,
-        ErrorCode.INTERNAL,
-    }
-)
 
 
 def is_valid_request_id(value: str) -> bool:
     return _REQUEST_ID_RE.fullmatch(value) is not None
-
-
-def should_fallback(error: BridgeError, policy: FallbackPolicy) -> bool:
-    """Whether a route failure may move on to the next route (never after a billed call)."""
-    if error.outcome_unknown or error.code in _NEVER_FALLBACK:
-        return False
-    if error.details.get("billed") is True:
-        return False
-    if error.code in _UNAVAILABLE:
-        return True
-    return policy is FallbackPolicy.ON_ERROR and error.code in _ON_ERROR
-
-
-@dataclass(frozen=True, slots=True)
-class GateLimits:
-    """``None`` means unlimited."""
-
-    max_concurrent: int | None = None
-    max_queued: int | None = None
-    retry_after_ms: int = REJECTION_RETRY_AFTER_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +85,6 @@ class ImageRuntimeSettings:
     size_match_window: int = DEFAULT_WINDOW
     prefer: RoutingPreference = RoutingPreference.DEFAULT
     """``routing.prefer`` for requests that do not say (config ``runtime.images.prefer``)."""
-
-
-HONOUR_SIZE_MIN_EDGE = 1536
-"""``honour_size`` routing applies to explicit sizes with a longer edge above this."""
 
 
 @dataclass(slots=True)
@@ -207,26 +145,17 @@ class ImageRuntime:
         self.materializer = materializer
         self.inputs = inputs
         self.settings = settings
-        self.global_gate = AdmissionGate(
-            "global",
-            settings.global_gate.max_concurrent,
-            settings.global_gate.max_queued,
-            retry_after_ms=settings.global_gate.retry_after_ms,
-        )
+        self.global_gate = AdmissionGate.limited("global", settings.global_gate)
         self.provider_gates: dict[str, AdmissionGate] = {}
         self.breakers: dict[str, CircuitBreaker] = {}
         for name in registry.names:
             gate = settings.provider_gates.get(name, settings.provider_default_gate)
-            self.provider_gates[name] = AdmissionGate(
-                f"provider:{name}",
-                gate.max_concurrent,
-                gate.max_queued,
-                retry_after_ms=gate.retry_after_ms,
-            )
+            self.provider_gates[name] = AdmissionGate.limited(f"provider:{name}", gate)
             breaker = settings.breakers.get(name, settings.breaker)
             self.breakers[name] = CircuitBreaker(name, breaker, clock)
         self.idempotency = IdempotencyCoordinator(settings.idempotency)
         self.size_stats = SizeMatchStats(settings.size_match_window)
+        self.routing = RoutePlanner(registry, self.size_stats, settings.prefer)
         self._shutdown = CancelToken()
         self._stages = StageGuard(self._shutdown, settings.cancellation_grace_ms)
         self._active = 0
@@ -373,57 +302,23 @@ class ImageRuntime:
         global_permit = await self.global_gate.acquire(op.deadline, op.token)
         try:
             global_queue_ms = _ms(started)
-            routes = self._routes(request)
+            routes = self.routing.routes(request)
             input_started = time.monotonic()
             op.inputs = await self._load_inputs(request, op)
             input_ms = _ms(input_started)
-            attempts: list[ProviderAttempt] = []
+            attempts = RouteAttempts(request, routes)
             last_error: BridgeError | None = None
             for index, (provider_name, model) in enumerate(routes):
                 attempt_started = time.monotonic()
                 try:
                     routed = await self._execute_route(provider_name, model, request, op)
                 except BridgeError as error:
-                    attempts.append(
-                        ProviderAttempt(
-                            provider=provider_name,
-                            model=model,
-                            outcome=ProviderAttemptOutcome.FAILED,
-                            error_code=error.code,
-                            duration_ms=_ms(attempt_started),
-                        )
-                    )
                     last_error = error
-                    if index + 1 < len(routes) and should_fallback(
-                        error, request.routing.fallback_policy
-                    ):
+                    if attempts.failed(index, error, _ms(attempt_started)):
                         continue
                     break
                 response = routed.response
-                # calls the provider itself retried elsewhere (e.g. a refused carrier model)
-                inner = list(response.attempts)
-                attempts.extend(inner)
-                attempts.append(
-                    ProviderAttempt(
-                        provider=response.provider,
-                        model=response.model,
-                        outcome=ProviderAttemptOutcome.SUCCEEDED,
-                        duration_ms=_ms(attempt_started),
-                    )
-                )
-                if index > 0:
-                    response.normalizations.insert(
-                        0,
-                        Normalization(
-                            field="routing.provider",
-                            requested=routes[0][0],
-                            effective=response.provider,
-                            reason="provider_fallback",
-                        ),
-                    )
-                    response.add_warning("provider_fallback_used")
-                if request.routing.fallbacks or inner:
-                    response.attempts = attempts
+                attempts.succeeded(index, response, _ms(attempt_started))
                 response.timings.queue_ms += global_queue_ms
                 response.timings.input_ms = input_ms
                 response.timings.total_ms = _ms(started)
@@ -437,15 +332,10 @@ class ImageRuntime:
                         self._stages.delivery_deadline(op),
                     )
                 except BridgeError as error:  # the original dropped the attempts here
-                    error.details["attempts"] = [
-                        attempt.model_dump(mode="json") for attempt in attempts
-                    ]
+                    attempts.attach(error)
                     raise
             assert last_error is not None
-            last_error.details["attempts"] = [
-                attempt.model_dump(mode="json") for attempt in attempts
-            ]
-            raise last_error
+            raise attempts.attach(last_error)
         finally:
             global_permit.release()
 
@@ -470,47 +360,6 @@ class ImageRuntime:
             op,
             "request was cancelled while loading input images",
         )
-
-    def _routes(self, request: ImageRequest) -> list[tuple[str, str | None]]:
-        routing = request.routing
-        preferred = None if routing.provider else self._size_preferred(request)
-        primary = routing.provider or preferred or self.registry.default
-        routes = [(primary, routing.model)]
-        fallbacks = [(route.provider, route.model) for route in routing.fallbacks]
-        if preferred is not None:
-            # the caller named no provider: its fallbacks follow the preferred transport
-            # (not repeating it), then the default it would otherwise have used
-            fallbacks = [route for route in fallbacks if route != routes[0]]
-            default = (self.registry.default, routing.model)
-            if default not in (routes[0], *fallbacks):
-                fallbacks.append(default)
-        routes.extend(fallbacks)
-        seen: set[tuple[str, str | None]] = set()
-        for index, route in enumerate(routes):
-            if route in seen:
-                raise BridgeError.invalid_request(
-                    "provider routing contains a duplicate resolved route",
-                    field=f"routing.fallbacks[{index - 1}]",
-                    provider=route[0],
-                    model=route[1],
-                )
-            seen.add(route)
-        return routes
-
-    def _size_preferred(self, request: ImageRequest) -> str | None:
-        """With ``routing.prefer: honour_size`` (or that config default), the transport
-        measured to deliver a large explicit size best, for a request naming no provider.
-
-        ``None`` leaves routing as it is: no large explicit size, no measurement yet.
-        """
-        prefer = request.routing.prefer or self.settings.prefer
-        if prefer is not RoutingPreference.HONOUR_SIZE:
-            return None
-        ask = size_ask(request.parameters)
-        if ask is None or ask.size is None or max(ask.size) <= HONOUR_SIZE_MIN_EDGE:
-            return None
-        names = [self.registry.default, *sorted(set(self.registry.names) - {self.registry.default})]
-        return self.size_stats.best(names, ask.tier, request.routing.model)
 
     async def _execute_route(
         self, provider_name: str, model: str | None, request: ImageRequest, op: Operation
@@ -593,16 +442,14 @@ class ImageRuntime:
             inputs=inputs,
         )
         merged = any(n.reason == _NEGATIVE_PROMPT_MERGE for n in negotiated.normalizations)
-        decorated = isinstance(provider, FanoutProvider)
-        if merged or not decorated or mask_plan is not None:  # the prompt may have grown
+        grown = merged or mask_plan is not None  # the prompt may have grown
+        if grown or not provider.validates_requests:
             validate_negotiated_request(
                 effective, self.settings.request_limits, negative_prompt_merged=merged
             )
-        if isinstance(provider, FanoutProvider):  # negotiated here: not again in the decorator
-            call = provider.execute_negotiated(effective, context, caps)
-        else:
-            call = provider.execute(effective, context)
-        response = await self._stages.provider_call(call, op)
+        response = await self._stages.provider_call(
+            provider.execute_negotiated(effective, context, caps), op
+        )
         provider_ms = _ms(provider_started)
         if caps.model is not None and response.model != caps.model:
             raise BridgeError(

@@ -4,10 +4,13 @@ Order of a request: validate → idempotency → global admission → input imag
 verified once, through the input port) → for each route (primary, then fallbacks): breaker →
 provider admission → capabilities → transparency planning → negotiation → provider (with
 deadline, cancellation and grace) → verification and materialization. A failure whose
-upstream outcome is unknown is never retried or rerouted. The runtime coordinates; the
-policies are their own modules: which routes a request tries (:mod:`.routing`), whether a
-failed one moves on and what the answer says about it (:mod:`.fallback`), and how each
-stage runs under the deadline, the caller's cancellation and shutdown (:mod:`.operation`).
+upstream outcome is unknown is never retried or rerouted.
+
+The runtime coordinates one logical request and its lifecycle; the rest are their own
+modules: which routes a request tries (:mod:`.routing`), one attempt on a route
+(:mod:`.attempt`), whether a failed attempt moves on and what the answer says about it
+(:mod:`.fallback`), and how each stage runs under the deadline, the caller's cancellation
+and shutdown (:mod:`.operation`).
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from imagebridge.contract.capabilities import ProviderCapabilities
-from imagebridge.contract.enums import Background, RevisedPromptPolicy, RoutingPreference
+from imagebridge.contract.enums import RoutingPreference
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.contract.events import CompletedEvent, ProgressEvent
+from imagebridge.contract.events import ProgressEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.admission import AdmissionGate, GateLimits
+from imagebridge.engine.attempt import RouteRunner
 from imagebridge.engine.breaker import BreakerConfig, CircuitBreaker
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fallback import RouteAttempts
@@ -37,31 +40,18 @@ from imagebridge.engine.idempotency import (
     request_fingerprint,
 )
 from imagebridge.engine.inputs import ImageInputLoader, LoadedInputs, load_request_inputs
-from imagebridge.engine.masking import (
-    DEFAULT_FEATHER_PX,
-    MaskPlan,
-    check_request_mask,
-    plan_mask_emulation,
-)
+from imagebridge.engine.masking import DEFAULT_FEATHER_PX
 from imagebridge.engine.materialize import Materializer
-from imagebridge.engine.negotiation import copy_parameters, negotiate_request
-from imagebridge.engine.operation import Operation, StageGuard
-from imagebridge.engine.provider import EventSink, Provider, ProviderContext
+from imagebridge.engine.operation import Operation, StageGuard, elapsed_ms
+from imagebridge.engine.provider import EventSink
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.routing import RoutePlanner
 from imagebridge.engine.size_stats import DEFAULT_WINDOW, SizeMatchStats
-from imagebridge.engine.sizes import SizeReport
-from imagebridge.engine.transparency import prepare_transparency
-from imagebridge.engine.validation import (
-    RequestLimits,
-    validate_negotiated_request,
-    validate_request,
-)
+from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.imaging.ids import uuid7
 
 __all__ = ["ExecutionContext", "ImageRuntime", "ImageRuntimeSettings", "is_valid_request_id"]
 
-_NEGATIVE_PROMPT_MERGE = "negative_prompt_prompt_merge"
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
@@ -99,16 +89,6 @@ class ExecutionContext:
     link_base: str | None = None
     """The caller's base address of the bridge (``http://host:port/``), for ``url`` outputs
     when ``artifacts.public_base_url`` is not configured."""
-
-
-@dataclass(slots=True)
-class _RouteResult:
-    response: ImageResponse
-    effective: ImageRequest
-
-
-def _ms(started: float) -> int:
-    return max(0, int((time.monotonic() - started) * 1000))
 
 
 class ImageRuntime:
@@ -158,6 +138,16 @@ class ImageRuntime:
         self.routing = RoutePlanner(registry, self.size_stats, settings.prefer)
         self._shutdown = CancelToken()
         self._stages = StageGuard(self._shutdown, settings.cancellation_grace_ms)
+        self._runner = RouteRunner(
+            registry,
+            materializer,
+            breakers=self.breakers,
+            provider_gates=self.provider_gates,
+            size_stats=self.size_stats,
+            stages=self._stages,
+            request_limits=settings.request_limits,
+            mask_feather_px=settings.mask_feather_px,
+        )
         self._active = 0
         self._drained: asyncio.Event | None = None
         self._shutdown_result: asyncio.Future[None] | None = None
@@ -301,27 +291,27 @@ class ImageRuntime:
         started = time.monotonic()
         global_permit = await self.global_gate.acquire(op.deadline, op.token)
         try:
-            global_queue_ms = _ms(started)
+            global_queue_ms = elapsed_ms(started)
             routes = self.routing.routes(request)
             input_started = time.monotonic()
             op.inputs = await self._load_inputs(request, op)
-            input_ms = _ms(input_started)
+            input_ms = elapsed_ms(input_started)
             attempts = RouteAttempts(request, routes)
             last_error: BridgeError | None = None
             for index, (provider_name, model) in enumerate(routes):
                 attempt_started = time.monotonic()
                 try:
-                    routed = await self._execute_route(provider_name, model, request, op)
+                    routed = await self._runner.run(provider_name, model, request, op)
                 except BridgeError as error:
                     last_error = error
-                    if attempts.failed(index, error, _ms(attempt_started)):
+                    if attempts.failed(index, error, elapsed_ms(attempt_started)):
                         continue
                     break
                 response = routed.response
-                attempts.succeeded(index, response, _ms(attempt_started))
+                attempts.succeeded(index, response, elapsed_ms(attempt_started))
                 response.timings.queue_ms += global_queue_ms
                 response.timings.input_ms = input_ms
-                response.timings.total_ms = _ms(started)
+                response.timings.total_ms = elapsed_ms(started)
                 if not request.output.metadata.writes_sidecar:
                     return response  # what attach_sidecars would return, without a task
                 try:
@@ -360,136 +350,3 @@ class ImageRuntime:
             op,
             "request was cancelled while loading input images",
         )
-
-    async def _execute_route(
-        self, provider_name: str, model: str | None, request: ImageRequest, op: Operation
-    ) -> _RouteResult:
-        provider = self.registry.resolve(provider_name)
-        name = provider.name  # a property that builds the descriptor: read it once
-        breaker_permit = self.breakers[name].acquire()
-        gate_started = time.monotonic()
-        try:
-            gate_permit = await self.provider_gates[name].acquire(op.deadline, op.token)
-        except BridgeError as error:
-            breaker_permit.abandon()
-            raise error.with_provider(name) from None
-        except BaseException:
-            breaker_permit.abandon()
-            raise
-        queue_ms = _ms(gate_started)
-        try:
-            result = await self._execute_admitted(provider, model, request, op, queue_ms)
-        except BridgeError as error:
-            breaker_permit.finish(error)
-            raise error.with_provider(name) from None
-        except BaseException:
-            breaker_permit.abandon()
-            raise
-        finally:
-            gate_permit.release()
-        breaker_permit.finish(None)
-        return result
-
-    async def _execute_admitted(
-        self,
-        provider: Provider,
-        model: str | None,
-        request: ImageRequest,
-        op: Operation,
-        queue_ms: int,
-    ) -> _RouteResult:
-        caps: ProviderCapabilities = await self._stages.controlled(
-            provider.capabilities(model), op, "request was cancelled during capability discovery"
-        )
-        name = provider.name
-        if caps.provider != name:
-            raise BridgeError(
-                ErrorCode.PROTOCOL,
-                "provider capability identity does not match its registry identity",
-            )
-        routed = request.model_copy(
-            update={
-                "routing": request.routing.model_copy(
-                    update={"provider": name, "model": model, "fallbacks": []}
-                )
-            }
-        )
-        prepared = prepare_transparency(routed, caps)
-        validate_request(prepared.request, self.settings.request_limits)
-        negotiated = negotiate_request(prepared.request, caps)
-        effective = negotiated.request
-        inputs = op.inputs
-        mask_plan: MaskPlan | None = None
-        if request.mask is not None:
-            check_request_mask(inputs, emulated=negotiated.mask_emulated)
-            if negotiated.mask_emulated:
-                effective, inputs, mask_plan = await self._stages.controlled(
-                    plan_mask_emulation(
-                        effective,
-                        inputs,
-                        feather_px=self.settings.mask_feather_px,
-                        limits=self.materializer.limits.image,
-                    ),
-                    op,
-                    "request was cancelled while reading the edit mask",
-                )
-        provider_started = time.monotonic()
-        context = ProviderContext(
-            request_id=op.request_id,
-            deadline=op.deadline,
-            cancellation=op.token,
-            events=op.events,
-            inputs=inputs,
-        )
-        merged = any(n.reason == _NEGATIVE_PROMPT_MERGE for n in negotiated.normalizations)
-        grown = merged or mask_plan is not None  # the prompt may have grown
-        if grown or not provider.validates_requests:
-            validate_negotiated_request(
-                effective, self.settings.request_limits, negative_prompt_merged=merged
-            )
-        response = await self._stages.provider_call(
-            provider.execute_negotiated(effective, context, caps), op
-        )
-        provider_ms = _ms(provider_started)
-        if caps.model is not None and response.model != caps.model:
-            raise BridgeError(
-                ErrorCode.PROTOCOL,
-                "provider response model does not match discovered capabilities",
-                details={"expected_model": caps.model, "actual_model": response.model},
-            )
-        response.id = op.request_id
-        response.provider = name
-        response.requested = copy_parameters(request.parameters)
-        response.effective = copy_parameters(effective.parameters)
-        if prepared.plan is not None:
-            response.effective.background = Background.TRANSPARENT
-            response.add_warning("transparent_background_postprocessed")
-        response.normalizations[0:0] = [*prepared.normalizations, *negotiated.normalizations]
-        if request.policies.revised_prompt is RevisedPromptPolicy.OMIT:
-            response.revised_prompt = None
-        response.timings.provider_ms = provider_ms
-        response.timings.queue_ms = queue_ms
-        await context.emit(CompletedEvent(response=response))  # provider done; materializing
-        artifact_started = time.monotonic()
-        served_model = response.model
-
-        def record_size(report: SizeReport) -> None:
-            self.size_stats.record(name, served_model, report.ask.tier, report.matched)
-
-        materialized = await self._stages.controlled(
-            self.materializer.materialize(
-                response,
-                effective,
-                prepared.plan,
-                owner=op.owner,
-                original=request,
-                link_base=op.link_base,
-                mask=mask_plan,
-                on_transport_size=record_size,
-            ),
-            op,
-            "request was cancelled during output materialization",
-            self._stages.delivery_deadline(op),
-        )
-        materialized.timings.artifact_ms = _ms(artifact_started)
-        return _RouteResult(materialized, effective)

@@ -3,10 +3,12 @@ and the stages it sequences: verification, finishing, generation records, projec
 
 from __future__ import annotations
 
+import asyncio
 import io
 from typing import Any
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from imagebridge.contract import BridgeError, ErrorCode
@@ -82,3 +84,16 @@ def store_runtime(tmp_path: Any, provider: Any) -> Any:
         provider, materializer=Materializer(artifacts=StoreSink(AsyncArtifactStore(store)))
     )
     return runtime, store
+
+
+def worker_thread_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions run through ``asyncio.to_thread`` from here on, in order."""
+    offloaded: list[str] = []
+    real_to_thread = asyncio.to_thread
+
+    async def to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        offloaded.append(getattr(func, "__name__", repr(func)))
+        return await real_to_thread(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", to_thread)
+    return offloaded

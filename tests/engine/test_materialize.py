@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import base64
 import io
-from typing import Any
 
 import pytest
 from PIL import Image
 
 from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.transparency import ChromaPlan
-from tests.engine.outputs import keyed_fixture, request, response, rgba_png
+from tests.engine.outputs import keyed_fixture, request, response, rgba_png, worker_thread_calls
 from tests.support.fakes import image_item
 
 # -- the stages together -----------------------------------------------------------------------
@@ -37,16 +36,7 @@ async def test_chroma_postprocessing_is_applied_before_projection() -> None:
 
 
 async def test_pixel_work_runs_in_a_worker_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    from imagebridge.engine import verification as module
-
-    offloaded: list[str] = []
-    real_to_thread = module.asyncio.to_thread
-
-    async def to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
-        offloaded.append(getattr(func, "__name__", repr(func)))
-        return await real_to_thread(func, *args, **kwargs)
-
-    monkeypatch.setattr(module.asyncio, "to_thread", to_thread)
+    offloaded = worker_thread_calls(monkeypatch)
     plan = ChromaPlan("#00ff00", 12, 96, True)
     await Materializer().materialize(
         response([image_item(0, keyed_fixture())]), request(), plan, owner="o"

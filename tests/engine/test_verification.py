@@ -19,7 +19,7 @@ from imagebridge.engine.decoded import DecodedPayload, attach_decoded
 from imagebridge.engine.materialize import MaterializeLimits, Materializer
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
 from tests.artifacts.images import png_chunk
-from tests.engine.outputs import failure, request, response
+from tests.engine.outputs import failure, request, response, worker_thread_calls
 from tests.support.fakes import image_item, png_bytes
 
 # -- the output set ----------------------------------------------------------------------------
@@ -245,16 +245,7 @@ async def test_only_small_outputs_skip_the_worker_thread(
 ) -> None:
     """A thread hop costs more than verifying a small image, but a large one must never
     block the event loop — whatever its file size."""
-    from imagebridge.engine import verification as module
-
-    offloaded: list[str] = []
-    real_to_thread = module.asyncio.to_thread
-
-    async def to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
-        offloaded.append(getattr(func, "__name__", repr(func)))
-        return await real_to_thread(func, *args, **kwargs)
-
-    monkeypatch.setattr(module.asyncio, "to_thread", to_thread)
+    offloaded = worker_thread_calls(monkeypatch)
     data = png_bytes(width, height)
     result = await Materializer().materialize(
         response([image_item(0, data)]), request(), None, owner="o"

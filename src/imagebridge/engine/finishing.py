@@ -101,9 +101,7 @@ async def _reencode(
             recode, image.data, expected, compression=compression, limits=limits
         )
     except BridgeError as error:
-        failure = verification_failure(error, image.index)
-        failure.details.setdefault("stage", "format_reencode")
-        raise failure from None
+        raise verification_failure(error, image.index, "format_reencode") from None
     image.replace_data(data, info)
     notes.append(
         Normalization(
@@ -147,9 +145,7 @@ async def composite_mask(
             limits=limits,
         )
     except BridgeError as error:
-        failure = verification_failure(error, image.index)
-        failure.details.setdefault("stage", "mask_composite")
-        raise failure from None
+        raise verification_failure(error, image.index, "mask_composite") from None
     image.replace_data(result.data, result.info)
     generated = f"{result.generated_size[0]}x{result.generated_size[1]}"
     return Normalization(
@@ -185,9 +181,7 @@ async def apply_chroma(
             limits=limits,
         )
     except BridgeError as error:
-        failure = verification_failure(error, image.index)
-        failure.details.setdefault("stage", "transparent_background")
-        raise failure from None
+        raise verification_failure(error, image.index, "transparent_background") from None
     image.replace_data(result.data, result.info)
     return [
         Normalization(
@@ -209,9 +203,7 @@ async def validate_native_alpha(image: VerifiedImage, limits: ImageLimits) -> No
     try:
         summary = await asyncio.to_thread(inspect_transparent_alpha, image.data, limits)
     except BridgeError as error:
-        failure = verification_failure(error, image.index)
-        failure.details.setdefault("stage", "transparent_background")
-        raise failure from None
+        raise verification_failure(error, image.index, "transparent_background") from None
     return Normalization(
         field=f"data[{image.index}].transparency.alpha",
         effective=summary.to_dict(),

@@ -64,11 +64,14 @@ def protocol_error(message: str, **details: Any) -> BridgeError:
     return BridgeError(ErrorCode.PROTOCOL, message, details=details)
 
 
-def verification_failure(error: BridgeError, index: int) -> BridgeError:
-    """Re-code an inspection failure, keeping the specific reason."""
+def verification_failure(error: BridgeError, index: int, stage: str | None = None) -> BridgeError:
+    """Re-code an inspection failure, keeping the specific reason (and naming the
+    finishing ``stage`` it happened in, unless the failure already names one)."""
     details = dict(error.details)
     details["reason"] = error.message
     details["output_index"] = index
+    if stage is not None:
+        details.setdefault("stage", stage)
     return BridgeError(
         ErrorCode.ARTIFACT,
         "provider output image failed independent verification",

@@ -28,9 +28,9 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.materialize import Materializer
-from imagebridge.engine.orchestrator import ImageRuntime
 from imagebridge.engine.provider import ProviderContext
 from imagebridge.engine.registry import ProviderRegistry
+from imagebridge.engine.runtime import ImageRuntime
 from imagebridge.engine.validation import RequestLimits
 from imagebridge.imaging.inspect import inspect_image
 from imagebridge.providers.mock import MockProvider, MockSettings

@@ -21,7 +21,7 @@ import pytest
 from imagebridge.application import Application, build_application
 from imagebridge.config import BridgeConfig, load_config
 from imagebridge.contract.request import ImageRequest
-from imagebridge.engine.orchestrator import ExecutionContext
+from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.imaging.ids import uuid7
 from imagebridge.server.app import create_app
 from imagebridge.server.state import BridgeState

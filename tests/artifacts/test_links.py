@@ -9,7 +9,7 @@ import pytest
 
 from imagebridge.artifacts.links import KEY_FILENAME, LinkKeySource, SignedArtifactLinks
 from imagebridge.contract import BridgeError, ErrorCode
-from imagebridge.engine.materialize import PublishedArtifact
+from imagebridge.engine.publishing import PublishedArtifact
 
 ID = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 OTHER = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c"

@@ -16,8 +16,8 @@ from imagebridge.contract.request import ImageInput, ImageRequest
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.inputs import LoadedImage, LoadedInputs, load_request_inputs
-from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import ProviderContext, ProviderEventT
+from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.engine.validation import RequestLimits
 from imagebridge.providers.mock import MockProvider, MockSettings
 from tests.artifacts.http_server import Route, local_server

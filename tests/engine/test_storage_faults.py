@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.engine.materialize import ARTIFACT_NOT_STORED, SIDECAR_NOT_STORED
+from imagebridge.engine.publishing import ARTIFACT_NOT_STORED, SIDECAR_NOT_STORED
 from imagebridge.engine.storage_faults import (
     STORAGE_HEALTH,
     StorageHealth,
     disk_fault,
     disk_fault_reason,
 )
-from tests.engine.test_materialize import ONE, _store_runtime, request
+from tests.engine.outputs import ONE, request, store_runtime
 from tests.support.fakes import FakeProvider
 
 
@@ -62,7 +62,7 @@ async def test_a_billed_image_that_cannot_be_stored_is_delivered_inline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, reason: str, response_format: str
 ) -> None:
     provider = FakeProvider(caps=ONE)
-    runtime, store = _store_runtime(tmp_path, provider)
+    runtime, store = store_runtime(tmp_path, provider)
     runtime.materializer.public_base_url = "https://img.example/a/"
     runtime.materializer.links = Links()
     full_disk(monkeypatch, code)
@@ -93,7 +93,7 @@ async def test_a_billed_image_that_cannot_be_stored_is_delivered_inline(
 async def test_with_a_sidecar_asked_for_the_inline_image_still_arrives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runtime, _store = _store_runtime(tmp_path, FakeProvider(caps=ONE))
+    runtime, _store = store_runtime(tmp_path, FakeProvider(caps=ONE))
     full_disk(monkeypatch)
     response = await runtime.execute(
         request(output={"response_format": "artifact", "metadata": "sidecar"})
@@ -105,7 +105,7 @@ async def test_with_a_sidecar_asked_for_the_inline_image_still_arrives(
 async def test_a_sidecar_that_cannot_be_stored_leaves_the_stored_image_delivered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runtime, store = _store_runtime(tmp_path, FakeProvider(caps=ONE))
+    runtime, store = store_runtime(tmp_path, FakeProvider(caps=ONE))
     real = store.attach_metadata
 
     def attach(*args: Any, **kwargs: Any) -> str:

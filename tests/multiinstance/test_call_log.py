@@ -12,7 +12,7 @@ from imagebridge.config import load_config
 from imagebridge.contract import BridgeError
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.fanout import FanoutProvider
-from imagebridge.engine.orchestrator import ExecutionContext
+from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.providers.mock import MockProvider
 
 MOCK_ONLY = [

@@ -17,8 +17,8 @@ from imagebridge.contract.events import PartialImageEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fanout import FanoutProvider
-from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import ProviderContext, ProviderEventT
+from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.engine.validation import RequestLimits
 from imagebridge.providers.mock import MockProvider, MockSettings, render_image
 from tests.support.runtime import make_runtime

@@ -7,9 +7,9 @@ from typing import Any
 from imagebridge.artifacts.inputs import InputLoader
 from imagebridge.engine.inputs import ImageInputLoader
 from imagebridge.engine.materialize import Materializer
-from imagebridge.engine.orchestrator import ImageRuntime, ImageRuntimeSettings
 from imagebridge.engine.provider import Provider
 from imagebridge.engine.registry import ProviderRegistry
+from imagebridge.engine.runtime import ImageRuntime, ImageRuntimeSettings
 
 
 def make_runtime(

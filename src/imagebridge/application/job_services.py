@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Self
 
-from imagebridge.engine.orchestrator import ImageRuntime
+from imagebridge.engine.runtime import ImageRuntime
 from imagebridge.jobs.manager import JobManager
 from imagebridge.jobs.presets import PresetService
 from imagebridge.jobs.settings import JobManagerSettings

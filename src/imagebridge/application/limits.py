@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from imagebridge.config.model import CircuitBreakerSettings, ConcurrencySettings
+from imagebridge.engine.admission import GateLimits
 from imagebridge.engine.breaker import BreakerConfig
-from imagebridge.engine.orchestrator import GateLimits
 
 __all__ = ["breaker_config", "gate_limits"]
 

@@ -31,7 +31,7 @@ from urllib.parse import quote
 
 from imagebridge.artifacts import _fs
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.engine.materialize import PublishedArtifact
+from imagebridge.engine.publishing import PublishedArtifact
 from imagebridge.imaging.ids import canonical_uuid
 
 __all__ = [

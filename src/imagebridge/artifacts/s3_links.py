@@ -10,7 +10,7 @@ handed out.
 from __future__ import annotations
 
 from imagebridge.artifacts.s3_store import S3ArtifactStore
-from imagebridge.engine.materialize import PublishedArtifact
+from imagebridge.engine.publishing import PublishedArtifact
 
 __all__ = ["PresignedArtifactLinks"]
 

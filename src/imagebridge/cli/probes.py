@@ -204,7 +204,7 @@ async def run_live_probe(config: BridgeConfig, provider: str | None) -> dict[str
     from imagebridge.application import build_application
     from imagebridge.cli.generation.run import LOCAL_OWNER
     from imagebridge.contract.request import ImageRequest
-    from imagebridge.engine.orchestrator import ExecutionContext
+    from imagebridge.engine.runtime import ExecutionContext
 
     request = ImageRequest.model_validate(
         {

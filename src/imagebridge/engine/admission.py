@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.cancellation import CancelToken, Deadline
 
-__all__ = ["REJECTION_RETRY_AFTER_MS", "AdmissionGate", "GatePermit"]
+__all__ = ["REJECTION_RETRY_AFTER_MS", "AdmissionGate", "GateLimits", "GatePermit"]
 
 
 @dataclass(slots=True)
@@ -37,6 +37,15 @@ class GatePermit:
 
 REJECTION_RETRY_AFTER_MS = 1000
 """How long a rejected caller is told to wait: the original's effective ``Retry-After: 1``."""
+
+
+@dataclass(frozen=True, slots=True)
+class GateLimits:
+    """One gate's bounds, as configured. ``None`` means unlimited."""
+
+    max_concurrent: int | None = None
+    max_queued: int | None = None
+    retry_after_ms: int = REJECTION_RETRY_AFTER_MS
 
 
 class AdmissionGate:
@@ -69,6 +78,13 @@ class AdmissionGate:
         self._active = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
+
+    @classmethod
+    def limited(cls, label: str, limits: GateLimits) -> AdmissionGate:
+        """A gate bounded as ``limits`` configures it."""
+        return cls(
+            label, limits.max_concurrent, limits.max_queued, retry_after_ms=limits.retry_after_ms
+        )
 
     @property
     def queued(self) -> int:

@@ -16,7 +16,13 @@ __all__ = ["ProviderDecorator"]
 
 
 class ProviderDecorator(Provider):
-    """Forwards every provider call to ``inner``; subclasses override what they add."""
+    """Forwards every provider call to ``inner``; subclasses override what they add.
+
+    Two members are deliberately not forwarded: ``execute_negotiated`` keeps the port's
+    default, which runs this decorator's own :meth:`execute` (so what a subclass adds
+    there is never bypassed), and for the same reason ``validates_requests`` stays the
+    port's ``False`` rather than the inner provider's answer.
+    """
 
     def __init__(self, inner: Provider) -> None:
         self.inner = inner

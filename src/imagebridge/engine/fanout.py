@@ -144,6 +144,10 @@ class FanoutProvider(ProviderDecorator):
         negotiated = negotiate_request(request, self._effective(native))
         return await self._execute_effective(negotiated, context, native)
 
+    @property
+    def validates_requests(self) -> bool:
+        return True  # both paths below validate against ``self.limits`` first
+
     async def execute_negotiated(
         self, request: ImageRequest, context: ProviderContext, caps: ProviderCapabilities
     ) -> ImageResponse:

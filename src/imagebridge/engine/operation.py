@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -23,11 +24,16 @@ from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.inputs import LoadedInputs
 from imagebridge.engine.provider import EventSink
 
-__all__ = ["Operation", "StageGuard"]
+__all__ = ["Operation", "StageGuard", "elapsed_ms"]
 
 logger = logging.getLogger("imagebridge.engine")
 
 T = TypeVar("T")
+
+
+def elapsed_ms(started: float) -> int:
+    """Whole milliseconds since ``started`` (a ``time.monotonic()`` reading), never negative."""
+    return max(0, int((time.monotonic() - started) * 1000))
 
 
 @dataclass(slots=True)

@@ -145,6 +145,26 @@ class Provider(ABC):
     async def execute(self, request: ImageRequest, context: ProviderContext) -> ImageResponse:
         """Generate ``request.parameters.n`` images, indexed 0..n-1."""
 
+    async def execute_negotiated(
+        self, request: ImageRequest, context: ProviderContext, caps: ProviderCapabilities
+    ) -> ImageResponse:
+        """:meth:`execute` for a request the runtime negotiated against ``caps`` (what
+        :meth:`capabilities` returned for its model): how the runtime calls every provider.
+
+        A provider that negotiates on its own (the fan-out decorator) overrides this to
+        skip doing it again while its document still equals ``caps``; any other provider,
+        a decorator that adds something else included, runs :meth:`execute`.
+        """
+        return await self.execute(request, context)
+
+    @property
+    def validates_requests(self) -> bool:
+        """Whether :meth:`execute_negotiated` holds the request to the request limits
+        itself (the fan-out decorator does, before cutting a batch), so the runtime need not
+        check a negotiated request again unless negotiation grew it. ``False`` is always
+        safe: the runtime then checks every negotiated request."""
+        return False
+
     async def check_ready(self) -> None:  # noqa: B027 - optional hook
         """Raise a :class:`BridgeError` when the provider cannot serve requests now."""
 

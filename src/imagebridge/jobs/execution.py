@@ -32,8 +32,8 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.crash_points import crash_point
-from imagebridge.engine.materialize import ARTIFACT_NOT_STORED
-from imagebridge.engine.orchestrator import ExecutionContext, ImageRuntime
+from imagebridge.engine.publishing import ARTIFACT_NOT_STORED
+from imagebridge.engine.runtime import ExecutionContext, ImageRuntime
 from imagebridge.jobs.previews import JobKey, PreviewCache
 from imagebridge.jobs.progress import ProgressRelay
 from imagebridge.jobs.shared_mode import CANCEL_REASON, LEASE_LOST_REASON

@@ -37,7 +37,7 @@ from imagebridge.contract.jobs import ImageJob, ImageJobPage, ImageJobUpdate
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.idempotency import request_fingerprint
-from imagebridge.engine.orchestrator import ImageRuntime
+from imagebridge.engine.runtime import ImageRuntime
 from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.imaging.ids import uuid7
 from imagebridge.jobs.execution import SHUTDOWN_REASON, JobRunner

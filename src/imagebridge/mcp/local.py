@@ -23,8 +23,8 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.jobs import ImageJob, ImageJobPage
 from imagebridge.contract.presets import ImagePreset
 from imagebridge.contract.request import ImageRequest
-from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import Provider
+from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.jobs import JobManager, PresetService
 from imagebridge.mcp.backend import EventSink, Generation, JobFilter, SavedImage, provider_not_found
 from imagebridge.mcp.settings import LOCAL_OWNER

@@ -23,9 +23,9 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import EventSink
 from imagebridge.engine.registry import is_provider_name
+from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.engine.validation import validate_request
 from imagebridge.keys import KeyService, scope_request_session, unscope_response_session
 from imagebridge.server.auth import quota_headers

@@ -12,7 +12,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from imagebridge.engine.orchestrator import is_valid_request_id
+from imagebridge.engine.runtime import is_valid_request_id
 from imagebridge.imaging.ids import uuid7
 
 __all__ = ["TraceContext", "mint_request_id", "request_id_from", "trace_context_from"]

@@ -21,8 +21,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from imagebridge.engine.orchestrator import ImageRuntime
 from imagebridge.engine.provider import Provider
+from imagebridge.engine.runtime import ImageRuntime
 from imagebridge.storage.records import KeyRecord, KeyUsage
 
 __all__ = ["BUCKETS_SECONDS", "METRICS_CONTENT_TYPE", "BridgeMetrics"]

@@ -18,8 +18,8 @@ from imagebridge.application.job_services import JobServices
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError
-from imagebridge.engine.orchestrator import ImageRuntime
 from imagebridge.engine.provider import Provider
+from imagebridge.engine.runtime import ImageRuntime
 from imagebridge.server.auth import AccessPolicy
 from imagebridge.server.events import DEFAULT_EVENT_CAPACITY, OperatorEvents
 from imagebridge.server.metrics import BridgeMetrics

@@ -18,8 +18,8 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent
 from imagebridge.contract.response import Usage
 from imagebridge.engine.cancellation import CancelToken
-from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import ProviderEventT
+from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.providers.codex.responses import CodexResponsesOptions, CodexResponsesProvider
 from tests.support.codex_backend import (
     BRIDGE_ACCOUNT,

@@ -19,8 +19,8 @@ from imagebridge.application.codex_app_server import STAGING_DIR_NAME
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent
 from imagebridge.engine.cancellation import CancelToken, Deadline
-from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import ProviderContext, ProviderEventT
+from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.server.metrics import BridgeMetrics
 from tests.support.fake_codex import FINAL_PNG, PARTIAL_PNG, make_png
 

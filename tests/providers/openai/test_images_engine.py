@@ -18,8 +18,8 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.fanout import FanoutProvider
-from imagebridge.engine.orchestrator import ExecutionContext
 from imagebridge.engine.provider import ProviderEventT
+from imagebridge.engine.runtime import ExecutionContext
 from tests.support.codex_backend import CodexBridge
 from tests.support.openai_server import (
     Behaviour,

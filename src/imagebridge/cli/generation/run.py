@@ -112,7 +112,7 @@ async def execute_in_process(
 ) -> Execution:
     """The same engine path as the server's ``POST /v1/images``."""
     from imagebridge.application import build_application
-    from imagebridge.engine.orchestrator import ExecutionContext
+    from imagebridge.engine.runtime import ExecutionContext
 
     request = await resolve_file_inputs(request, config)
     app = build_application(config, local_artifacts=True)

@@ -40,15 +40,11 @@ from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.idempotency import IdempotencyConfig
-from imagebridge.engine.materialize import (
-    ArtifactLinker,
-    MaterializeLimits,
-    Materializer,
-    PublishedArtifact,
-)
-from imagebridge.engine.orchestrator import ImageRuntime, ImageRuntimeSettings
+from imagebridge.engine.materialize import MaterializeLimits, Materializer
 from imagebridge.engine.provider import Provider, ProviderContext
+from imagebridge.engine.publishing import ArtifactLinker, PublishedArtifact
 from imagebridge.engine.registry import ProviderRegistry
+from imagebridge.engine.runtime import ImageRuntime, ImageRuntimeSettings
 from imagebridge.engine.validation import RequestLimits
 from imagebridge.providers.mock import MockProvider, MockSettings
 

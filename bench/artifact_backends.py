@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from imagebridge.artifacts.async_store import AsyncArtifactStore
+from imagebridge.artifacts.publication import Publication
 from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
 from imagebridge.artifacts.s3_store import S3ArtifactStore
 from imagebridge.artifacts.store import ArtifactStore
@@ -85,16 +86,17 @@ async def measure(server: Any, image: bytes) -> tuple[float, float]:
     )
     best_fs = best_s3 = float("inf")
     with tempfile.TemporaryDirectory(prefix="artifact-bench-") as directory:
+        publication = Publication(image, expected_format="png", owner=OWNER)
         filesystem = AsyncArtifactStore(ArtifactStore(Path(directory) / "artifacts"))
         async with S3ObjectStore(settings) as objects:
             s3 = S3ArtifactStore(objects)
 
             async def fs_pair() -> None:
-                stored = await filesystem.publish(image, expected_format="png", owner=OWNER)
+                stored = await filesystem.publish(publication)
                 assert len((await filesystem.read(stored.id, OWNER)).data) == len(image)
 
             async def s3_pair() -> None:
-                stored = await s3.publish(image, expected_format="png", owner=OWNER)
+                stored = await s3.publish(publication)
                 assert len((await s3.read(stored.id, OWNER)).data) == len(image)
 
             for round_no in range(ROUNDS):

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from imagebridge.application import Application, build_application
+from imagebridge.artifacts.publication import Publication
 from imagebridge.config import BridgeConfig, load_config
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.orchestrator import ExecutionContext
@@ -179,7 +180,7 @@ async def test_the_servers_repair_runs_on_the_bucket(
     state = bridge_state_of(create_app(config, application=application))
     try:
         published = await application.backend.publish(
-            png(8, 8), expected_format="png", owner="anonymous-local"
+            Publication(png(8, 8), expected_format="png", owner="anonymous-local")
         )
         assert application.object_store is not None
         await application.object_store.delete(f"images/{published.id}/{published.name}")

@@ -157,7 +157,7 @@ def test_repair_waits_for_a_publication_between_its_marker_and_its_name(root: Pa
     lock: repair, which takes it alone, never removes a marker whose file is on its way."""
     store = ArtifactStore(root)
     stored = publish(store)
-    stored.path.unlink()  # now a marker naming a missing file, as mid-publication
+    (store.root / stored.name).unlink()  # now a marker naming a missing file, as mid-publication
     own = os.open(root / OWNERSHIP_DIRECTORY, os.O_RDONLY | os.O_DIRECTORY)
     finished = threading.Event()
     reports: list[Any] = []
@@ -171,7 +171,7 @@ def test_repair_waits_for_a_publication_between_its_marker_and_its_name(root: Pa
             )
             worker.start()
             assert not finished.wait(0.5)  # blocked behind the "publication"
-            stored.path.write_bytes(png(2, 2))  # the publication names its file
+            (store.root / stored.name).write_bytes(png(2, 2))  # the publication names its file
         assert finished.wait(30)
         worker.join()
     finally:

@@ -23,8 +23,10 @@ from typing import Any
 
 import pytest
 
+from imagebridge.artifacts.publication import Publication
+from imagebridge.artifacts.records import StoredArtifact
 from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
-from imagebridge.artifacts.s3_store import S3ArtifactStore, S3StoredArtifact
+from imagebridge.artifacts.s3_store import S3ArtifactStore
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import uuid7
@@ -68,10 +70,10 @@ def store(objects: S3ObjectStore) -> S3ArtifactStore:
 
 async def publish(
     store: S3ArtifactStore, data: bytes | None = None, **options: Any
-) -> S3StoredArtifact:
+) -> StoredArtifact:
     options.setdefault("expected_format", OutputFormat.PNG)
     options.setdefault("owner", OWNER)
-    return await store.publish(png(2, 2) if data is None else data, **options)
+    return await store.publish(Publication(png(2, 2) if data is None else data, **options))
 
 
 async def keys(objects: S3ObjectStore) -> list[str]:
@@ -217,6 +219,7 @@ _KILLED_PUBLISHER = textwrap.dedent(
     """
     import asyncio, json, sys
     from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
+    from imagebridge.artifacts.publication import Publication
     from imagebridge.artifacts.s3_store import S3ArtifactStore
     from tests.artifacts.images import png
 
@@ -235,7 +238,9 @@ _KILLED_PUBLISHER = textwrap.dedent(
         async with S3ObjectStore(settings) as objects:
             store = S3ArtifactStore(objects)
             store._put_marker = stop_before_the_marker
-            await store.publish(png(2, 2), expected_format="png", owner="anonymous-local")
+            await store.publish(
+                Publication(png(2, 2), expected_format="png", owner="anonymous-local")
+            )
 
     asyncio.run(main())
     """

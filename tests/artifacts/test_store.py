@@ -45,6 +45,7 @@ import pytest
 
 from imagebridge.artifacts._fs import TEMP_PREFIX
 from imagebridge.artifacts.async_store import AsyncArtifactStore
+from imagebridge.artifacts.publication import Publication
 from imagebridge.artifacts.store import (
     DEFAULT_STALE_TEMP_SECS,
     OWNERSHIP_DIRECTORY,
@@ -74,7 +75,7 @@ def store(root: Path) -> ArtifactStore:
 def publish(store: ArtifactStore, data: bytes | None = None, **options: Any) -> StoredArtifact:
     options.setdefault("expected_format", OutputFormat.PNG)
     options.setdefault("owner", OWNER)
-    return store.publish(png(2, 2) if data is None else data, **options)
+    return store.publish(Publication(png(2, 2) if data is None else data, **options))
 
 
 def visible_files(root: Path) -> list[str]:
@@ -138,16 +139,16 @@ def test_reads_cleanup_and_repair_reject_replaced_parent_symlinks(
     outside.mkdir()
     data = png(2, 2)
     owned = publish(store, data, directory="gallery")
-    owned.path.unlink()
+    (store.root / owned.name).unlink()
     (root / "gallery").rmdir()
-    (outside / owned.path.name).write_bytes(data)
+    (outside / (store.root / owned.name).name).write_bytes(data)
     (root / "gallery").symlink_to(outside)
     assert artifact_error(lambda: store.read(owned.id, OWNER)).message == NOT_FOUND
     cleanup = store.cleanup(now=10**12, max_age_secs=0)
     assert (cleanup.deleted, cleanup.skipped) == (0, 1)
     repair = store.repair_orphans(10, apply=True)
     assert (repair.repaired, repair.skipped) == (0, 1)
-    assert (outside / owned.path.name).exists()
+    assert (outside / (store.root / owned.name).name).exists()
 
 
 def test_ownership_operations_reject_a_replaced_ownership_root(
@@ -165,18 +166,18 @@ def test_ownership_operations_reject_a_replaced_ownership_root(
     artifact_error(lambda: store.repair_orphans(10, apply=True))
     artifact_error(lambda: publish(store))
     assert (outside / marker_name).is_file()
-    assert owned.path.is_file()
+    assert (store.root / owned.name).is_file()
 
 
 def test_explicit_collision_can_error_or_select_a_suffix(store: ArtifactStore) -> None:
     first = publish(store, filename="portrait.png")
     error = artifact_error(lambda: publish(store, filename="portrait.png"))
     assert error.message == "artifact file already exists"
-    assert first.path.read_bytes() == png(2, 2)
+    assert (store.root / first.name).read_bytes() == png(2, 2)
     second = publish(store, png(3, 3), filename="portrait.png", collision="suffix")
     third = publish(store, png(4, 4), filename="portrait", collision="suffix")
     assert (second.name, third.name) == ("portrait-2.png", "portrait-3.png")
-    assert first.path.read_bytes() == png(2, 2)  # never overwritten
+    assert (store.root / first.name).read_bytes() == png(2, 2)  # never overwritten
 
 
 def test_collision_suffixes_are_bounded(
@@ -216,8 +217,8 @@ def test_direct_store_calls_reject_symlinked_or_file_directories(
 
 def test_local_path_is_verified(store: ArtifactStore) -> None:
     owned = publish(store)
-    assert store.local_path(owned.id, None) == owned.path
-    owned.path.write_bytes(png(5, 5))
+    assert store.local_path(owned.id, None) == store.root / owned.name
+    (store.root / owned.name).write_bytes(png(5, 5))
     artifact_error(lambda: store.local_path(owned.id, None))
 
 
@@ -268,6 +269,7 @@ def _publish_and_die_at_link(root: Path, directory: str | None, link_call: int) 
         f"""
         import io, os
         from PIL import Image
+        from imagebridge.artifacts.publication import Publication
         from imagebridge.artifacts.store import ArtifactStore
         buffer = io.BytesIO()
         Image.new("RGB", (64, 64), (9, 9, 9)).save(buffer, format="PNG")
@@ -279,8 +281,8 @@ def _publish_and_die_at_link(root: Path, directory: str | None, link_call: int) 
                 os._exit(17)
             return real_link(*args, **kwargs)
         os.link = link
-        store.publish(buffer.getvalue(), expected_format="png", owner="o", filename="crash.png",
-                      directory={directory!r})
+        store.publish(Publication(buffer.getvalue(), expected_format="png", owner="o",
+                                  filename="crash.png", directory={directory!r}))
         """
     )
     done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
@@ -402,12 +404,12 @@ def test_a_temp_name_left_beside_its_published_artifact_is_removed_but_the_artif
 ) -> None:
     """A crash after ``link`` but before the temp name is dropped: two names, one file."""
     owned = publish(store, directory="gallery")
-    second_name = owned.path.parent / (TEMP_PREFIX + "ab" * 12)
-    os.link(owned.path, second_name)
+    second_name = (store.root / owned.name).parent / (TEMP_PREFIX + "ab" * 12)
+    os.link(store.root / owned.name, second_name)
     report = store.cleanup(now=time.time() + 3600 + 5, max_age_secs=10**9)
     assert (report.deleted, report.stale_temp_files_removed) == (0, 1)
     assert not second_name.exists()
-    assert store.read(owned.id, OWNER).data == owned.path.read_bytes()
+    assert store.read(owned.id, OWNER).data == (store.root / owned.name).read_bytes()
 
 
 def test_the_temp_sweep_never_leaves_the_root_or_touches_what_is_not_a_bridge_temp(
@@ -465,7 +467,9 @@ def test_a_failed_marker_replacement_rolls_back_the_sidecar(
 
 async def test_async_store_runs_the_same_operations(root: Path) -> None:
     store = AsyncArtifactStore(ArtifactStore(root))
-    owned = await store.publish(png(40, 20), expected_format="png", owner=OWNER, filename="a")
+    owned = await store.publish(
+        Publication(png(40, 20), expected_format="png", owner=OWNER, filename="a")
+    )
     assert owned.name == "a.png"
     sidecar = await store.attach_metadata(owned.id, owned.name, {"k": 1})
     assert (await store.read(owned.id, OWNER)).sidecar_name == sidecar

@@ -26,8 +26,9 @@ from imagebridge.application.inputs import build_input_loader, image_limits
 from imagebridge.application.limits import breaker_config, gate_limits
 from imagebridge.application.openai import build_openai_provider, is_openai_provider
 from imagebridge.artifacts.async_store import AsyncArtifactStore
-from imagebridge.artifacts.backend import ArtifactBackend
+from imagebridge.artifacts.interfaces import ArtifactBackend
 from imagebridge.artifacts.links import LinkKeySource, SignedArtifactLinks
+from imagebridge.artifacts.publication import Publication
 from imagebridge.artifacts.s3 import S3ObjectStore
 from imagebridge.artifacts.s3_links import PresignedArtifactLinks
 from imagebridge.artifacts.s3_store import S3ArtifactStore
@@ -252,13 +253,15 @@ class StoreSink:
         collision: ArtifactCollisionPolicy,
     ) -> PublishedArtifact:
         published = await self.store.publish(
-            data,
-            expected_format=expected_format,
-            owner=owner,
-            filename_prefix=filename_prefix,
-            directory=directory,
-            filename=filename,
-            collision=collision,
+            Publication(
+                data,
+                expected_format=expected_format,
+                owner=owner,
+                filename_prefix=filename_prefix,
+                directory=directory,
+                filename=filename,
+                collision=collision,
+            )
         )
         return PublishedArtifact(id=published.id, name=published.name)
 

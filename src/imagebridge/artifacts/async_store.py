@@ -12,15 +12,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from imagebridge.artifacts.store import (
+from imagebridge.artifacts.publication import Publication
+from imagebridge.artifacts.records import (
     ArtifactContent,
-    ArtifactStore,
     CleanupReport,
     RepairReport,
     StoredArtifact,
 )
-from imagebridge.artifacts.temp_sweep import DEFAULT_STALE_TEMP_SECS
-from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
+from imagebridge.artifacts.rules import (
+    DEFAULT_MAX_AGE_SECS,
+    DEFAULT_MAX_SCAN_ENTRIES,
+    DEFAULT_STALE_TEMP_SECS,
+)
+from imagebridge.artifacts.store import ArtifactStore
 
 __all__ = ["AsyncArtifactStore"]
 
@@ -35,28 +39,8 @@ class AsyncArtifactStore:
     def root(self) -> Path:
         return self.sync.root
 
-    async def publish(
-        self,
-        data: bytes,
-        *,
-        expected_format: OutputFormat | str | None,
-        owner: str,
-        filename_prefix: str | None = None,
-        directory: str | None = None,
-        filename: str | None = None,
-        collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
-    ) -> StoredArtifact:
-        return await asyncio.to_thread(
-            lambda: self.sync.publish(
-                data,
-                expected_format=expected_format,
-                owner=owner,
-                filename_prefix=filename_prefix,
-                directory=directory,
-                filename=filename,
-                collision=collision,
-            )
-        )
+    async def publish(self, publication: Publication) -> StoredArtifact:
+        return await asyncio.to_thread(self.sync.publish, publication)
 
     async def attach_metadata(
         self, artifact_id: str, name: str, record: Mapping[str, Any] | bytes
@@ -79,9 +63,9 @@ class AsyncArtifactStore:
         self,
         now: float | None = None,
         *,
-        max_age_secs: int = 7 * 24 * 60 * 60,
+        max_age_secs: int = DEFAULT_MAX_AGE_SECS,
         max_artifacts: int | None = None,
-        max_scan_entries: int = 100_000,
+        max_scan_entries: int = DEFAULT_MAX_SCAN_ENTRIES,
         stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
     ) -> CleanupReport:
         return await asyncio.to_thread(

@@ -30,58 +30,55 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from imagebridge.artifacts.markers import MAX_MARKER_BYTES, Marker, parse_marker
-from imagebridge.artifacts.naming import (
-    is_safe_relative,
-)
-from imagebridge.artifacts.publication import as_artifact_error, plan_publication
-from imagebridge.artifacts.s3 import ObjectInfo, S3ObjectStore
-from imagebridge.artifacts.s3_errors import NOT_FOUND
-from imagebridge.artifacts.store import (
-    MAX_SIDECAR_BYTES,
+from imagebridge.artifacts.naming import is_safe_relative
+from imagebridge.artifacts.publication import Publication, plan_publication
+from imagebridge.artifacts.records import (
     ArtifactContent,
     CleanupReport,
     RepairReport,
+    StoredArtifact,
 )
-from imagebridge.artifacts.temp_sweep import DEFAULT_STALE_TEMP_SECS, check_grace
-from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
+from imagebridge.artifacts.rules import (
+    DEFAULT_MAX_AGE_SECS,
+    DEFAULT_MAX_SCAN_ENTRIES,
+    DEFAULT_STALE_TEMP_SECS,
+    MAX_SIDECAR_BYTES,
+    NOT_FOUND,
+    artifact_error,
+    canonical_id,
+    check_cleanup,
+    check_repair,
+    check_thumbnail_edge,
+    decode_sidecar,
+    encode_sidecar,
+    is_json_object,
+    not_found,
+    retention_victims,
+    sidecar_name,
+    thumbnail,
+)
+from imagebridge.artifacts.s3 import ObjectInfo, S3ObjectStore
+from imagebridge.artifacts.s3_errors import NOT_FOUND as NOT_FOUND_REASON
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.crash_points import crash_point
 from imagebridge.imaging.ids import canonical_uuid
-from imagebridge.imaging.inspect import (
-    MAX_THUMBNAIL_EDGE,
-    MIN_THUMBNAIL_EDGE,
-    ImageInfo,
-    ImageLimits,
-    inspect_image,
-    make_thumbnail,
-)
+from imagebridge.imaging.inspect import ImageInfo, ImageLimits, inspect_image
 
-__all__ = ["DEFAULT_STALE_UPLOAD_SECS", "S3ArtifactStore", "S3StoredArtifact"]
+__all__ = ["DEFAULT_STALE_UPLOAD_SECS", "S3ArtifactStore"]
 
 DEFAULT_STALE_UPLOAD_SECS = 24 * 60 * 60
 _OWNERSHIP = "ownership/"
 _IMAGES = "images/"
 _METADATA = "metadata/"
-_NOT_FOUND_MESSAGE = "artifact was not found or is invalid"
-
-
-def _artifact_error(message: str, **details: Any) -> BridgeError:
-    return BridgeError(ErrorCode.ARTIFACT, message, details=details or None)
-
-
-def _not_found() -> BridgeError:
-    return _artifact_error(_NOT_FOUND_MESSAGE)
 
 
 def _is_not_found(error: BridgeError) -> bool:
-    return error.details.get("reason") == NOT_FOUND
+    return error.details.get("reason") == NOT_FOUND_REASON
 
 
 def _write_fault(error: BridgeError) -> BridgeError:
@@ -96,22 +93,6 @@ def _write_fault(error: BridgeError) -> BridgeError:
         details={**error.details, "storage": "artifacts"},
         suggestions=error.suggestions,
     )
-
-
-def _json_object(encoded: bytes) -> bool:
-    try:
-        return isinstance(json.loads(encoded.decode("utf-8")), dict)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class S3StoredArtifact:
-    """A newly stored artifact (no local path: it lives in the bucket)."""
-
-    id: str
-    name: str
-    info: ImageInfo
 
 
 def _image_key(marker_id: str, name: str) -> str:
@@ -144,46 +125,16 @@ class S3ArtifactStore:
 
     # -- publish ---------------------------------------------------------------------------
 
-    async def publish(
-        self,
-        data: bytes,
-        *,
-        expected_format: OutputFormat | str | None,
-        owner: str,
-        filename_prefix: str | None = None,
-        directory: str | None = None,
-        filename: str | None = None,
-        collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
-    ) -> S3StoredArtifact:
-        """Verify ``data`` and store it; the artifact exists once its marker does."""
+    async def publish(self, publication: Publication) -> StoredArtifact:
+        """Verify the image and store it; the artifact exists once its marker does."""
+        plan = await asyncio.to_thread(plan_publication, publication, self._limits)
+        name = plan.name()
+        marker = plan.marker(name, publication.owner, int(self._clock()))
+        image_key = _image_key(plan.artifact_id, name)
         try:
-            info = await asyncio.to_thread(inspect_image, data, self._limits)
-        except BridgeError as error:
-            raise as_artifact_error(error) from error
-        plan = plan_publication(
-            info,
-            expected_format=expected_format,
-            owner=owner,
-            filename_prefix=filename_prefix,
-            directory=directory,
-            filename=filename,
-            collision=collision,
-        )
-        artifact_id = plan.artifact_id
-        basename = plan.basename
-        name = f"{directory}/{basename}" if directory else basename
-        marker = Marker(
-            id=artifact_id,
-            name=name,
-            created_at=int(self._clock()),
-            sha256=info.sha256,
-            owner=owner,
-            sidecar_name=None,
-            sidecar_sha256=None,
-        )
-        image_key = _image_key(artifact_id, name)
-        try:
-            await self.objects.put(image_key, data, content_type=info.format.media_type)
+            await self.objects.put(
+                image_key, publication.data, content_type=plan.info.format.media_type
+            )
         except BridgeError as error:
             raise _write_fault(error) from error
         crash_point("s3.image_uploaded")
@@ -195,12 +146,12 @@ class S3ArtifactStore:
             if isinstance(exc, BridgeError):
                 raise _write_fault(exc) from exc
             raise
-        return S3StoredArtifact(artifact_id, name, info)
+        return StoredArtifact(plan.artifact_id, name, plan.info)
 
     async def _put_marker(self, marker: Marker) -> None:
         encoded = marker.encode()
         if len(encoded) > MAX_MARKER_BYTES:
-            raise _artifact_error("artifact ownership record is too large")
+            raise artifact_error("artifact ownership record is too large")
         await self.objects.put(
             f"{_OWNERSHIP}{marker.id}.json", encoded, content_type="application/json"
         )
@@ -247,19 +198,19 @@ class S3ArtifactStore:
         encoded = await self._get_bounded(_sidecar_key(marker.id), MAX_SIDECAR_BYTES)
         if encoded is None:
             return None
-        if hashlib.sha256(encoded).hexdigest() != marker.sidecar_sha256 or not _json_object(
+        if hashlib.sha256(encoded).hexdigest() != marker.sidecar_sha256 or not is_json_object(
             encoded
         ):
             return None
         return encoded
 
     async def _owned_marker(self, artifact_id: str, owner: str | None) -> Marker:
-        canonical = canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+        canonical = canonical_id(artifact_id)
         if canonical is None:
-            raise _not_found()
+            raise not_found()
         marker = await self._load_marker(canonical)
         if marker is None or (owner is not None and marker.effective_owner != owner):
-            raise _not_found()
+            raise not_found()
         return marker
 
     async def read(self, artifact_id: str, owner: str | None) -> ArtifactContent:
@@ -267,9 +218,9 @@ class S3ArtifactStore:
         marker = await self._owned_marker(artifact_id, owner)
         loaded = await self._read_image(marker)
         if loaded is None:
-            raise _not_found()
+            raise not_found()
         if marker.sidecar_name is not None and await self._sidecar_bytes(marker) is None:
-            raise _not_found()
+            raise not_found()
         data, info = loaded
         return ArtifactContent(marker.id, marker.name, data, info, marker.sidecar_name)
 
@@ -281,31 +232,14 @@ class S3ArtifactStore:
         marker = await self._owned_marker(artifact_id, owner)
         encoded = await self._sidecar_bytes(marker)
         if encoded is None:
-            raise _not_found()
-        value = json.loads(encoded.decode("utf-8"))
-        if not isinstance(value, dict):
-            raise _not_found()
-        return value
+            raise not_found()
+        return decode_sidecar(encoded)
 
     async def thumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes:
         """A PNG thumbnail of an owned artifact, fitting ``edge``×``edge`` (32..2048)."""
-        if (
-            isinstance(edge, bool)
-            or not isinstance(edge, int)
-            or not MIN_THUMBNAIL_EDGE <= edge <= MAX_THUMBNAIL_EDGE
-        ):
-            raise BridgeError(
-                ErrorCode.INVALID_REQUEST,
-                "thumbnail edge must be between 32 and 2048 pixels",
-                details={"field": "edge"},
-            )
+        check_thumbnail_edge(edge)
         content = await self.read(artifact_id, owner)
-        try:
-            return await asyncio.to_thread(make_thumbnail, content.data, edge, self._limits)
-        except BridgeError as error:
-            raise BridgeError(
-                ErrorCode.ARTIFACT, error.message, details=error.details or None
-            ) from error
+        return await asyncio.to_thread(thumbnail, content.data, edge, self._limits)
 
     async def presigned_link(self, artifact_id: str, name: str, expires_secs: int) -> str:
         """A credential-free URL of a just-published artifact's image (no read-back: the
@@ -326,10 +260,10 @@ class S3ArtifactStore:
 
         A second attachment fails; so does any mismatch between ``name`` and the marker.
         """
-        canonical = canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+        canonical = canonical_id(artifact_id)
         if canonical is None or not isinstance(name, str) or not is_safe_relative(name):
-            raise _artifact_error("artifact identity is invalid")
-        encoded = self._encode_sidecar(record)
+            raise artifact_error("artifact identity is invalid")
+        encoded = encode_sidecar(record)
         marker = await self._load_marker(canonical)
         if (
             marker is None
@@ -337,17 +271,15 @@ class S3ArtifactStore:
             or marker.sidecar_name is not None
             or await self._read_image(marker) is None
         ):
-            raise _artifact_error("artifact metadata cannot be attached to this artifact")
-        parent = name.rpartition("/")[0]
-        basename = f"metadata-{canonical}.json"
-        sidecar_name = f"{parent}/{basename}" if parent else basename
+            raise artifact_error("artifact metadata cannot be attached to this artifact")
+        named = sidecar_name(name, canonical)
         key = _sidecar_key(canonical)
         try:
             await self.objects.put(key, encoded, content_type="application/json")
         except BridgeError as error:
             raise _write_fault(error) from error
         crash_point("s3.sidecar_uploaded")
-        updated = marker.with_sidecar(sidecar_name, hashlib.sha256(encoded).hexdigest())
+        updated = marker.with_sidecar(named, hashlib.sha256(encoded).hexdigest())
         try:
             await self._put_marker(updated)
         except BaseException as exc:
@@ -356,23 +288,7 @@ class S3ArtifactStore:
             if isinstance(exc, BridgeError):
                 raise _write_fault(exc) from exc
             raise
-        return sidecar_name
-
-    @staticmethod
-    def _encode_sidecar(record: Mapping[str, Any] | bytes) -> bytes:
-        if isinstance(record, bytes | bytearray):
-            encoded = bytes(record)
-        else:
-            try:
-                text = json.dumps(dict(record), indent=2, ensure_ascii=False, allow_nan=False)
-                encoded = (text + "\n").encode("utf-8")
-            except (TypeError, ValueError, RecursionError) as exc:
-                raise _artifact_error("artifact metadata must be a bounded JSON object") from exc
-        if not encoded or len(encoded) > MAX_SIDECAR_BYTES or not _json_object(encoded):
-            raise _artifact_error(
-                "artifact metadata must be a bounded JSON object", maximum_bytes=MAX_SIDECAR_BYTES
-            )
-        return encoded
+        return named
 
     # -- moving in and checking -----------------------------------------------------------
 
@@ -385,7 +301,7 @@ class S3ArtifactStore:
         left alone (``False``). The copy is read back and verified before ``True``.
         """
         if hashlib.sha256(data).hexdigest() != marker.sha256:
-            raise _artifact_error("artifact bytes do not match their recorded SHA-256")
+            raise artifact_error("artifact bytes do not match their recorded SHA-256")
         existing = await self._load_marker(marker.id)
         if (
             existing is not None
@@ -399,20 +315,17 @@ class S3ArtifactStore:
         )
         stored = marker.with_sidecar(None, None)
         if sidecar is not None:
-            encoded = self._encode_sidecar(sidecar)
+            encoded = encode_sidecar(sidecar)
             await self.objects.put(
                 _sidecar_key(marker.id), encoded, content_type="application/json"
             )
-            parent = marker.name.rpartition("/")[0]
-            basename = f"metadata-{marker.id}.json"
             stored = stored.with_sidecar(
-                f"{parent}/{basename}" if parent else basename,
-                hashlib.sha256(encoded).hexdigest(),
+                sidecar_name(marker.name, marker.id), hashlib.sha256(encoded).hexdigest()
             )
         await self._put_marker(stored)
         copied = await self.read(marker.id, None)
         if copied.info.sha256 != marker.sha256:  # pragma: no cover - read verifies it
-            raise _artifact_error("the copied artifact does not verify")
+            raise artifact_error("the copied artifact does not verify")
         return True
 
     async def markers(self, max_scan: int) -> tuple[list[Marker | None], bool]:
@@ -430,10 +343,10 @@ class S3ArtifactStore:
         for marker_id, marker in listed:
             try:
                 if marker is None:
-                    raise _not_found()
+                    raise not_found()
                 await self.read(marker.id, None)
             except BridgeError as error:
-                if not error.details.get("reason") and error.message == _NOT_FOUND_MESSAGE:
+                if not error.details.get("reason") and error.message == NOT_FOUND:
                     failed.append(marker_id)
                     continue
                 raise
@@ -527,21 +440,15 @@ class S3ArtifactStore:
         self,
         now: float | None = None,
         *,
-        max_age_secs: int = 7 * 24 * 60 * 60,
+        max_age_secs: int = DEFAULT_MAX_AGE_SECS,
         max_artifacts: int | None = None,
-        max_scan_entries: int = 100_000,
+        max_scan_entries: int = DEFAULT_MAX_SCAN_ENTRIES,
         stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
     ) -> CleanupReport:
         """Delete owned artifacts older than ``max_age_secs`` or beyond the newest
         ``max_artifacts`` (looking at no more than ``max_scan_entries`` markers), after
         removing crash leftovers older than ``stale_temp_secs``."""
-        if max_scan_entries <= 0:
-            raise _artifact_error("retention scan limit must be greater than zero")
-        if max_artifacts is not None and max_artifacts <= 0:
-            raise _artifact_error("retention max_artifacts must be greater than zero")
-        if max_age_secs < 0:
-            raise _artifact_error("retention max_age_secs must not be negative")
-        check_grace(stale_temp_secs)
+        check_cleanup(max_age_secs, max_artifacts, max_scan_entries, stale_temp_secs)
         current = self._clock() if now is None else now
         cutoff = int(current) - max_age_secs
         report = CleanupReport()
@@ -558,13 +465,9 @@ class S3ArtifactStore:
                 report.skipped += 1
             else:
                 valid.append(marker)
-        valid.sort(key=lambda m: (m.created_at, m.id), reverse=True)
-        for position, marker in enumerate(valid):
-            expired = marker.created_at <= cutoff
-            excess = max_artifacts is not None and position >= max_artifacts
-            if expired or excess:
-                await self._remove(marker)
-                report.deleted += 1
+        for marker in retention_victims(valid, cutoff, max_artifacts):
+            await self._remove(marker)
+            report.deleted += 1
         return report
 
     async def repair_orphans(
@@ -578,9 +481,7 @@ class S3ArtifactStore:
         """Audit (``apply=False``) or repair: a marker whose image is gone is removed (with
         its sidecar); a marker whose sidecar is gone has the reference cleared; objects no
         marker names and stale uploads are counted, and removed when applying."""
-        if max_scan <= 0:
-            raise _artifact_error("artifact repair scan limit must be greater than zero")
-        check_grace(stale_temp_secs)
+        check_repair(max_scan, stale_temp_secs)
         current = self._clock() if now is None else now
         report = RepairReport()
         (

@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,26 +54,38 @@ from imagebridge.artifacts.naming import (
     is_safe_relative,
     suffixed_filename,
 )
-from imagebridge.artifacts.publication import as_artifact_error, plan_publication
-from imagebridge.artifacts.temp_sweep import (
-    DEFAULT_STALE_TEMP_SECS,
-    MIN_STALE_TEMP_SECS,
-    check_grace,
-    sweep_stale_temps,
+from imagebridge.artifacts.publication import Publication, plan_publication
+from imagebridge.artifacts.records import (
+    ArtifactContent,
+    CleanupReport,
+    RepairReport,
+    StoredArtifact,
 )
-from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
+from imagebridge.artifacts.rules import (
+    DEFAULT_MAX_AGE_SECS,
+    DEFAULT_MAX_SCAN_ENTRIES,
+    DEFAULT_STALE_TEMP_SECS,
+    MAX_SIDECAR_BYTES,
+    MIN_STALE_TEMP_SECS,
+    artifact_error,
+    canonical_id,
+    check_cleanup,
+    check_repair,
+    check_thumbnail_edge,
+    decode_sidecar,
+    encode_sidecar,
+    is_json_object,
+    not_found,
+    retention_victims,
+    sidecar_name,
+    thumbnail,
+)
+from imagebridge.artifacts.temp_sweep import sweep_stale_temps
+from imagebridge.contract.enums import ArtifactCollisionPolicy
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.crash_points import crash_point
 from imagebridge.engine.storage_faults import STORAGE_HEALTH, disk_fault, disk_fault_reason
-from imagebridge.imaging.ids import canonical_uuid
-from imagebridge.imaging.inspect import (
-    MAX_THUMBNAIL_EDGE,
-    MIN_THUMBNAIL_EDGE,
-    ImageInfo,
-    ImageLimits,
-    inspect_image,
-    make_thumbnail,
-)
+from imagebridge.imaging.inspect import ImageInfo, ImageLimits, inspect_image
 
 __all__ = [
     "DEFAULT_STALE_TEMP_SECS",
@@ -92,19 +103,9 @@ __all__ = [
 ]
 
 OWNERSHIP_DIRECTORY = ".imagegen-bridge-ownership"
-MAX_SIDECAR_BYTES = 1024 * 1024
 MAX_COLLISION_ATTEMPTS = 10_000
-_NOT_FOUND = "artifact was not found or is invalid"
 _ARTIFACT_MODE = 0o666  # narrowed by the process umask, like any file a tool writes
 _MARKER_MODE = 0o600
-
-
-def _artifact_error(message: str, **details: Any) -> BridgeError:
-    return BridgeError(ErrorCode.ARTIFACT, message, details=details or None)
-
-
-def _not_found() -> BridgeError:
-    return _artifact_error(_NOT_FOUND)
 
 
 def _write_error(message: str, exc: BaseException, **details: Any) -> BridgeError:
@@ -113,62 +114,7 @@ def _write_error(message: str, exc: BaseException, **details: Any) -> BridgeErro
     reason = disk_fault_reason(exc)
     if reason is not None:
         return disk_fault(ErrorCode.ARTIFACT, message, reason, "artifacts", retryable=False)
-    return _artifact_error(message, **details)
-
-
-@dataclass(frozen=True, slots=True)
-class StoredArtifact:
-    """A newly stored artifact. ``path`` is internal: never show it to remote clients."""
-
-    id: str
-    name: str
-    path: Path
-    info: ImageInfo
-
-
-@dataclass(frozen=True, slots=True)
-class ArtifactContent:
-    """Verified bytes of an owned artifact, for delivery."""
-
-    id: str
-    name: str
-    data: bytes
-    info: ImageInfo
-    sidecar_name: str | None
-
-    @property
-    def basename(self) -> str:
-        return self.name.rsplit("/", 1)[-1]
-
-
-@dataclass(slots=True)
-class CleanupReport:
-    """``scanned``/``deleted``/``skipped`` count ownership markers; ``stale_temp_*`` count
-    crash leftovers found (and removed) by the temp sweep."""
-
-    scanned: int = 0
-    deleted: int = 0
-    skipped: int = 0
-    scan_limit_reached: bool = False
-    stale_temp_files: int = 0
-    stale_temp_files_removed: int = 0
-    temp_scan_limit_reached: bool = False
-
-
-@dataclass(slots=True)
-class RepairReport:
-    """Marker counts as in :class:`CleanupReport`; an audit only counts stale temp files."""
-
-    scanned: int = 0
-    healthy: int = 0
-    orphaned_records: int = 0
-    missing_sidecars: int = 0
-    repaired: int = 0
-    skipped: int = 0
-    scan_limit_reached: bool = False
-    stale_temp_files: int = 0
-    stale_temp_files_removed: int = 0
-    temp_scan_limit_reached: bool = False
+    return artifact_error(message, **details)
 
 
 def _taken(dir_fd: int, name: str) -> bool:
@@ -179,13 +125,6 @@ def _taken(dir_fd: int, name: str) -> bool:
     except OSError:
         return True
     return True
-
-
-def _json_object(encoded: bytes) -> bool:
-    try:
-        return isinstance(json.loads(encoded.decode("utf-8")), dict)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return False
 
 
 class ArtifactStore:
@@ -240,12 +179,12 @@ class ArtifactStore:
         try:
             root_fd = _fs.open_dir(str(self._root))
         except OSError as exc:
-            raise _artifact_error("artifact root is unavailable") from exc
+            raise artifact_error("artifact root is unavailable") from exc
         try:
             try:
                 own_fd = _fs.open_child_dir(root_fd, OWNERSHIP_DIRECTORY)
             except (Unsafe, OSError) as exc:
-                raise _artifact_error("artifact ownership root is invalid") from exc
+                raise artifact_error("artifact ownership root is invalid") from exc
             try:
                 yield root_fd, own_fd
             finally:
@@ -255,70 +194,38 @@ class ArtifactStore:
 
     # -- publish ---------------------------------------------------------------------------
 
-    def publish(
-        self,
-        data: bytes,
-        *,
-        expected_format: OutputFormat | str | None,
-        owner: str,
-        filename_prefix: str | None = None,
-        directory: str | None = None,
-        filename: str | None = None,
-        collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR,
-    ) -> StoredArtifact:
-        """Verify ``data`` and publish it without ever overwriting a file.
+    def publish(self, publication: Publication) -> StoredArtifact:
+        """Verify the image and publish it without ever overwriting a file.
 
         The name is ``directory/filename`` when ``filename`` is given (extension appended
         if missing; with ``collision="suffix"`` a taken name becomes ``name-2.ext`` …),
         else ``<sanitised prefix>-<id>.<ext>``.
         """
-        try:
-            info = inspect_image(data, self._limits)
-        except BridgeError as error:
-            raise as_artifact_error(error) from error
-        plan = plan_publication(
-            info,
-            expected_format=expected_format,
-            owner=owner,
-            filename_prefix=filename_prefix,
-            directory=directory,
-            filename=filename,
-            collision=collision,
-        )
-        artifact_id = plan.artifact_id
-        requested = plan.basename
-        policy = plan.policy
+        plan = plan_publication(publication, self._limits)
+        directory = plan.directory
         attempts = (
             MAX_COLLISION_ATTEMPTS
-            if filename is not None and policy is ArtifactCollisionPolicy.SUFFIX
+            if publication.filename is not None and plan.policy is ArtifactCollisionPolicy.SUFFIX
             else 1
         )
-        marker = Marker(
-            id=artifact_id,
-            name="",
-            created_at=int(self._clock()),
-            sha256=info.sha256,
-            owner=owner,
-            sidecar_name=None,
-            sidecar_sha256=None,
-        )
+        marker = plan.marker("", publication.owner, int(self._clock()))
         with self._root_fds() as (root_fd, own_fd):
             dir_fd = self._publication_dir(root_fd, directory)
             try:
                 basename = self._link_new_file(
-                    dir_fd, own_fd, data, requested, attempts, marker, directory
+                    dir_fd, own_fd, publication.data, plan.basename, attempts, marker, directory
                 )
-                name = f"{directory}/{basename}" if directory else basename
+                name = plan.name(basename)
                 try:
                     _fs.fsync_dir(dir_fd)
                 except OSError as exc:
                     self._unpublish(dir_fd, basename)
-                    self._withdraw_marker(own_fd, artifact_id)
+                    self._withdraw_marker(own_fd, plan.artifact_id)
                     raise _write_error("could not sync the artifact directory", exc) from exc
             finally:
                 os.close(dir_fd)
         STORAGE_HEALTH.succeeded("artifacts")
-        return StoredArtifact(artifact_id, name, self._root / name, info)
+        return StoredArtifact(plan.artifact_id, name, plan.info)
 
     @staticmethod
     def _unpublish(dir_fd: int, basename: str) -> None:
@@ -338,7 +245,7 @@ class ArtifactStore:
                 fd = child
         except Unsafe as exc:
             os.close(fd)
-            raise _artifact_error(
+            raise artifact_error(
                 "output directory component must not be a file or symlink"
             ) from exc
         except OSError as exc:
@@ -376,8 +283,8 @@ class ArtifactStore:
         if linked is not None:
             return linked
         if attempts == 1:
-            raise _artifact_error("artifact file already exists", name=requested)
-        raise _artifact_error("artifact collision suffix limit was reached", name=requested)
+            raise artifact_error("artifact file already exists", name=requested)
+        raise artifact_error("artifact collision suffix limit was reached", name=requested)
 
     def _name_new_file(
         self,
@@ -424,7 +331,7 @@ class ArtifactStore:
     def _write_marker(self, own_fd: int, marker: Marker, *, replace: bool = False) -> None:
         encoded = marker.encode()
         if len(encoded) > MAX_MARKER_BYTES:
-            raise _artifact_error("artifact ownership record is too large")
+            raise artifact_error("artifact ownership record is too large")
         try:
             temp = _fs.write_temp(own_fd, encoded, _MARKER_MODE)
         except OSError as exc:
@@ -434,7 +341,7 @@ class ArtifactStore:
             if replace:
                 _fs.replace_atomically(own_fd, temp, target)
             elif not _fs.link_noclobber(own_fd, temp, target):
-                raise _artifact_error("artifact ownership record already exists")
+                raise artifact_error("artifact ownership record already exists")
         except OSError as exc:
             raise _write_error("could not publish artifact ownership record", exc) from exc
         finally:
@@ -482,7 +389,7 @@ class ArtifactStore:
                 encoded = _fs.read_regular(parent, basename, MAX_SIDECAR_BYTES)
         except (Unsafe, OSError):
             return PathState.INVALID
-        if hashlib.sha256(encoded).hexdigest() != marker.sidecar_sha256 or not _json_object(
+        if hashlib.sha256(encoded).hexdigest() != marker.sidecar_sha256 or not is_json_object(
             encoded
         ):
             return PathState.INVALID
@@ -503,16 +410,16 @@ class ArtifactStore:
         scope check. Unknown, foreign, tampered and invalid artifacts all fail with the
         same ``artifact`` error, "artifact was not found or is invalid".
         """
-        canonical = canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+        canonical = canonical_id(artifact_id)
         if canonical is None:
-            raise _not_found()
+            raise not_found()
         with self._root_fds() as (root_fd, own_fd):
             marker = self._load_marker(own_fd, f"{canonical}.json")
             if marker is None or (owner is not None and marker.effective_owner != owner):
-                raise _not_found()
+                raise not_found()
             loaded = self._verified(root_fd, marker)
         if loaded is None:
-            raise _not_found()
+            raise not_found()
         data, info = loaded
         return ArtifactContent(marker.id, marker.name, data, info, marker.sidecar_name)
 
@@ -526,11 +433,8 @@ class ArtifactStore:
                 with _fs.open_parent(root_fd, content.sidecar_name) as (parent, basename):
                     encoded = _fs.read_regular(parent, basename, MAX_SIDECAR_BYTES)
             except (Unsafe, OSError) as exc:
-                raise _not_found() from exc
-        value = json.loads(encoded.decode("utf-8"))
-        if not isinstance(value, dict):
-            raise _not_found()
-        return value
+                raise not_found() from exc
+        return decode_sidecar(encoded)
 
     def delete(self, artifact_id: str, owner: str | None) -> None:
         """Remove a verified artifact owned by ``owner``: its image, sidecar and marker.
@@ -539,15 +443,15 @@ class ArtifactStore:
         The image goes first: a crash part-way leaves a marker naming a missing image,
         which the repair removes with its sidecar, so a deleted artifact never comes back.
         """
-        canonical = canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+        canonical = canonical_id(artifact_id)
         if canonical is None:
-            raise _not_found()
+            raise not_found()
         with self._root_fds() as (root_fd, own_fd):
             marker = self._load_marker(own_fd, f"{canonical}.json")
             if marker is None or (owner is not None and marker.effective_owner != owner):
-                raise _not_found()
+                raise not_found()
             if self._verified(root_fd, marker) is None:
-                raise _not_found()
+                raise not_found()
             try:
                 with _fs.open_parent(root_fd, marker.name) as (parent, basename):
                     os.unlink(basename, dir_fd=parent)
@@ -558,7 +462,7 @@ class ArtifactStore:
                 os.unlink(f"{marker.id}.json", dir_fd=own_fd)
                 _fs.fsync_dir(own_fd)
             except FileNotFoundError as exc:  # a concurrent delete or cleanup won
-                raise _not_found() from exc
+                raise not_found() from exc
             except (Unsafe, OSError) as exc:
                 raise _write_error("could not delete the artifact", exc) from exc
 
@@ -569,23 +473,9 @@ class ArtifactStore:
 
     def thumbnail(self, artifact_id: str, owner: str | None, edge: int) -> bytes:
         """A PNG thumbnail of an owned artifact, fitting ``edge``×``edge`` (32..2048)."""
-        if (
-            isinstance(edge, bool)
-            or not isinstance(edge, int)
-            or not MIN_THUMBNAIL_EDGE <= edge <= MAX_THUMBNAIL_EDGE
-        ):
-            raise BridgeError(
-                ErrorCode.INVALID_REQUEST,
-                "thumbnail edge must be between 32 and 2048 pixels",
-                details={"field": "edge"},
-            )
+        check_thumbnail_edge(edge)
         content = self.read(artifact_id, owner)
-        try:
-            return make_thumbnail(content.data, edge, self._limits)
-        except BridgeError as error:
-            raise BridgeError(
-                ErrorCode.ARTIFACT, error.message, details=error.details or None
-            ) from error
+        return thumbnail(content.data, edge, self._limits)
 
     # -- sidecar metadata ------------------------------------------------------------------
 
@@ -597,10 +487,10 @@ class ArtifactStore:
         Returns the sidecar's portable name. A second attachment fails; so does any
         mismatch between ``name`` and the marker.
         """
-        canonical = canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+        canonical = canonical_id(artifact_id)
         if canonical is None or not isinstance(name, str) or not is_safe_relative(name):
-            raise _artifact_error("artifact identity is invalid")
-        encoded = self._encode_sidecar(record)
+            raise artifact_error("artifact identity is invalid")
+        encoded = encode_sidecar(record)
         with self._root_fds() as (root_fd, own_fd):
             marker = self._load_marker(own_fd, f"{canonical}.json")
             if (
@@ -609,19 +499,17 @@ class ArtifactStore:
                 or marker.sidecar_name is not None
                 or self._verified(root_fd, marker) is None
             ):
-                raise _artifact_error("artifact metadata cannot be attached to this artifact")
-            sidecar_basename = f"metadata-{canonical}.json"
-            parent_name = name.rpartition("/")[0]
-            sidecar_name = f"{parent_name}/{sidecar_basename}" if parent_name else sidecar_basename
+                raise artifact_error("artifact metadata cannot be attached to this artifact")
+            named = sidecar_name(name, canonical)
             try:
                 with _fs.open_parent(root_fd, name) as (parent, _basename):
                     self._publish_sidecar(
-                        parent, own_fd, marker, sidecar_basename, sidecar_name, encoded
+                        parent, own_fd, marker, named.rpartition("/")[2], named, encoded
                     )
             except (Unsafe, OSError) as exc:
                 raise _write_error("could not write metadata sidecar", exc) from exc
         STORAGE_HEALTH.succeeded("artifacts")
-        return sidecar_name
+        return named
 
     def _publish_sidecar(
         self,
@@ -644,7 +532,7 @@ class ArtifactStore:
                 self._write_marker(own_fd, updated, replace=True)
                 crash_point("sidecar.marker_written")
                 if not _fs.link_noclobber(parent, temp, basename):
-                    raise _artifact_error("could not publish metadata sidecar without overwrite")
+                    raise artifact_error("could not publish metadata sidecar without overwrite")
                 linked = True
             crash_point("sidecar.linked")
             _fs.fsync_dir(parent)
@@ -661,22 +549,6 @@ class ArtifactStore:
         finally:
             _fs.remove_quietly(parent, temp)
 
-    @staticmethod
-    def _encode_sidecar(record: Mapping[str, Any] | bytes) -> bytes:
-        if isinstance(record, bytes | bytearray):
-            encoded = bytes(record)
-        else:
-            try:
-                text = json.dumps(dict(record), indent=2, ensure_ascii=False, allow_nan=False)
-                encoded = (text + "\n").encode("utf-8")
-            except (TypeError, ValueError, RecursionError) as exc:
-                raise _artifact_error("artifact metadata must be a bounded JSON object") from exc
-        if not encoded or len(encoded) > MAX_SIDECAR_BYTES or not _json_object(encoded):
-            raise _artifact_error(
-                "artifact metadata must be a bounded JSON object", maximum_bytes=MAX_SIDECAR_BYTES
-            )
-        return encoded
-
     # -- moving in ---------------------------------------------------------------------------
 
     def import_artifact(
@@ -690,20 +562,20 @@ class ArtifactStore:
         is attached). A name already taken by another file is refused, never overwritten.
         """
         if hashlib.sha256(data).hexdigest() != marker.sha256:
-            raise _artifact_error("artifact bytes do not match their recorded SHA-256")
+            raise artifact_error("artifact bytes do not match their recorded SHA-256")
         if not valid_owner(marker.effective_owner) or not is_safe_relative(marker.name):
-            raise _artifact_error("artifact identity is invalid")
+            raise artifact_error("artifact identity is invalid")
         info = inspect_image(data, self._limits)
         directory, _, basename = marker.name.rpartition("/")
         if not is_safe_filename(basename, info.format):
-            raise _artifact_error("artifact identity is invalid")
+            raise artifact_error("artifact identity is invalid")
         with self._root_fds() as (root_fd, own_fd):
             existing = self._load_marker(own_fd, f"{marker.id}.json")
             present = existing is not None
             if existing is not None and (
                 existing.sha256 != marker.sha256 or self._verified(root_fd, existing) is None
             ):
-                raise _artifact_error("another artifact with this id is already stored")
+                raise artifact_error("another artifact with this id is already stored")
             if existing is None:
                 dir_fd = self._publication_dir(root_fd, directory or None)
                 try:
@@ -722,7 +594,7 @@ class ArtifactStore:
             added = True
         copied = self.read(marker.id, None)
         if copied.info.sha256 != marker.sha256:  # pragma: no cover - read verifies it
-            raise _artifact_error("the copied artifact does not verify")
+            raise artifact_error("the copied artifact does not verify")
         return not present or added
 
     # -- retention ---------------------------------------------------------------------------
@@ -744,9 +616,9 @@ class ArtifactStore:
         self,
         now: float | None = None,
         *,
-        max_age_secs: int = 7 * 24 * 60 * 60,
+        max_age_secs: int = DEFAULT_MAX_AGE_SECS,
         max_artifacts: int | None = None,
-        max_scan_entries: int = 100_000,
+        max_scan_entries: int = DEFAULT_MAX_SCAN_ENTRIES,
         stale_temp_secs: int = DEFAULT_STALE_TEMP_SECS,
     ) -> CleanupReport:
         """Delete verified owned artifacts older than ``max_age_secs`` or beyond the newest
@@ -755,13 +627,7 @@ class ArtifactStore:
         Temp files left by a crash and older than ``stale_temp_secs`` are removed first,
         examining no more than ``max_scan_entries`` directory entries.
         """
-        if max_scan_entries <= 0:
-            raise _artifact_error("retention scan limit must be greater than zero")
-        if max_artifacts is not None and max_artifacts <= 0:
-            raise _artifact_error("retention max_artifacts must be greater than zero")
-        if max_age_secs < 0:
-            raise _artifact_error("retention max_age_secs must not be negative")
-        check_grace(stale_temp_secs)
+        check_cleanup(max_age_secs, max_artifacts, max_scan_entries, stale_temp_secs)
         current = self._clock() if now is None else now
         cutoff = int(current) - max_age_secs
         report = CleanupReport()
@@ -781,12 +647,7 @@ class ArtifactStore:
                     report.skipped += 1
                 else:
                     valid.append(marker)
-            valid.sort(key=lambda m: (m.created_at, m.id), reverse=True)
-            for position, marker in enumerate(valid):
-                expired = marker.created_at <= cutoff
-                excess = max_artifacts is not None and position >= max_artifacts
-                if not (expired or excess):
-                    continue
+            for marker in retention_victims(valid, cutoff, max_artifacts):
                 if self._remove_verified(root_fd, own_fd, marker):
                     report.deleted += 1
                 else:
@@ -825,9 +686,7 @@ class ArtifactStore:
         invalid is skipped and never modified. Crash-leftover temp files older than
         ``stale_temp_secs`` are counted, and removed when applying.
         """
-        if max_scan <= 0:
-            raise _artifact_error("artifact repair scan limit must be greater than zero")
-        check_grace(stale_temp_secs)
+        check_repair(max_scan, stale_temp_secs)
         current = self._clock() if now is None else now
         report = RepairReport()
         with self._root_fds() as (root_fd, own_fd):

@@ -18,19 +18,8 @@ from dataclasses import dataclass
 from imagebridge.artifacts import _fs
 from imagebridge.artifacts._fs import Unsafe
 from imagebridge.artifacts.naming import is_safe_relative
-from imagebridge.contract.errors import BridgeError, ErrorCode
 
-__all__ = [
-    "DEFAULT_STALE_TEMP_SECS",
-    "MIN_STALE_TEMP_SECS",
-    "TempSweep",
-    "check_grace",
-    "sweep_stale_temps",
-]
-
-DEFAULT_STALE_TEMP_SECS = 60 * 60
-MIN_STALE_TEMP_SECS = 60
-"""A temp file younger than this may belong to a live writer: it is never removed."""
+__all__ = ["TempSweep", "sweep_stale_temps"]
 
 
 @dataclass(slots=True)
@@ -39,20 +28,6 @@ class TempSweep:
     stale: int = 0
     removed: int = 0
     limit_reached: bool = False
-
-
-def check_grace(stale_temp_secs: int) -> None:
-    """Refuse a grace period short enough to remove a live writer's temp file."""
-    if (
-        isinstance(stale_temp_secs, bool)
-        or not isinstance(stale_temp_secs, int)
-        or stale_temp_secs < MIN_STALE_TEMP_SECS
-    ):
-        raise BridgeError(
-            ErrorCode.ARTIFACT,
-            "stale temp file grace must be at least 60 seconds",
-            details={"minimum_seconds": MIN_STALE_TEMP_SECS},
-        )
 
 
 def sweep_stale_temps(

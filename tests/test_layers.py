@@ -50,6 +50,8 @@ def test_the_tree_keeps_every_layer_contract() -> None:
         ("jobs/trimming.py", "import imagebridge.application", "layers:"),
         # the standalone client importing the server
         ("client/_constants.py", "import imagebridge.server.ids", "client stands alone"),
+        # one artifact backend reaching into its twin
+        ("artifacts/s3/store.py", "import imagebridge.artifacts.filesystem.objects", "twins"),
     ],
 )
 def test_a_wrong_import_breaks_its_contract(

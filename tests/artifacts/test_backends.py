@@ -8,7 +8,7 @@ verified, thumbnails, delete, retention by age and count within the scan bound, 
 lost images and lost sidecars that never touches changed content, and crash leftovers
 removed only after the grace. Each backend supplies how to alter its bytes behind the
 store's back and how to list everything it holds (``Harness``); what only one backend has
-lives in test_store.py (whose docstring lists it, and why) and test_s3_store.py.
+lives in filesystem/test_store.py (whose docstring lists it, and why) and s3/test_store.py.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import Any
 
 import pytest
 
-from imagebridge.artifacts.async_store import AsyncArtifactStore
+from imagebridge.artifacts.filesystem.markers import OWNERSHIP_DIRECTORY
+from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactStore
 from imagebridge.artifacts.interfaces import ArtifactBackend
 from imagebridge.artifacts.publication import Publication
 from imagebridge.artifacts.records import StoredArtifact
-from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
-from imagebridge.artifacts.s3_store import S3ArtifactStore
-from imagebridge.artifacts.store import OWNERSHIP_DIRECTORY, ArtifactStore
+from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import uuid7

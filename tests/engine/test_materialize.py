@@ -195,8 +195,7 @@ async def test_mixed_dimensions_are_reported_per_image() -> None:
 
 def _store_runtime(tmp_path: Any, provider: Any) -> Any:
     from imagebridge.application import StoreSink
-    from imagebridge.artifacts.async_store import AsyncArtifactStore
-    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactStore
     from tests.support.runtime import make_runtime
 
     store = ArtifactStore(tmp_path / "artifacts")

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 from imagebridge.application.inputs import image_limits
 from imagebridge.application.object_store import s3_settings
-from imagebridge.artifacts.async_store import AsyncArtifactStore
+from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactStore
 from imagebridge.artifacts.interfaces import ArtifactBackend
-from imagebridge.artifacts.s3 import S3ObjectStore
-from imagebridge.artifacts.s3_store import S3ArtifactStore
-from imagebridge.artifacts.store import ArtifactStore
+from imagebridge.artifacts.s3.objects import S3ObjectStore
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.config.model import BridgeConfig
 
 __all__ = ["ChosenBackend", "choose_artifact_backend"]

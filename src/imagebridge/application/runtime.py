@@ -25,14 +25,13 @@ from imagebridge.application.codex_app_server import build_codex_app_server_prov
 from imagebridge.application.inputs import build_input_loader, image_limits
 from imagebridge.application.limits import breaker_config, gate_limits
 from imagebridge.application.openai import build_openai_provider, is_openai_provider
-from imagebridge.artifacts.async_store import AsyncArtifactStore
+from imagebridge.artifacts.filesystem.links import LinkKeySource, SignedArtifactLinks
+from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactStore
 from imagebridge.artifacts.interfaces import ArtifactBackend
-from imagebridge.artifacts.links import LinkKeySource, SignedArtifactLinks
 from imagebridge.artifacts.publication import Publication
-from imagebridge.artifacts.s3 import S3ObjectStore
-from imagebridge.artifacts.s3_links import PresignedArtifactLinks
-from imagebridge.artifacts.s3_store import S3ArtifactStore
-from imagebridge.artifacts.store import ArtifactStore
+from imagebridge.artifacts.s3.links import PresignedArtifactLinks
+from imagebridge.artifacts.s3.objects import S3ObjectStore
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode

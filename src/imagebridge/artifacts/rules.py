@@ -41,6 +41,7 @@ __all__ = [
     "encode_sidecar",
     "is_json_object",
     "not_found",
+    "require_id",
     "retention_victims",
     "sidecar_name",
     "thumbnail",
@@ -76,6 +77,14 @@ def as_artifact_error(error: BridgeError) -> BridgeError:
 def canonical_id(artifact_id: object) -> str | None:
     """The canonical spelling of an artifact id, ``None`` for anything else."""
     return canonical_uuid(artifact_id) if isinstance(artifact_id, str) else None
+
+
+def require_id(artifact_id: object) -> str:
+    """The canonical spelling of an artifact id; anything else is "not found"."""
+    canonical = canonical_id(artifact_id)
+    if canonical is None:
+        raise not_found()
+    return canonical
 
 
 # -- sidecars ---------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from imagebridge.cli.context import CliContext, CliUsageError
 
 if TYPE_CHECKING:
     from imagebridge.application.artifact_migration import MigrationReport
-    from imagebridge.artifacts.s3 import S3ObjectStore
-    from imagebridge.artifacts.s3_store import S3ArtifactStore
-    from imagebridge.artifacts.store import CleanupReport, RepairReport
+    from imagebridge.artifacts.records import CleanupReport, RepairReport
+    from imagebridge.artifacts.s3.objects import S3ObjectStore
+    from imagebridge.artifacts.s3.store import S3ArtifactStore
     from imagebridge.config import BridgeConfig
 
 __all__ = [
@@ -71,7 +71,7 @@ def artifacts_cleanup(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
     import asyncio
 
     from imagebridge.application import image_limits
-    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.artifacts.filesystem.store import ArtifactStore
 
     if config.artifacts.backend == "s3":
         objects, bucket = _s3_store(config)
@@ -113,7 +113,7 @@ def artifacts_repair(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
     from dataclasses import asdict
 
     from imagebridge.application import image_limits
-    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.artifacts.filesystem.store import ArtifactStore
 
     config = ctx.config()
     retention = config.artifacts.retention
@@ -144,8 +144,8 @@ def _s3_store(config: BridgeConfig) -> tuple[S3ObjectStore, S3ArtifactStore]:
     """The S3 artifact store of ``[artifacts.s3]`` (whatever ``artifacts.backend`` says)."""
     from imagebridge.application import image_limits
     from imagebridge.application.object_store import s3_settings
-    from imagebridge.artifacts.s3 import S3ObjectStore
-    from imagebridge.artifacts.s3_store import S3ArtifactStore
+    from imagebridge.artifacts.s3.objects import S3ObjectStore
+    from imagebridge.artifacts.s3.store import S3ArtifactStore
 
     objects = S3ObjectStore(s3_settings(config.artifacts.s3))
     return objects, S3ArtifactStore(
@@ -167,7 +167,7 @@ def artifacts_migrate(ctx: CliContext, *, to: str, dry_run: bool, force: bool) -
         migrate_to_filesystem,
         migrate_to_s3,
     )
-    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.artifacts.filesystem.store import ArtifactStore
 
     config = ctx.config()
     local = ArtifactStore(config.artifacts.root, image_limits(config))
@@ -199,7 +199,7 @@ def artifacts_verify(ctx: CliContext, *, store: str) -> int:
 
     from imagebridge.application import image_limits
     from imagebridge.application.artifact_migration import VerifyReport, verify_filesystem
-    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.artifacts.filesystem.store import ArtifactStore
 
     config = ctx.config()
     max_scan = config.artifacts.retention.max_scan_entries

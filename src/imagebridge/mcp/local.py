@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from imagebridge.application import Application, build_application, image_limits, request_limits
-from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.inputs.loader import InputLoader
 from imagebridge.config import BridgeConfig
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.errors import BridgeError, ErrorCode

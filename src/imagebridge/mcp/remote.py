@@ -14,9 +14,9 @@ import binascii
 from typing import Literal
 
 from imagebridge.application import image_limits, request_limits
-from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.filesystem.store import ArtifactStore
+from imagebridge.artifacts.inputs.loader import InputLoader
 from imagebridge.artifacts.publication import Publication
-from imagebridge.artifacts.store import ArtifactStore
 from imagebridge.client import AsyncImageBridgeClient, CompletedEvent, StreamError
 from imagebridge.config import BridgeConfig
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor

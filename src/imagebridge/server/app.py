@@ -23,7 +23,7 @@ from imagebridge._version import __version__
 from imagebridge.application import Application, build_application
 from imagebridge.application.job_services import JobServices
 from imagebridge.application.keys import open_key_service
-from imagebridge.artifacts.s3 import S3ObjectStore
+from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig, JobSettings
 from imagebridge.contract.errors import BridgeError

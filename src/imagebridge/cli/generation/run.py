@@ -25,7 +25,7 @@ from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 
 if TYPE_CHECKING:
-    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.artifacts.filesystem.store import ArtifactStore
     from imagebridge.config import BridgeConfig
 
 __all__ = [
@@ -55,8 +55,8 @@ async def resolve_file_inputs(request: ImageRequest, config: BridgeConfig) -> Im
     if not any(item.type == "file" for _, item in request.all_inputs()):
         return request  # no loader (and no application import) for the common case
     from imagebridge.application import image_limits
-    from imagebridge.artifacts.inline import inline_file_inputs
-    from imagebridge.artifacts.inputs import InputLoader
+    from imagebridge.artifacts.inputs.inline import inline_file_inputs
+    from imagebridge.artifacts.inputs.loader import InputLoader
 
     loader = await asyncio.to_thread(
         InputLoader,

@@ -24,7 +24,7 @@ from typing import NoReturn
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.artifacts.s3_store import S3ArtifactStore
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import canonical_uuid
 from imagebridge.server.context import request_context

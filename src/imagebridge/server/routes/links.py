@@ -16,7 +16,7 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.artifacts.links import INVALID_LINK
+from imagebridge.artifacts.filesystem.links import INVALID_LINK
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.server.errors import HttpError
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import pytest
 
-from imagebridge.artifacts.s3 import MIN_PART_SIZE, S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.objects import MIN_PART_SIZE, S3Credentials, S3ObjectStore, S3Settings
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from tests.support.s3 import S3Server
 
@@ -152,7 +152,7 @@ async def test_a_cancelled_multipart_upload_is_aborted(store: S3ObjectStore) -> 
 _KILLED_WRITER = textwrap.dedent(
     """
     import asyncio, os, sys, json
-    from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
+    from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
 
     async def main():
         s = json.loads(sys.argv[1])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
+from imagebridge.artifacts.inputs.loader import InputLoader
+from imagebridge.artifacts.inputs.remote import RemoteFetchPolicy, RemoteImageFetcher
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.inspect import ImageLimits

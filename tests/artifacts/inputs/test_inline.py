@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from imagebridge.artifacts.inline import inline_file_inputs
-from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.inputs.inline import inline_file_inputs
+from imagebridge.artifacts.inputs.loader import InputLoader
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from tests.artifacts.images import jpeg, png

@@ -4,7 +4,9 @@ Every artifact file is first written to a hidden ``.imagegen-bridge-tmp-<hex>`` 
 linked to its name, so a process killed in between leaves that temp file behind. Cleanup and
 repair remove such files once they are older than a grace period (a live writer's file is never
 that old), looking only in the root, the ownership directory and the directories a publication
-could have created, and examining a bounded number of directory entries.
+could have created, and examining a bounded number of directory entries. The grace and its
+floor are :mod:`imagebridge.artifacts.rules`'s, the same for the S3 twin's ``leftovers.py``
+(objects no marker names, stale multipart uploads).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import stat
 from collections import deque
 from dataclasses import dataclass
 
-from imagebridge.artifacts import _fs
-from imagebridge.artifacts._fs import Unsafe
+from imagebridge.artifacts.filesystem import objects
+from imagebridge.artifacts.filesystem.objects import Unsafe
 from imagebridge.artifacts.naming import is_safe_relative
 
 __all__ = ["TempSweep", "sweep_stale_temps"]
@@ -45,7 +47,7 @@ def sweep_stale_temps(
     while pending and not sweep.limit_reached:
         relative = pending.popleft()
         try:
-            dir_fd = _fs.open_relative_dir(root_fd, relative)
+            dir_fd = objects.open_relative_dir(root_fd, relative)
         except (Unsafe, OSError):
             continue  # replaced by a symlink or removed meanwhile: not ours to walk
         try:
@@ -74,7 +76,7 @@ def _sweep_directory(
                     sweep.limit_reached = True
                     break
                 sweep.examined += 1
-                if _fs.is_temp_name(entry.name):
+                if objects.is_temp_name(entry.name):
                     temps.append(entry.name)
                 elif pending is not None and entry.is_dir(follow_symlinks=False):
                     child = f"{relative}/{entry.name}" if relative else entry.name
@@ -103,4 +105,4 @@ def _sweep_directory(
         removed = True
     if removed:
         with contextlib.suppress(OSError):
-            _fs.fsync_dir(dir_fd)
+            objects.fsync_dir(dir_fd)

@@ -1,4 +1,9 @@
-"""Expiring signed links to one artifact, fetchable without the bridge's bearer token.
+"""The bridge's own expiring signed links to one artifact, keyed in the local artifact root.
+
+The filesystem twin's ``links.py`` (the S3 twin's offers presigned object URLs instead):
+what a ``url`` output is unless ``artifacts.url_mode = "presigned"``, whichever backend
+holds the image, since the link is served by the bridge (which reads the artifact through
+the chosen backend). Its key lives on this machine's filesystem, below ``artifacts.root``.
 
 A link is ``v1/artifact-links/<id>/<basename>?expires=<unix seconds>&signature=<sig>``
 (relative to the bridge's base address), where ``sig`` is the unpadded base64url
@@ -29,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from imagebridge.artifacts import _fs
+from imagebridge.artifacts.filesystem import objects
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.materialize import PublishedArtifact
 from imagebridge.imaging.ids import canonical_uuid
@@ -89,7 +94,7 @@ def _key_error(message: str) -> BridgeError:
 def _load_or_create(root: Path) -> bytes:
     try:
         root.mkdir(parents=True, exist_ok=True)
-        dir_fd = _fs.open_dir(os.path.realpath(root))  # as the store opens it
+        dir_fd = objects.open_dir(os.path.realpath(root))  # as the store opens it
     except OSError as exc:
         raise _key_error("artifact root is not usable for the link key") from exc
     try:
@@ -98,21 +103,21 @@ def _load_or_create(root: Path) -> bytes:
                 return _read_key(dir_fd)
             except FileNotFoundError:
                 pass
-            temp = _fs.write_temp(dir_fd, secrets.token_hex(32).encode(), 0o600)
+            temp = objects.write_temp(dir_fd, secrets.token_hex(32).encode(), 0o600)
             try:
-                _fs.link_noclobber(dir_fd, temp, KEY_FILENAME)  # loses quietly to a racer
-                _fs.fsync_dir(dir_fd)
+                objects.link_noclobber(dir_fd, temp, KEY_FILENAME)  # loses quietly to a racer
+                objects.fsync_dir(dir_fd)
             finally:
-                _fs.remove_quietly(dir_fd, temp)
+                objects.remove_quietly(dir_fd, temp)
         return _read_key(dir_fd)
-    except (OSError, _fs.Unsafe) as exc:
+    except (OSError, objects.Unsafe) as exc:
         raise _key_error("artifact link key could not be read or created") from exc
     finally:
         os.close(dir_fd)
 
 
 def _read_key(dir_fd: int) -> bytes:
-    text = _fs.read_regular(dir_fd, KEY_FILENAME, _KEY_FILE_BYTES).decode("ascii", "replace")
+    text = objects.read_regular(dir_fd, KEY_FILENAME, _KEY_FILE_BYTES).decode("ascii", "replace")
     key = text.removesuffix("\n")
     if not _KEY_HEX.fullmatch(key):
         raise _key_error("artifact link key file is malformed")

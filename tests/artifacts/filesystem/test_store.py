@@ -3,9 +3,9 @@
 Everything in the store's contract that both backends offer — publish checks and their
 errors, owner scoping, reads verifying SHA-256, tampered markers, sidecars and metadata,
 thumbnails, cleanup and retention, repair, delete, the scan and grace limits — lives in
-``test_backends.py``, which runs each test on this store and on the S3 store alike. What
-stays here is filesystem-only, because the S3 store keys every object by the artifact's
-id and has no directories, file modes, links or temp files:
+``tests/artifacts/test_backends.py``, which runs each test on this store and on the S3
+store alike. What stays here is filesystem-only, because the S3 store keys every object by
+the artifact's id and has no directories, file modes, links or temp files:
 
 - the root and its ownership directory (canonical root, a symlinked ownership directory,
   a replaced ownership root, replaced parent symlinks, a directory component that is a
@@ -18,14 +18,14 @@ id and has no directories, file modes, links or temp files:
   ``os.link``, and the ``.imagegen-bridge-tmp-*`` temp-file sweep (age from mtime, scan
   bound, files that are not bridge temps, a temp name beside a published file): these are
   the filesystem's publication steps; the S3 store's own (an image without its marker,
-  stale multipart uploads, a marker that cannot be stored) are in ``test_s3_store.py``
-  and ``test_s3.py``;
+  stale multipart uploads, a marker that cannot be stored) are in ``s3/test_store.py``
+  and ``s3/test_objects.py``;
 - the ``AsyncArtifactStore`` wrapper's thread hand-off over a root directory.
 
 Likewise filesystem-only: ``test_disk_faults.py`` (ENOSPC/EIO injected at each system
-call; the S3 store's unreachable/refusing bucket is in ``test_s3_store.py``,
-``test_s3_errors.py`` and ``test_s3.py``) and ``test_links.py`` (the link key file kept in
-the artifact root; the S3 store's presigned URLs are in ``test_s3_store.py``).
+call; the S3 store's unreachable/refusing bucket is in ``s3/test_store.py``,
+``s3/test_errors.py`` and ``s3/test_objects.py``) and ``test_links.py`` (the link key file
+kept in the artifact root; the S3 store's presigned URLs are in ``s3/test_store.py``).
 """
 
 from __future__ import annotations
@@ -43,15 +43,12 @@ from typing import Any
 
 import pytest
 
-from imagebridge.artifacts._fs import TEMP_PREFIX
-from imagebridge.artifacts.async_store import AsyncArtifactStore
+from imagebridge.artifacts.filesystem.markers import OWNERSHIP_DIRECTORY
+from imagebridge.artifacts.filesystem.objects import TEMP_PREFIX
+from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactStore
 from imagebridge.artifacts.publication import Publication
-from imagebridge.artifacts.store import (
-    DEFAULT_STALE_TEMP_SECS,
-    OWNERSHIP_DIRECTORY,
-    ArtifactStore,
-    StoredArtifact,
-)
+from imagebridge.artifacts.records import StoredArtifact
+from imagebridge.artifacts.rules import DEFAULT_STALE_TEMP_SECS
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.inspect import inspect_image
@@ -183,7 +180,7 @@ def test_explicit_collision_can_error_or_select_a_suffix(store: ArtifactStore) -
 def test_collision_suffixes_are_bounded(
     store: ArtifactStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import imagebridge.artifacts.store as store_module
+    import imagebridge.artifacts.filesystem.publish as store_module
 
     monkeypatch.setattr(store_module, "MAX_COLLISION_ATTEMPTS", 3)
     for _ in range(3):
@@ -270,7 +267,7 @@ def _publish_and_die_at_link(root: Path, directory: str | None, link_call: int) 
         import io, os
         from PIL import Image
         from imagebridge.artifacts.publication import Publication
-        from imagebridge.artifacts.store import ArtifactStore
+        from imagebridge.artifacts.filesystem.store import ArtifactStore
         buffer = io.BytesIO()
         Image.new("RGB", (64, 64), (9, 9, 9)).save(buffer, format="PNG")
         store = ArtifactStore({str(root)!r})

@@ -1,5 +1,8 @@
 """Objects in an S3-compatible store: the object layer of the S3 artifact backend.
 
+What the S3 store writes through (its filesystem twin's ``objects.py`` is the directory-fd
+primitives).
+
 :class:`S3ObjectStore` does what the artifact store needs from a bucket, under one key
 prefix, and nothing more: put an object (one PUT, or a multipart upload for an object
 larger than one part, aborted when anything fails, cancellation included), get one as a
@@ -9,7 +12,7 @@ object is visible only once complete: a PUT is atomic and a multipart upload bec
 object only when completed.
 
 Every failure is a :class:`~imagebridge.contract.errors.BridgeError` with code ``artifact``
-and a stable ``details.reason`` (:mod:`.s3_errors`). It uses aiobotocore (the ``s3``
+and a stable ``details.reason`` (:mod:`.errors`). It uses aiobotocore (the ``s3``
 extra, imported when a store opens; bench/s3_clients.py says why this client); it never
 reads configuration: the wiring passes :class:`S3Settings`, credentials included, or none
 for the standard AWS chain (environment, shared files and profiles, SSO, web identity,
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from imagebridge.artifacts.s3_errors import NOT_FOUND, store_error
+from imagebridge.artifacts.s3.errors import NOT_FOUND, store_error
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.crash_points import crash_point
 
@@ -425,6 +428,20 @@ class S3ObjectStore:
             metadata=dict(answer.get("Metadata", {})),
         )
         return ObjectStream(info, answer["Body"])
+
+    async def get_bytes(self, key: str, max_bytes: int) -> bytes | None:
+        """The whole object at ``key``; ``None`` when there is none or it is larger than
+        ``max_bytes`` (a bounded read of a small object: a marker, a sidecar, an image)."""
+        try:
+            stream = await self.get(key)
+        except BridgeError as error:
+            if error.details.get("reason") == NOT_FOUND:
+                return None
+            raise
+        async with stream:
+            if stream.info.size > max_bytes:
+                return None
+            return await stream.read(max_bytes)
 
     async def head(self, key: str) -> ObjectInfo | None:
         """The object's description, or ``None`` when there is none at ``key``."""

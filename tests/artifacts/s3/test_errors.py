@@ -2,7 +2,8 @@
 
 Throttling and 5xx answers are retryable ``store_unavailable``; a refused signature is
 ``store_refused``; anything unexpected is ``store_error``, never retryable. The stopped
-server, wrong keys and a missing bucket are checked against the real server in test_s3.py.
+server, wrong keys and a missing bucket are checked against the real server in
+test_objects.py.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError, ReadTimeoutError
 
-from imagebridge.artifacts.s3_errors import store_error
+from imagebridge.artifacts.s3.errors import store_error
 from imagebridge.contract.errors import ErrorCode
 
 

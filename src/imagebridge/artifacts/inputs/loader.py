@@ -8,7 +8,9 @@ root (like a chroot). The result must be a regular file within the byte cap. Inl
 payloads are length-checked *before* decoding. Every result is fully inspected and a
 declared media type must match the sniffed one. Errors are ``BridgeError(code=input)``.
 
-File and base64 work is blocking: async callers use :meth:`InputLoader.aload`.
+File and base64 work is blocking: async callers use :meth:`InputLoader.aload`. Remote
+URLs go through :mod:`.remote`; local files are read with the filesystem backend's
+symlink-safe primitives (:mod:`imagebridge.artifacts.filesystem.objects`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from imagebridge.artifacts import _fs
-from imagebridge.artifacts.remote import RemoteImageFetcher
+from imagebridge.artifacts.filesystem import objects
+from imagebridge.artifacts.inputs.remote import RemoteImageFetcher
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.inputs import LoadedImage
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
@@ -219,7 +221,7 @@ class InputLoader:
     def _read_beneath(self, root: _Root, relative: str) -> bytes:
         """Resolve ``relative`` inside ``root`` like a chroot and read the regular file."""
         try:
-            root_fd = _fs.open_dir(root.canonical)
+            root_fd = objects.open_dir(root.canonical)
         except OSError as exc:
             raise _input_error("an allowed input root cannot be opened") from exc
         stack = [root_fd]
@@ -257,8 +259,8 @@ class InputLoader:
                     continue
                 if pending:
                     try:
-                        stack.append(_fs.open_child_dir(stack[-1], name))
-                    except _fs.Unsafe as exc:
+                        stack.append(objects.open_child_dir(stack[-1], name))
+                    except objects.Unsafe as exc:
                         raise FileNotFoundError(name) from exc
                     continue
                 return self._read_regular(stack[-1], name)
@@ -275,8 +277,8 @@ class InputLoader:
         if info.st_size > limit:
             raise _input_error("local input exceeds the configured byte limit", maximum_bytes=limit)
         try:
-            return _fs.read_regular(dir_fd, name, limit)
-        except _fs.Unsafe as exc:
+            return objects.read_regular(dir_fd, name, limit)
+        except objects.Unsafe as exc:
             raise _input_error(
                 "local input changed while it was read or exceeds the configured byte limit"
             ) from exc

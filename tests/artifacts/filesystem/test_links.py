@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from imagebridge.artifacts.links import KEY_FILENAME, LinkKeySource, SignedArtifactLinks
+from imagebridge.artifacts.filesystem.links import KEY_FILENAME, LinkKeySource, SignedArtifactLinks
 from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.engine.materialize import PublishedArtifact
 

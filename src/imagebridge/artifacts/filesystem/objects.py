@@ -1,9 +1,12 @@
-"""Directory-fd file primitives: no symlink is ever followed below the store root.
+"""Files, the filesystem backend's objects: directory-fd primitives that never follow a symlink.
 
-Every path below a trusted directory is walked one component at a time with
-``O_NOFOLLOW``, so a directory swapped for a symlink between checks cannot redirect a
-read, write or delete outside the root. Files are published with a temporary file,
-``fsync`` and ``link`` (which refuses to overwrite), never by renaming over a name.
+What the store writes through (its S3 twin's ``objects.py`` is the bucket). Every path
+below a trusted directory is walked one component at a time with ``O_NOFOLLOW``, so a
+directory swapped for a symlink between checks cannot redirect a read, write or delete
+outside the root. Files are published with a temporary file, ``fsync`` and ``link``
+(which refuses to overwrite), never by renaming over a name. The input loader
+(:mod:`imagebridge.artifacts.inputs.loader`) reads local files and the link key
+(:mod:`.links`) is kept with the same primitives.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = [
     "read_regular",
     "remove_quietly",
     "replace_atomically",
+    "taken",
     "write_temp",
 ]
 
@@ -173,6 +177,17 @@ def write_temp(dir_fd: int, data: bytes, mode: int) -> str:
 def is_temp_name(name: str) -> bool:
     """Whether ``name`` is exactly what :func:`write_temp` creates (nothing else matches)."""
     return _TEMP_NAME.fullmatch(name) is not None
+
+
+def taken(dir_fd: int, name: str) -> bool:
+    """Whether anything (or something unreadable) already has ``name`` in ``dir_fd``."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def link_noclobber(dir_fd: int, temp_name: str, name: str) -> bool:

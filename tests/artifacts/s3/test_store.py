@@ -1,11 +1,12 @@
 """The S3 artifact store against a real S3 server: what only an object store has.
 
 The behaviour both backends share (publication, owner scoping, sidecars, thumbnails,
-retention, repair, leftovers) is test_backends.py, run on both. Here: the object layout,
-names that never collide, tampered markers, a changed sidecar object, a presigned URL of
-an owned artifact, delete, a marker that cannot be stored, an unreachable store that is
-never mistaken for a missing artifact, and a process killed between the image and its
-ownership record, whose object the sweep removes once the grace has passed (not before).
+retention, repair, leftovers) is tests/artifacts/test_backends.py, run on both. Here: the
+object layout, names that never collide, tampered markers, a changed sidecar object, a
+presigned URL of an owned artifact, delete, a marker that cannot be stored, an unreachable
+store that is never mistaken for a missing artifact, and a process killed between the
+image and its ownership record, whose object the sweep removes once the grace has passed
+(not before).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import pytest
 
 from imagebridge.artifacts.publication import Publication
 from imagebridge.artifacts.records import StoredArtifact
-from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
-from imagebridge.artifacts.s3_store import S3ArtifactStore
+from imagebridge.artifacts.s3 import markers as s3_markers
+from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import uuid7
@@ -218,9 +220,10 @@ async def test_an_object_no_marker_names_is_swept_only_after_the_grace(
 _KILLED_PUBLISHER = textwrap.dedent(
     """
     import asyncio, json, sys
-    from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
+    from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
     from imagebridge.artifacts.publication import Publication
-    from imagebridge.artifacts.s3_store import S3ArtifactStore
+    from imagebridge.artifacts.s3 import markers
+    from imagebridge.artifacts.s3.store import S3ArtifactStore
     from tests.artifacts.images import png
 
     async def main():
@@ -231,13 +234,14 @@ _KILLED_PUBLISHER = textwrap.dedent(
             credentials=S3Credentials(s["key"], s["secret"]),
         )
 
-        async def stop_before_the_marker(marker):
+        async def stop_before_the_marker(objects, marker):
             print("image stored", flush=True)
             await asyncio.Event().wait()
 
+        markers.put_marker = stop_before_the_marker
+
         async with S3ObjectStore(settings) as objects:
             store = S3ArtifactStore(objects)
-            store._put_marker = stop_before_the_marker
             await store.publish(
                 Publication(png(2, 2), expected_format="png", owner="anonymous-local")
             )
@@ -308,10 +312,10 @@ async def test_a_marker_that_cannot_be_stored_takes_its_image_or_sidecar_back(
 ) -> None:
     published = await publish(store)
 
-    async def refused(marker: object) -> None:
+    async def refused(objects: object, marker: object) -> None:
         raise BridgeError(ErrorCode.ARTIFACT, "object store is unavailable")
 
-    monkeypatch.setattr(store, "_put_marker", refused)
+    monkeypatch.setattr(s3_markers, "put_marker", refused)
     await artifact_error(publish(store))
     await artifact_error(store.attach_metadata(published.id, published.name, {"a": 1}))
     assert await keys(objects) == [

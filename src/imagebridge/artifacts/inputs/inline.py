@@ -11,7 +11,7 @@ import asyncio
 import base64
 from typing import Any
 
-from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.inputs.loader import InputLoader
 from imagebridge.contract.request import ImageInput, ImageRequest
 
 __all__ = ["inline_file_inputs"]

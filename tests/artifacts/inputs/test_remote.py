@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from imagebridge.artifacts.remote import (
+from imagebridge.artifacts.inputs.remote import (
     IPAddress,
     RemoteFetchPolicy,
     RemoteImageFetcher,

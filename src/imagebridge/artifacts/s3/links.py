@@ -1,5 +1,7 @@
 """``artifacts.url_mode = "presigned"``: a ``url`` output is a presigned URL of the object.
 
+The S3 twin's ``links.py`` (the filesystem twin's is the bridge's own signed links).
+
 The engine's ``ArtifactLinker`` port, on the S3 backend: the client fetches the image
 from the object store itself (the bridge serves none of those bytes), until the link
 expires after ``artifacts.url_ttl_secs``. Presigning is local (no request to the store).
@@ -9,7 +11,7 @@ handed out.
 
 from __future__ import annotations
 
-from imagebridge.artifacts.s3_store import S3ArtifactStore
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.engine.materialize import PublishedArtifact
 
 __all__ = ["PresignedArtifactLinks"]

@@ -1,11 +1,13 @@
 """What an S3 failure means to a caller: one ``artifact`` error with a stable reason.
 
-The S3 backend (:mod:`.s3`) turns every exception of botocore, aiohttp or the socket layer
+The S3 twin's ``errors.py`` (the filesystem's says which failed writes are storage faults).
+The object layer (:mod:`.objects`) turns every exception of botocore, aiohttp or the socket layer
 into a :class:`~imagebridge.contract.errors.BridgeError` with code ``artifact`` and
 ``details.reason`` one of :data:`REASONS`; ``details.operation`` names the step (``put``,
 ``get``, ``head``, ``delete``, ``list``, ``presign``, ``abort``, ``check``) and, when the
 store answered, ``details.status`` and ``details.s3_code`` say how. Keys, endpoints and
-credentials never appear in the message or the details.
+credentials never appear in the message or the details. :func:`write_fault` marks a write
+the bucket did not take as the artifact storage's fault, as a full disk is on a filesystem.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ __all__ = [
     "STORE_ERROR",
     "STORE_REFUSED",
     "STORE_UNAVAILABLE",
+    "is_not_found",
     "store_error",
+    "write_fault",
 ]
 
 STORE_UNAVAILABLE = "store_unavailable"
@@ -121,4 +125,23 @@ def store_error(exc: BaseException, operation: str) -> BridgeError:
         _MESSAGES[reason],
         retryable=reason == STORE_UNAVAILABLE,
         details={"reason": reason, "operation": operation, **said},
+    )
+
+
+def is_not_found(error: BridgeError) -> bool:
+    """Whether the store answered that the object is not there."""
+    return error.details.get("reason") == NOT_FOUND
+
+
+def write_fault(error: BridgeError) -> BridgeError:
+    """A write the bucket did not take, marked as the artifact storage's fault
+    (``details.storage``), so a billed image is delivered inline as on a full disk."""
+    if error.code is not ErrorCode.ARTIFACT or error.details.get("reason") in (None, "invalid_key"):
+        return error
+    return BridgeError(
+        error.code,
+        error.message,
+        retryable=error.retryable,
+        details={**error.details, "storage": "artifacts"},
+        suggestions=error.suggestions,
     )

@@ -18,12 +18,19 @@ from typing import Any
 
 import pytest
 
-from imagebridge.artifacts import _fs
-from imagebridge.artifacts.store import OWNERSHIP_DIRECTORY, ArtifactStore
+from imagebridge.artifacts.filesystem import objects as _fs
+from imagebridge.artifacts.filesystem.markers import OWNERSHIP_DIRECTORY
+from imagebridge.artifacts.filesystem.store import ArtifactStore
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.storage_faults import STORAGE_HEALTH
+from tests.artifacts.filesystem.test_store import (
+    OWNER,
+    marker_files,
+    publish,
+    temp_files,
+    visible_files,
+)
 from tests.artifacts.images import png
-from tests.artifacts.test_store import OWNER, marker_files, publish, temp_files, visible_files
 
 
 @pytest.fixture

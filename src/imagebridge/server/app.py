@@ -283,7 +283,7 @@ def create_app(
         origins=list(origins or []),
         jobs_enabled=config.server.jobs.enabled,
         recovery=ArtifactRecovery(
-            engine.backend,
+            engine.artifacts,
             interval_s=config.artifacts.retention.repair_interval_secs,
             max_scan=config.artifacts.retention.max_scan_entries,
             stale_temp_secs=config.artifacts.retention.stale_temp_secs,

@@ -110,12 +110,17 @@ async def execute_in_process(
     token: CancelToken,
     reporter: ProgressReporter,
 ) -> Execution:
-    """The same engine path as the server's ``POST /v1/images``."""
+    """The same engine path as the server's ``POST /v1/images``, publishing to the
+    filesystem store under ``artifacts.root`` whatever ``artifacts.backend`` says (the
+    output names local files)."""
     from imagebridge.application import build_application
+    from imagebridge.application.artifact_backend import filesystem_store
+    from imagebridge.artifacts.filesystem.store import AsyncArtifactStore
     from imagebridge.engine.orchestrator import ExecutionContext
 
     request = await resolve_file_inputs(request, config)
-    app = build_application(config, local_artifacts=True)
+    store = filesystem_store(config)
+    app = build_application(config, artifacts=AsyncArtifactStore(store))
     try:
         response = await app.runtime.execute(
             request,
@@ -125,7 +130,7 @@ async def execute_in_process(
         # A provider that fails to stop cleanly must not hide the result or the real error.
         with contextlib.suppress(BridgeError):
             await app.aclose()
-    return Execution(response, app.artifacts)
+    return Execution(response, store)
 
 
 async def execute_remote(

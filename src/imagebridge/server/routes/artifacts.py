@@ -93,7 +93,7 @@ def _headers(etag: str, filename: str) -> dict[str, str]:
 async def get_artifact(id: str, request: Request) -> Response:
     owner = reading_owner(request, strict_query(request, (KEY_FILTER,), _INVALID_QUERY))
     application = bridge_state(request).application
-    store = application.backend
+    store = application.artifacts
     if isinstance(store, S3ArtifactStore) and application.config.artifacts.s3.serve == "redirect":
         try:
             location = await store.presigned_url(id, owner, REDIRECT_TTL_SECS)
@@ -125,7 +125,7 @@ async def delete_artifact(id: str, request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
     owner = request_context(request).owner
     try:
-        await bridge_state(request).application.backend.delete(id, owner)
+        await bridge_state(request).application.artifacts.delete(id, owner)
     except BridgeError as error:
         if error.retryable or error.message == _NOT_FOUND_MESSAGE:
             read_failed(error)
@@ -161,7 +161,7 @@ async def get_thumbnail(id: str, request: Request) -> Response:
     query = strict_query(request, ("edge", KEY_FILTER), _INVALID_QUERY)
     edge = _edge(query.get("edge"))
     owner = reading_owner(request, query)
-    store = bridge_state(request).application.backend
+    store = bridge_state(request).application.artifacts
     try:
         data = await store.thumbnail(id, owner, edge)
     except BridgeError as error:

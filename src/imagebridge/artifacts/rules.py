@@ -30,6 +30,7 @@ __all__ = [
     "MAX_SIDECAR_BYTES",
     "MIN_STALE_TEMP_SECS",
     "NOT_FOUND",
+    "THUMBNAIL_EDGE_MESSAGE",
     "artifact_error",
     "as_artifact_error",
     "canonical_id",
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 NOT_FOUND = "artifact was not found or is invalid"
+THUMBNAIL_EDGE_MESSAGE = "thumbnail edge must be between 32 and 2048 pixels"
 MAX_SIDECAR_BYTES = 1024 * 1024
 DEFAULT_MAX_AGE_SECS = 7 * 24 * 60 * 60
 DEFAULT_MAX_SCAN_ENTRIES = 100_000
@@ -141,7 +143,7 @@ def check_thumbnail_edge(edge: object) -> None:
     ):
         raise BridgeError(
             ErrorCode.INVALID_REQUEST,
-            "thumbnail edge must be between 32 and 2048 pixels",
+            THUMBNAIL_EDGE_MESSAGE,
             details={"field": "edge"},
         )
 

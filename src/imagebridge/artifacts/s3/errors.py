@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from imagebridge.artifacts import rules
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
 __all__ = [
@@ -48,7 +49,7 @@ _MESSAGES = {
     STORE_UNAVAILABLE: "object store is unavailable",
     STORE_REFUSED: "object store refused the credentials or the permission",
     BUCKET_MISSING: "object store bucket does not exist",
-    NOT_FOUND: "artifact was not found or is invalid",
+    NOT_FOUND: rules.NOT_FOUND,
     NO_CREDENTIALS: "no credentials for the object store were found",
     STORE_ERROR: "object store refused the request",
 }

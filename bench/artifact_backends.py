@@ -2,9 +2,9 @@
 
 Issue 35's benchmark row at the store level: the same ~4 MB PNG (1280×1024 noise, so it
 does not compress) is published and read back, one at a time, through
-:class:`~imagebridge.artifacts.async_store.AsyncArtifactStore` (the filesystem store the
+:class:`~imagebridge.artifacts.filesystem.store.AsyncArtifactStore` (the filesystem store the
 bridge uses today, in a temporary directory) and through
-:class:`~imagebridge.artifacts.s3_store.S3ArtifactStore` on a private Ceph RADOS Gateway
+:class:`~imagebridge.artifacts.s3.store.S3ArtifactStore` on a private Ceph RADOS Gateway
 (``scripts/s3-server``, objects in memory, 127.0.0.1). Both verify the image on publish
 and on read (SHA-256 and format). ``ROUNDS`` rounds alternate the two and each keeps its
 best median of ``OPS`` publish+read pairs. It prints
@@ -37,10 +37,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from imagebridge.artifacts.async_store import AsyncArtifactStore
-from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
-from imagebridge.artifacts.s3_store import S3ArtifactStore
-from imagebridge.artifacts.store import ArtifactStore
+from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactStore
+from imagebridge.artifacts.publication import Publication
+from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -85,16 +85,17 @@ async def measure(server: Any, image: bytes) -> tuple[float, float]:
     )
     best_fs = best_s3 = float("inf")
     with tempfile.TemporaryDirectory(prefix="artifact-bench-") as directory:
+        publication = Publication(image, expected_format="png", owner=OWNER)
         filesystem = AsyncArtifactStore(ArtifactStore(Path(directory) / "artifacts"))
         async with S3ObjectStore(settings) as objects:
             s3 = S3ArtifactStore(objects)
 
             async def fs_pair() -> None:
-                stored = await filesystem.publish(image, expected_format="png", owner=OWNER)
+                stored = await filesystem.publish(publication)
                 assert len((await filesystem.read(stored.id, OWNER)).data) == len(image)
 
             async def s3_pair() -> None:
-                stored = await s3.publish(image, expected_format="png", owner=OWNER)
+                stored = await s3.publish(publication)
                 assert len((await s3.read(stored.id, OWNER)).data) == len(image)
 
             for round_no in range(ROUNDS):

@@ -23,7 +23,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 
-from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.inputs.loader import InputLoader
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fanout import FanoutProvider

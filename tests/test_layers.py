@@ -72,6 +72,8 @@ def test_the_tree_keeps_every_layer_contract() -> None:
         ),
         # another surface reaching into the compatible routes
         ("cli/docs.py", "import imagebridge.server.openai.model_names", "OpenAI layer"),
+        # one artifact backend reaching into its twin
+        ("artifacts/s3/store.py", "import imagebridge.artifacts.filesystem.objects", "twins"),
     ],
 )
 def test_a_wrong_import_breaks_its_contract(

@@ -1,11 +1,11 @@
 """``artifacts.backend = "s3"`` wiring, in process, on the real S3 server.
 
-The engine publishes into the bucket (nothing under the local root), the application's
-backend reads it back, and ``artifacts.url_mode`` decides what a ``url`` output is: the
-bridge's signed link (``signed``, the default) or a presigned URL of the object store,
-fetched from the store itself with no credentials (``presigned``). With
-``artifacts.s3.serve = "redirect"`` the artifact route answers a verified artifact with a
-307 to a presigned URL of its object.
+The engine publishes into the bucket (nothing under the local root, where no filesystem
+store is built), the application's one backend reads it back, and ``artifacts.url_mode``
+decides what a ``url`` output is: the bridge's signed link (``signed``, the default) or a
+presigned URL of the object store, fetched from the store itself with no credentials
+(``presigned``). With ``artifacts.s3.serve = "redirect"`` the artifact route answers a
+verified artifact with a 307 to a presigned URL of its object.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from imagebridge.application import Application, build_application
+from imagebridge.artifacts.publication import Publication
 from imagebridge.config import BridgeConfig, load_config
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.runtime import ExecutionContext
@@ -84,6 +85,7 @@ async def test_the_engine_publishes_into_the_bucket(
     tmp_path: Path, s3_server: S3Server, s3_prefix: str
 ) -> None:
     app = build_application(s3_config(tmp_path, s3_server, s3_prefix))
+    root = Path(app.config.artifacts.root)
     try:
         response = await app.runtime.execute(
             ImageRequest.model_validate(
@@ -97,9 +99,11 @@ async def test_the_engine_publishes_into_the_bucket(
         )
         for item in response.data:
             assert item.id is not None
-            content = await app.backend.read(item.id, "anonymous-local")
+            content = await app.artifacts.read(item.id, "anonymous-local")
             assert content.info.sha256 == item.sha256
-            assert not (app.artifacts.root / content.name).exists()
+            assert not (root / content.name).exists()
+        # one backend: no filesystem store was built beside the bucket
+        assert not (root / ".imagegen-bridge-ownership").exists()
         assert app.object_store is not None
         listed = await app.object_store.list_objects("ownership/", limit=10)
         assert len(listed) == 2
@@ -178,8 +182,8 @@ async def test_the_servers_repair_runs_on_the_bucket(
     application = build_application(config)
     state = bridge_state_of(create_app(config, application=application))
     try:
-        published = await application.backend.publish(
-            png(8, 8), expected_format="png", owner="anonymous-local"
+        published = await application.artifacts.publish(
+            Publication(png(8, 8), expected_format="png", owner="anonymous-local")
         )
         assert application.object_store is not None
         await application.object_store.delete(f"images/{published.id}/{published.name}")

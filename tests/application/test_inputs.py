@@ -9,7 +9,7 @@ import pytest
 
 from imagebridge.application import build_application
 from imagebridge.application.inputs import image_limits_from, remote_fetch_policy
-from imagebridge.artifacts.remote import RemoteFetchPolicy
+from imagebridge.artifacts.inputs.remote import RemoteFetchPolicy
 from imagebridge.config import load_config
 from imagebridge.config.model import ImageLimitSettings, RemoteFetchSettings
 from imagebridge.contract.errors import BridgeError, ErrorCode

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from imagebridge.application.object_store import s3_settings
-from imagebridge.artifacts.s3 import S3ObjectStore
+from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.config.model import S3ArtifactSettings
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from tests.support.s3 import S3Server

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from imagebridge.application import build_application, build_providers, request_limits
+from imagebridge.artifacts.filesystem.store import AsyncArtifactStore
 from imagebridge.config import load_config
 from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.contract.errors import retry_after_seconds
@@ -41,6 +42,7 @@ async def test_mock_application_serves_artifacts_under_the_data_dir(tmp_path: Pa
             )
         )
         assert [item.type for item in response.data] == ["artifact", "artifact"]
+        assert isinstance(app.artifacts, AsyncArtifactStore)  # artifacts.backend's default
         for item in response.data:
             assert item.name is not None and item.name.startswith("fox-run-")
             assert (app.artifacts.root / item.name).is_file()

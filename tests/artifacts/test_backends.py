@@ -8,7 +8,7 @@ verified, thumbnails, delete, retention by age and count within the scan bound, 
 lost images and lost sidecars that never touches changed content, and crash leftovers
 removed only after the grace. Each backend supplies how to alter its bytes behind the
 store's back and how to list everything it holds (``Harness``); what only one backend has
-lives in test_store.py (whose docstring lists it, and why) and test_s3_store.py.
+lives in filesystem/test_store.py (whose docstring lists it, and why) and s3/test_store.py.
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ from typing import Any
 
 import pytest
 
-from imagebridge.artifacts.async_store import AsyncArtifactStore
-from imagebridge.artifacts.backend import ArtifactBackend, Published
-from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
-from imagebridge.artifacts.s3_store import S3ArtifactStore
-from imagebridge.artifacts.store import OWNERSHIP_DIRECTORY, ArtifactStore
+from imagebridge.artifacts.filesystem.markers import OWNERSHIP_DIRECTORY
+from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactStore
+from imagebridge.artifacts.interfaces import ArtifactBackend
+from imagebridge.artifacts.publication import Publication
+from imagebridge.artifacts.records import StoredArtifact
+from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import uuid7
@@ -41,7 +43,7 @@ OTHER = "bearer:" + "ab" * 32
 NOT_FOUND = "artifact was not found or is invalid"
 GRACE = 3600
 
-Alter = Callable[[Published], Awaitable[None]]
+Alter = Callable[[StoredArtifact], Awaitable[None]]
 Clock = Callable[[], float] | None
 MarkerChange = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -55,10 +57,10 @@ class Harness:
     lose_image: Alter
     lose_sidecar: Alter
     leave_leftover: Callable[[], Awaitable[None]]
-    edit_marker: Callable[[Published, MarkerChange], Awaitable[None]]
+    edit_marker: Callable[[StoredArtifact, MarkerChange], Awaitable[None]]
     put_invalid_marker: Callable[[str], Awaitable[None]]
-    replace_sidecar: Callable[[Published, bytes], Awaitable[None]]
-    sidecar_exists: Callable[[Published], Awaitable[bool]]
+    replace_sidecar: Callable[[StoredArtifact, bytes], Awaitable[None]]
+    sidecar_exists: Callable[[StoredArtifact], Awaitable[bool]]
     put_unowned: Callable[[], Awaitable[None]]
     unowned_exists: Callable[[], Awaitable[bool]]
     stored: Callable[[], Awaitable[list[str]]]
@@ -73,13 +75,13 @@ def filesystem_harness(root: Path) -> Harness:
     def make(clock: Clock) -> ArtifactBackend:
         return AsyncArtifactStore(ArtifactStore(root, clock=clock or time.time))
 
-    async def replace_image(published: Published) -> None:
+    async def replace_image(published: StoredArtifact) -> None:
         (root / published.name).write_bytes(png(3, 3))
 
-    async def lose_image(published: Published) -> None:
+    async def lose_image(published: StoredArtifact) -> None:
         (root / published.name).unlink()
 
-    async def lose_sidecar(published: Published) -> None:
+    async def lose_sidecar(published: StoredArtifact) -> None:
         parent = published.name.rpartition("/")[0]
         sidecar = f"metadata-{published.id}.json"
         (root / parent / sidecar if parent else root / sidecar).unlink()
@@ -87,25 +89,25 @@ def filesystem_harness(root: Path) -> Harness:
     async def leave_leftover() -> None:
         (root / f".imagegen-bridge-tmp-{'0' * 24}").write_bytes(b"half")
 
-    def marker_path(published: Published) -> Path:
+    def marker_path(published: StoredArtifact) -> Path:
         return root / OWNERSHIP_DIRECTORY / f"{published.id}.json"
 
-    def sidecar_path(published: Published) -> Path:
+    def sidecar_path(published: StoredArtifact) -> Path:
         parent = published.name.rpartition("/")[0]
         sidecar = f"metadata-{published.id}.json"
         return root / parent / sidecar if parent else root / sidecar
 
-    async def edit_marker(published: Published, change: MarkerChange) -> None:
+    async def edit_marker(published: StoredArtifact, change: MarkerChange) -> None:
         path = marker_path(published)
         path.write_text(json.dumps(change(json.loads(path.read_text()))))
 
     async def put_invalid_marker(name: str) -> None:
         (root / OWNERSHIP_DIRECTORY / name).write_text("{}")
 
-    async def replace_sidecar(published: Published, data: bytes) -> None:
+    async def replace_sidecar(published: StoredArtifact, data: bytes) -> None:
         sidecar_path(published).write_bytes(data)
 
-    async def sidecar_exists(published: Published) -> bool:
+    async def sidecar_exists(published: StoredArtifact) -> bool:
         return sidecar_path(published).exists()
 
     async def put_unowned() -> None:
@@ -140,20 +142,20 @@ def s3_harness(objects: S3ObjectStore) -> Harness:
     def make(clock: Clock) -> ArtifactBackend:
         return S3ArtifactStore(objects, clock=clock or time.time)
 
-    async def replace_image(published: Published) -> None:
+    async def replace_image(published: StoredArtifact) -> None:
         await objects.put(f"images/{published.id}/{published.name}", png(3, 3))
 
-    async def lose_image(published: Published) -> None:
+    async def lose_image(published: StoredArtifact) -> None:
         await objects.delete(f"images/{published.id}/{published.name}")
 
-    async def lose_sidecar(published: Published) -> None:
+    async def lose_sidecar(published: StoredArtifact) -> None:
         await objects.delete(f"metadata/{published.id}.json")
 
     async def leave_leftover() -> None:
         stray = str(uuid7())
         await objects.put(f"images/{stray}/image-{stray}.png", png(2, 2))
 
-    async def edit_marker(published: Published, change: MarkerChange) -> None:
+    async def edit_marker(published: StoredArtifact, change: MarkerChange) -> None:
         key = f"ownership/{published.id}.json"
         async with await objects.get(key) as stream:
             marker = json.loads(await stream.read(4096))
@@ -162,10 +164,10 @@ def s3_harness(objects: S3ObjectStore) -> Harness:
     async def put_invalid_marker(name: str) -> None:
         await objects.put(f"ownership/{name}", b"{}")
 
-    async def replace_sidecar(published: Published, data: bytes) -> None:
+    async def replace_sidecar(published: StoredArtifact, data: bytes) -> None:
         await objects.put(f"metadata/{published.id}.json", data)
 
-    async def sidecar_exists(published: Published) -> bool:
+    async def sidecar_exists(published: StoredArtifact) -> bool:
         return await objects.head(f"metadata/{published.id}.json") is not None
 
     async def put_unowned() -> None:
@@ -212,10 +214,12 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         yield s3_harness(objects)
 
 
-async def publish(store: ArtifactBackend, data: bytes | None = None, **options: Any) -> Published:
+async def publish(
+    store: ArtifactBackend, data: bytes | None = None, **options: Any
+) -> StoredArtifact:
     options.setdefault("expected_format", OutputFormat.PNG)
     options.setdefault("owner", OWNER)
-    return await store.publish(png(2, 2) if data is None else data, **options)
+    return await store.publish(Publication(png(2, 2) if data is None else data, **options))
 
 
 async def artifact_error(call: Awaitable[object]) -> BridgeError:

@@ -17,8 +17,8 @@ import json
 import pytest
 
 from imagebridge.application.object_store import s3_settings
-from imagebridge.artifacts.s3 import S3ObjectStore
-from imagebridge.artifacts.s3_store import S3ArtifactStore
+from imagebridge.artifacts.s3.objects import S3ObjectStore
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.config.model import S3ArtifactSettings
 from tests.artifacts.images import png
 from tests.cli.conftest import Cli

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
 from tests.cli.conftest import Cli
 from tests.cli.test_artifact_migration import s3_env
 from tests.support.s3 import S3Server

@@ -75,8 +75,7 @@ ONE = {
 def store_runtime(tmp_path: Any, provider: Any) -> Any:
     """An engine publishing to a filesystem artifact store under ``tmp_path``."""
     from imagebridge.application import StoreSink
-    from imagebridge.artifacts.async_store import AsyncArtifactStore
-    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactStore
     from tests.support.runtime import make_runtime
 
     store = ArtifactStore(tmp_path / "artifacts")

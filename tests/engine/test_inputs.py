@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
+from imagebridge.artifacts.inputs.loader import InputLoader
+from imagebridge.artifacts.inputs.remote import RemoteFetchPolicy, RemoteImageFetcher
 from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.contract.events import ProgressEvent, StartedEvent
 from imagebridge.contract.request import ImageInput, ImageRequest

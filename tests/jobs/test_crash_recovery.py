@@ -33,7 +33,8 @@ import httpx
 import pytest
 from PIL import Image
 
-from imagebridge.artifacts.store import OWNERSHIP_DIRECTORY, ArtifactStore
+from imagebridge.artifacts.filesystem.markers import OWNERSHIP_DIRECTORY
+from imagebridge.artifacts.filesystem.store import ArtifactStore
 
 pytestmark = pytest.mark.slow
 

@@ -116,10 +116,10 @@ async def test_job_runs_to_succeeded_with_owned_artifact_results(
     assert [item.type for item in done.result.data] == ["artifact", "artifact"]
     for item in done.result.data:
         assert item.id is not None
-        content = await asyncio.to_thread(bridge.app.artifacts.read, item.id, SCOPE)
+        content = await bridge.app.artifacts.read(item.id, SCOPE)
         assert content is not None
         with pytest.raises(BridgeError):  # artifacts belong to the submitting scope
-            await asyncio.to_thread(bridge.app.artifacts.read, item.id, OTHER_SCOPE)
+            await bridge.app.artifacts.read(item.id, OTHER_SCOPE)
     wire = done.to_wire()
     assert "idempotency_key" not in wire["request"]
     assert bridge.mock.calls == 2
@@ -603,7 +603,7 @@ async def test_an_oversized_result_is_stored_trimmed(make_bridge: BridgeFactory)
     assert done.result.revised_prompt is None and done.result.usage is None
     item = done.result.data[0]
     assert item.type == "artifact" and item.id is not None and item.name is not None
-    content = await asyncio.to_thread(bridge.app.artifacts.read, item.id, SCOPE)
+    content = await bridge.app.artifacts.read(item.id, SCOPE)
     assert content.info.sha256 == item.sha256
 
 

@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 import pytest
 
-from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
-from imagebridge.artifacts.s3_store import S3ArtifactStore
+from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from tests.multiinstance.bridges import (
     BridgeProcess,
     SharedDatabase,

@@ -32,7 +32,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from imagebridge.artifacts.s3 import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
 from imagebridge.engine.crash_points import CRASH_ENV
 from tests.support.bridge_server import ServerProcess, start_server
 from tests.support.s3 import S3Server

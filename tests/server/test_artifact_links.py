@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 
+from imagebridge.artifacts.filesystem.store import AsyncArtifactStore
 from tests.server.conftest import LiveServer, ServeFactory
 
 TOKEN = "link-test-token"
@@ -125,7 +126,8 @@ def test_a_deleted_artifacts_link_is_gone(serve: ServeFactory) -> None:
     url = compat_url(server, "deleted fox")
     assert httpx.get(url, timeout=30).status_code == 200
     store = server.state.application.artifacts
-    report = store.cleanup(now=time.time() + 60, max_age_secs=0)
+    assert isinstance(store, AsyncArtifactStore)
+    report = store.sync.cleanup(now=time.time() + 60, max_age_secs=0)
     assert report.deleted >= 1
     response = httpx.get(url, timeout=30)
     assert refusal(response)[:2] == (404, "artifact")

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from PIL import Image
 
+from imagebridge.artifacts.filesystem.store import AsyncArtifactStore
 from tests.server.conftest import LiveServer, ServeFactory, wait_for
 
 TOKEN_A = "jobs-token-a"
@@ -268,7 +269,9 @@ def test_40_jobs_and_artifacts_belong_to_the_bearer_that_created_them(
         listed = client.get("/v1/jobs?visibility=all&limit=100").json()["items"]
         assert [item["id"] for item in listed] == [own["id"]]
         # A's artifact is intact in this server's store, yet B cannot read it.
-        assert second.state.application.artifacts.read(artifact, scope_of(TOKEN_A))
+        store = second.state.application.artifacts
+        assert isinstance(store, AsyncArtifactStore)
+        assert store.sync.read(artifact, scope_of(TOKEN_A))
         same_as_unknown(client.get(f"/v1/artifacts/{artifact}"), client.get(unknown_artifact))
         same_as_unknown(
             client.get(f"/v1/artifacts/{artifact}/thumbnail"),

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from imagebridge.artifacts._fs import TEMP_PREFIX
+from imagebridge.artifacts.filesystem.objects import TEMP_PREFIX
 from tests.server.test_serve import MOCK_ONLY, Process
 
 pytestmark = pytest.mark.timeout(180)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.inputs.loader import InputLoader
 from imagebridge.engine.inputs import ImageInputLoader
 from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.provider import Provider

@@ -1,45 +1,48 @@
-"""``artifacts.backend`` → the store the engine publishes to and the server serves from.
+"""``artifacts.backend`` → the one store the engine publishes to and the server serves from.
 
 ``filesystem`` (the default) is the local :class:`ArtifactStore` under ``artifacts.root``,
-run in a worker thread; ``s3`` is the :class:`S3ArtifactStore` on ``[artifacts.s3]``, so
-every instance on the same bucket reads every instance's artifacts. The S3 object store
-opens its connection pool on first use and is closed with the application. Surfaces that
-hand out local file paths (the CLI's in-process runs, the local MCP server) ask for the
-filesystem whatever the config says: a path must name a file on this machine.
+run in a worker thread (:class:`AsyncArtifactStore`); ``s3`` is the
+:class:`S3ArtifactStore` on ``[artifacts.s3]``, so every instance on the same bucket reads
+every instance's artifacts. The S3 object store opens its connection pool on first use
+and is closed with the application. Nothing else is built: on S3 no filesystem store
+exists (the signed links' key, kept under ``artifacts.root``, is read by the links
+themselves).
+
+Surfaces that hand out local file paths (the CLI's in-process runs, the local MCP server)
+build the filesystem store themselves with :func:`filesystem_store` and pass it to
+``build_application(..., artifacts=AsyncArtifactStore(store))``: a path must name a file
+on this machine, whatever the config says.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from imagebridge.application.inputs import image_limits
 from imagebridge.application.object_store import s3_settings
-from imagebridge.artifacts.async_store import AsyncArtifactStore
-from imagebridge.artifacts.backend import ArtifactBackend
-from imagebridge.artifacts.s3 import S3ObjectStore
-from imagebridge.artifacts.s3_store import S3ArtifactStore
-from imagebridge.artifacts.store import ArtifactStore
+from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactStore
+from imagebridge.artifacts.interfaces import ArtifactBackend
+from imagebridge.artifacts.s3.objects import S3ObjectStore
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.config.model import BridgeConfig
 
-__all__ = ["ChosenBackend", "choose_artifact_backend"]
+__all__ = ["bucket_store", "choose_artifact_backend", "filesystem_store"]
 
 
-@dataclass(frozen=True, slots=True)
-class ChosenBackend:
-    """The backend, and its object store when it has one (to check and to close)."""
-
-    store: ArtifactBackend
-    objects: S3ObjectStore | None = None
+def filesystem_store(config: BridgeConfig) -> ArtifactStore:
+    """The filesystem store under ``artifacts.root`` (created if missing; blocking)."""
+    return ArtifactStore(config.artifacts.root, image_limits(config))
 
 
-def choose_artifact_backend(
-    config: BridgeConfig, local: ArtifactStore, *, local_only: bool = False
-) -> ChosenBackend:
-    """The configured backend (``local_only``: the filesystem store ``local`` always)."""
-    if local_only or config.artifacts.backend != "s3":
-        return ChosenBackend(AsyncArtifactStore(local))
+def bucket_store(config: BridgeConfig) -> S3ArtifactStore:
+    """The S3 store of ``[artifacts.s3]`` (whatever ``artifacts.backend`` says); its
+    object store (``.objects``) connects on first use and is the caller's to close."""
     objects = S3ObjectStore(s3_settings(config.artifacts.s3))
-    store = S3ArtifactStore(
+    return S3ArtifactStore(
         objects, image_limits(config), stale_upload_secs=config.artifacts.s3.stale_upload_secs
     )
-    return ChosenBackend(store, objects)
+
+
+def choose_artifact_backend(config: BridgeConfig) -> ArtifactBackend:
+    """The backend ``artifacts.backend`` names."""
+    if config.artifacts.backend == "s3":
+        return bucket_store(config)
+    return AsyncArtifactStore(filesystem_store(config))

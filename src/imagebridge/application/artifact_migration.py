@@ -16,19 +16,16 @@ is left as it was.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from imagebridge.artifacts.markers import MAX_MARKER_BYTES, Marker, parse_marker
-from imagebridge.artifacts.s3_store import S3ArtifactStore
-from imagebridge.artifacts.store import OWNERSHIP_DIRECTORY, ArtifactStore
+from imagebridge.artifacts.filesystem.store import ArtifactStore
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.contract.errors import BridgeError
 
 __all__ = [
     "MigrationReport",
     "VerifyReport",
-    "filesystem_markers",
     "migrate_to_filesystem",
     "migrate_to_s3",
     "verify_filesystem",
@@ -58,24 +55,6 @@ class VerifyReport:
     scan_limit_reached: bool = False
 
 
-def _read_marker(directory: str, filename: str) -> Marker | None:
-    try:
-        fd = os.open(os.path.join(directory, filename), os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        encoded = handle.read(MAX_MARKER_BYTES + 1)
-    return None if len(encoded) > MAX_MARKER_BYTES else parse_marker(encoded, filename)
-
-
-def filesystem_markers(store: ArtifactStore, max_scan: int) -> tuple[list[Marker | None], bool]:
-    """Up to ``max_scan`` parsed markers of ``store`` (``None`` for an invalid one), sorted
-    by file name, and whether more exist (blocking: run it in a thread)."""
-    directory = str(store.root / OWNERSHIP_DIRECTORY)
-    names = sorted(name for name in os.listdir(directory) if name.endswith(".json"))
-    return [_read_marker(directory, name) for name in names[:max_scan]], len(names) > max_scan
-
-
 async def migrate_to_s3(
     source: ArtifactStore,
     target: S3ArtifactStore,
@@ -85,7 +64,7 @@ async def migrate_to_s3(
     progress: Progress | None = None,
 ) -> MigrationReport:
     """Copy (``apply``) or count what would be copied, one artifact at a time."""
-    markers, reached = await asyncio.to_thread(filesystem_markers, source, max_scan)
+    markers, reached = await asyncio.to_thread(source.markers, max_scan)
     report = MigrationReport(scanned=len(markers), scan_limit_reached=reached)
     for done, marker in enumerate(markers, start=1):
         if marker is None:
@@ -170,7 +149,7 @@ async def migrate_to_filesystem(
 
 async def verify_filesystem(store: ArtifactStore, *, max_scan: int) -> VerifyReport:
     """Read back every filesystem artifact against its recorded hashes."""
-    markers, reached = await asyncio.to_thread(filesystem_markers, store, max_scan)
+    markers, reached = await asyncio.to_thread(store.markers, max_scan)
     report = VerifyReport(scanned=len(markers), scan_limit_reached=reached)
     for marker in markers:
         if marker is None:

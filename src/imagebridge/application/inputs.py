@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
+from imagebridge.artifacts.inputs.loader import InputLoader
+from imagebridge.artifacts.inputs.remote import RemoteFetchPolicy, RemoteImageFetcher
 from imagebridge.config.model import BridgeConfig, ImageLimitSettings, RemoteFetchSettings
 from imagebridge.contract.request import ImageInput
 from imagebridge.engine.inputs import ImageInputLoader, LoadedImage

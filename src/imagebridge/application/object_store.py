@@ -1,6 +1,6 @@
 """``[artifacts.s3]`` → the plain settings of the S3 object layer, keys read from the environment.
 
-The object layer (:mod:`imagebridge.artifacts.s3`) never reads configuration or the
+The object layer (:mod:`imagebridge.artifacts.s3.objects`) never reads configuration or the
 environment: this turns the section into :class:`S3Settings`, reading the static keys from
 the variables the ``*_env`` keys name (all unset: ``credentials=None``, the standard AWS
 chain). A named variable that is unset or empty is a ``configuration`` error naming the
@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import cast
 
-from imagebridge.artifacts.s3 import AddressingStyle, S3Credentials, S3Settings
+from imagebridge.artifacts.s3.objects import AddressingStyle, S3Credentials, S3Settings
 from imagebridge.config.model import S3ArtifactSettings
 from imagebridge.contract.errors import BridgeError, ErrorCode
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from imagebridge.application.inputs import image_limits, remote_fetch_policy
-from imagebridge.artifacts.remote import RemoteImageFetcher
+from imagebridge.artifacts.inputs.remote import RemoteImageFetcher
 from imagebridge.config.model import BridgeConfig, OpenAICapabilityOverrides
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers.openai.images import (

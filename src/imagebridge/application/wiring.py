@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from imagebridge.application.artifact_backend import ChosenBackend, choose_artifact_backend
+from imagebridge.application.artifact_backend import choose_artifact_backend
 from imagebridge.application.codex import (
     build_codex_images,
     build_codex_responses,
@@ -25,13 +25,12 @@ from imagebridge.application.codex_app_server import build_codex_app_server_prov
 from imagebridge.application.inputs import build_input_loader, image_limits
 from imagebridge.application.limits import breaker_config, gate_limits
 from imagebridge.application.openai import build_openai_provider, is_openai_provider
-from imagebridge.artifacts.async_store import AsyncArtifactStore
-from imagebridge.artifacts.backend import ArtifactBackend
-from imagebridge.artifacts.links import LinkKeySource, SignedArtifactLinks
-from imagebridge.artifacts.s3 import S3ObjectStore
-from imagebridge.artifacts.s3_links import PresignedArtifactLinks
-from imagebridge.artifacts.s3_store import S3ArtifactStore
-from imagebridge.artifacts.store import ArtifactStore
+from imagebridge.artifacts.filesystem.links import LinkKeySource, SignedArtifactLinks
+from imagebridge.artifacts.interfaces import ArtifactBackend
+from imagebridge.artifacts.publication import Publication
+from imagebridge.artifacts.s3.links import PresignedArtifactLinks
+from imagebridge.artifacts.s3.objects import S3ObjectStore
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -230,8 +229,9 @@ class StoreSink:
     """The artifact store as the materializer's publication target.
 
     An adapter, not a copy: the chosen backend does the work (the filesystem store in a
-    thread, or the S3 bucket), and only the artifact's public id and name reach the engine
-    (the filesystem store's result also carries its internal path).
+    thread, or the S3 bucket), taking the engine's options as one
+    :class:`~imagebridge.artifacts.publication.Publication`, and only the artifact's public
+    id and name reach the engine.
     """
 
     store: ArtifactBackend
@@ -248,13 +248,15 @@ class StoreSink:
         collision: ArtifactCollisionPolicy,
     ) -> PublishedArtifact:
         published = await self.store.publish(
-            data,
-            expected_format=expected_format,
-            owner=owner,
-            filename_prefix=filename_prefix,
-            directory=directory,
-            filename=filename,
-            collision=collision,
+            Publication(
+                data,
+                expected_format=expected_format,
+                owner=owner,
+                filename_prefix=filename_prefix,
+                directory=directory,
+                filename=filename,
+                collision=collision,
+            )
         )
         return PublishedArtifact(id=published.id, name=published.name)
 
@@ -264,26 +266,24 @@ class StoreSink:
 
 @dataclass(slots=True)
 class Application:
-    """Everything a surface needs: the config, the runtime and the artifact stores.
+    """Everything a surface needs: the config, the runtime and the artifact backend.
 
-    ``store`` is where the engine publishes and the server reads (``artifacts.backend``);
-    ``artifacts`` is the local filesystem store under ``artifacts.root`` (local paths, the
-    link key), the same store as ``store`` with the default backend. ``object_store`` is the
-    S3 bucket's connection when the backend is ``s3`` (readiness checks it).
+    ``artifacts`` is the one backend ``artifacts.backend`` chose (or the one the surface
+    passed to :func:`build_application`): where the engine publishes and the server reads.
+    ``links`` are the bridge's own signed links, keyed like every instance on the same
+    root (their key file is read on first use, whatever the backend).
     """
 
     config: BridgeConfig
     runtime: ImageRuntime
-    artifacts: ArtifactStore
+    artifacts: ArtifactBackend
     links: SignedArtifactLinks
     providers: list[Provider] = field(default_factory=list)
-    store: ArtifactBackend | None = None
-    object_store: S3ObjectStore | None = None
 
     @property
-    def backend(self) -> ArtifactBackend:
-        """The store artifacts are published to and served from."""
-        return self.store if self.store is not None else AsyncArtifactStore(self.artifacts)
+    def object_store(self) -> S3ObjectStore | None:
+        """The bucket's connection when the backend is S3 (readiness checks it)."""
+        return self.artifacts.objects if isinstance(self.artifacts, S3ArtifactStore) else None
 
     async def aclose(self) -> None:
         try:
@@ -301,12 +301,12 @@ def artifact_links(config: BridgeConfig) -> SignedArtifactLinks:
 
 
 def url_linker(
-    config: BridgeConfig, chosen: ChosenBackend, links: SignedArtifactLinks
+    config: BridgeConfig, backend: ArtifactBackend, links: SignedArtifactLinks
 ) -> ArtifactLinker:
     """What a ``url`` output is: a presigned object URL with ``url_mode = "presigned"`` on
     the S3 backend, else the bridge's own signed link."""
-    if config.artifacts.url_mode == "presigned" and isinstance(chosen.store, S3ArtifactStore):
-        return PresignedArtifactLinks(chosen.store, config.artifacts.url_ttl_secs)
+    if config.artifacts.url_mode == "presigned" and isinstance(backend, S3ArtifactStore):
+        return PresignedArtifactLinks(backend, config.artifacts.url_ttl_secs)
     return links
 
 
@@ -314,15 +314,14 @@ def build_application(
     config: BridgeConfig,
     *,
     providers: Sequence[Provider] | None = None,
-    local_artifacts: bool = False,
+    artifacts: ArtifactBackend | None = None,
 ) -> Application:
     """Build the engine for ``config`` (``providers`` replaces the configured set in tests;
-    ``local_artifacts`` publishes to the filesystem whatever ``artifacts.backend`` says,
-    for surfaces that answer with local file paths)."""
+    ``artifacts`` replaces the backend ``artifacts.backend`` chooses: surfaces that answer
+    with local file paths pass the filesystem store they read those paths from)."""
     built = list(providers) if providers is not None else build_providers(config)
     registry = ProviderRegistry(built, default=config.default_provider)
-    store = ArtifactStore(config.artifacts.root, image_limits(config))
-    chosen = choose_artifact_backend(config, store, local_only=local_artifacts)
+    backend = artifacts if artifacts is not None else choose_artifact_backend(config)
     links = artifact_links(config)
     materializer = Materializer(
         MaterializeLimits(
@@ -330,9 +329,9 @@ def build_application(
             max_response_bytes=config.artifacts.max_response_bytes,
             image=image_limits(config),
         ),
-        artifacts=StoreSink(chosen.store),
+        artifacts=StoreSink(backend),
         public_base_url=config.artifacts.public_base_url,
-        links=url_linker(config, chosen, links),
+        links=url_linker(config, backend, links),
     )
     runtime = ImageRuntime(
         registry,
@@ -341,11 +340,5 @@ def build_application(
         inputs=build_input_loader(config),
     )
     return Application(
-        config=config,
-        runtime=runtime,
-        artifacts=store,
-        links=links,
-        providers=built,
-        store=chosen.store,
-        object_store=chosen.objects,
+        config=config, runtime=runtime, artifacts=backend, links=links, providers=built
     )

@@ -1,10 +1,12 @@
-"""Ownership markers: the small JSON record that makes a file in the artifact root ours.
+"""Ownership markers: the small JSON record that makes an artifact ours, on every backend.
 
-One marker per artifact lives in ``<root>/.imagegen-bridge-ownership/<id>.json`` (at most
-:data:`MAX_MARKER_BYTES`). It names the image file, its SHA-256 and the auth scope that
-created it; only a strictly valid marker whose file name matches its id is believed, and
-only files it names with the recorded hash are ever read back or deleted. Markers written by
-the original (no ``owner``) belong to :data:`LEGACY_OWNER`.
+One marker per artifact (at most :data:`MAX_MARKER_BYTES`): a file in the root's
+ownership directory on a filesystem (``filesystem/markers.py``), an ``ownership/<id>.json``
+object in a bucket (``s3/markers.py``), in the same format. It names the image, its
+SHA-256 and the auth scope that created it; only a strictly valid marker whose file name
+matches its id is believed, and only images it names with the recorded hash are ever read
+back or deleted. Markers written by the original (no ``owner``) belong to
+:data:`LEGACY_OWNER`.
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ class Marker:
     @property
     def effective_owner(self) -> str:
         return self.owner if self.owner is not None else LEGACY_OWNER
+
+    def visible_to(self, owner: str | None) -> bool:
+        """Whether ``owner`` may see this artifact (``None``: a trusted local caller)."""
+        return owner is None or self.effective_owner == owner
 
     def with_sidecar(self, name: str | None, sha256: str | None) -> Marker:
         return Marker(self.id, self.name, self.created_at, self.sha256, self.owner, name, sha256)

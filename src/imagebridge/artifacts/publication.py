@@ -1,86 +1,116 @@
-"""What every artifact backend checks before it writes a byte: one plan, one set of rules.
+"""What is published, and what every backend checks before it writes a byte.
 
-The filesystem store and the S3 store publish differently (a linked file versus an object
-and its record) but must refuse the same requests with the same errors and name artifacts
-the same way, so the checks and the naming live here once.
+A :class:`Publication` is one image and how to store it (owner scope, expected format,
+name, directory, collision policy): the one value ``publish`` takes on every backend.
+:func:`plan_publication` verifies the image and checks the options the same way for the
+filesystem and the S3 store (same refusals, same errors), and names the artifact.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
-from imagebridge.artifacts.markers import valid_owner
+from imagebridge.artifacts.markers import Marker, valid_owner
 from imagebridge.artifacts.naming import (
     is_safe_filename,
     is_safe_relative,
     sanitize_prefix,
     with_extension,
 )
+from imagebridge.artifacts.rules import artifact_error, as_artifact_error
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
-from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.errors import BridgeError
 from imagebridge.imaging.ids import uuid7
-from imagebridge.imaging.inspect import ImageInfo
+from imagebridge.imaging.inspect import ImageInfo, ImageLimits, inspect_image
 
-__all__ = ["PublicationPlan", "as_artifact_error", "plan_publication"]
+__all__ = ["Publication", "PublicationPlan", "plan_publication"]
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """An image to publish: its bytes, the scope that owns it and how to name it.
+
+    ``expected_format`` (when given) must be the image's; ``filename`` (extension appended
+    if missing) replaces the ``<filename_prefix>-<id>.<ext>`` name; ``directory`` is a
+    portable relative path below the store's root; ``collision`` says what a taken name
+    does on a filesystem (``error`` or ``suffix``: ``name-2.ext`` …).
+    """
+
+    data: bytes = field(repr=False)
+    expected_format: OutputFormat | str | None
+    owner: str
+    filename_prefix: str | None = None
+    directory: str | None = None
+    filename: str | None = None
+    collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR
 
 
 @dataclass(frozen=True, slots=True)
 class PublicationPlan:
-    """A checked publication: the new artifact's id, its requested base name and policy."""
+    """A checked publication: the new artifact's id, verified image, requested base name,
+    directory and collision policy."""
 
     artifact_id: str
+    info: ImageInfo
     basename: str
+    directory: str | None
     policy: ArtifactCollisionPolicy
 
+    def name(self, basename: str | None = None) -> str:
+        """The portable name of ``basename`` (default: the requested one) in the directory."""
+        chosen = self.basename if basename is None else basename
+        return f"{self.directory}/{chosen}" if self.directory else chosen
 
-def _artifact_error(message: str, **details: Any) -> BridgeError:
-    return BridgeError(ErrorCode.ARTIFACT, message, details=details or None)
+    def marker(self, name: str, owner: str, created_at: int) -> Marker:
+        """The ownership record of this artifact under ``name`` (no sidecar yet)."""
+        return Marker(
+            id=self.artifact_id,
+            name=name,
+            created_at=created_at,
+            sha256=self.info.sha256,
+            owner=owner,
+            sidecar_name=None,
+            sidecar_sha256=None,
+        )
 
 
-def as_artifact_error(error: BridgeError) -> BridgeError:
-    """An image that failed inspection, reported as the artifact failure it is here."""
-    return BridgeError(ErrorCode.ARTIFACT, error.message, details=error.details or None)
-
-
-def plan_publication(
-    info: ImageInfo,
-    *,
-    expected_format: OutputFormat | str | None,
-    owner: str,
-    filename_prefix: str | None,
-    directory: str | None,
-    filename: str | None,
-    collision: ArtifactCollisionPolicy | str,
-) -> PublicationPlan:
-    """Check the options against the verified image and name the artifact.
+def plan_publication(publication: Publication, limits: ImageLimits) -> PublicationPlan:
+    """Verify the image and check the options against it, then name the artifact
+    (blocking: the image is decoded).
 
     The name is ``filename`` (extension appended if missing) when given, else
-    ``<sanitised prefix>-<id>.<ext>``; ``directory`` is joined by the caller.
+    ``<sanitised prefix>-<id>.<ext>``.
     """
     try:
-        expected = None if expected_format is None else OutputFormat(expected_format)
-        policy = ArtifactCollisionPolicy(collision)
+        info = inspect_image(publication.data, limits)
+    except BridgeError as error:
+        raise as_artifact_error(error) from error
+    declared = publication.expected_format
+    try:
+        expected = None if declared is None else OutputFormat(declared)
+        policy = ArtifactCollisionPolicy(publication.collision)
     except ValueError as exc:
-        raise _artifact_error("artifact publication options are invalid") from exc
+        raise artifact_error("artifact publication options are invalid") from exc
     if expected is not None and info.format is not expected:
-        raise _artifact_error(
+        raise artifact_error(
             "generated image format does not match the effective request",
             expected_format=expected.value,
             actual_format=info.format.value,
         )
-    if not valid_owner(owner):
-        raise _artifact_error("artifact owner scope is invalid")
+    if not valid_owner(publication.owner):
+        raise artifact_error("artifact owner scope is invalid")
+    directory, filename = publication.directory, publication.filename
     if directory is not None and not is_safe_relative(directory):
-        raise _artifact_error("output directory is not a safe relative path")
+        raise artifact_error("output directory is not a safe relative path")
     if filename is not None and not is_safe_filename(filename, info.format):
-        raise _artifact_error(
+        raise artifact_error(
             "output filename must be a safe component with a matching image extension"
         )
     artifact_id = str(uuid7())
+    prefix = sanitize_prefix(publication.filename_prefix or "image")
     basename = (
         with_extension(filename, info.format)
         if filename is not None
-        else f"{sanitize_prefix(filename_prefix or 'image')}-{artifact_id}.{info.format.extension}"
+        else f"{prefix}-{artifact_id}.{info.format.extension}"
     )
-    return PublicationPlan(artifact_id=artifact_id, basename=basename, policy=policy)
+    return PublicationPlan(artifact_id, info, basename, directory, policy)

@@ -120,7 +120,7 @@ def _storage(doctor: Doctor, name: str, directory: Path) -> None:
 async def _object_store(doctor: Doctor, config: BridgeConfig, env: Mapping[str, str]) -> None:
     """With ``artifacts.backend = "s3"``: does the bucket answer to these credentials?"""
     from imagebridge.application.object_store import s3_settings
-    from imagebridge.artifacts.s3 import S3ObjectStore
+    from imagebridge.artifacts.s3.objects import S3ObjectStore
 
     section = config.artifacts.s3
     details = {"bucket": section.bucket, "endpoint": section.endpoint or "AWS S3"}

@@ -9,10 +9,7 @@ from imagebridge.cli.context import CliContext, CliUsageError
 
 if TYPE_CHECKING:
     from imagebridge.application.artifact_migration import MigrationReport
-    from imagebridge.artifacts.s3 import S3ObjectStore
-    from imagebridge.artifacts.s3_store import S3ArtifactStore
-    from imagebridge.artifacts.store import CleanupReport, RepairReport
-    from imagebridge.config import BridgeConfig
+    from imagebridge.artifacts.records import CleanupReport, RepairReport
 
 __all__ = [
     "artifacts_cleanup",
@@ -70,14 +67,13 @@ def artifacts_cleanup(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
         return 0
     import asyncio
 
-    from imagebridge.application import image_limits
-    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.application.artifact_backend import bucket_store, filesystem_store
 
     if config.artifacts.backend == "s3":
-        objects, bucket = _s3_store(config)
+        bucket = bucket_store(config)
 
         async def run() -> CleanupReport:
-            async with objects:
+            async with bucket.objects:
                 return await bucket.cleanup(
                     max_age_secs=retention.max_age_secs,
                     max_artifacts=retention.max_artifacts,
@@ -87,8 +83,7 @@ def artifacts_cleanup(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
 
         report = asyncio.run(run())
     else:
-        store = ArtifactStore(config.artifacts.root, image_limits(config))
-        report = store.cleanup(
+        report = filesystem_store(config).cleanup(
             max_age_secs=retention.max_age_secs,
             max_artifacts=retention.max_artifacts,
             max_scan_entries=retention.max_scan_entries,
@@ -112,18 +107,17 @@ def artifacts_repair(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
     _one_of(dry_run, force, "artifacts repair")
     from dataclasses import asdict
 
-    from imagebridge.application import image_limits
-    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.application.artifact_backend import bucket_store, filesystem_store
 
     config = ctx.config()
     retention = config.artifacts.retention
     if config.artifacts.backend == "s3":
         import asyncio
 
-        objects, bucket = _s3_store(config)
+        bucket = bucket_store(config)
 
         async def run() -> RepairReport:
-            async with objects:
+            async with bucket.objects:
                 return await bucket.repair_orphans(
                     retention.max_scan_entries,
                     apply=force,
@@ -132,25 +126,11 @@ def artifacts_repair(ctx: CliContext, *, dry_run: bool, force: bool) -> int:
 
         report = asyncio.run(run())
     else:
-        store = ArtifactStore(config.artifacts.root, image_limits(config))
-        report = store.repair_orphans(
+        report = filesystem_store(config).repair_orphans(
             retention.max_scan_entries, apply=force, stale_temp_secs=retention.stale_temp_secs
         )
     ctx.output.value({"dry_run": dry_run, **asdict(report)})
     return 0
-
-
-def _s3_store(config: BridgeConfig) -> tuple[S3ObjectStore, S3ArtifactStore]:
-    """The S3 artifact store of ``[artifacts.s3]`` (whatever ``artifacts.backend`` says)."""
-    from imagebridge.application import image_limits
-    from imagebridge.application.object_store import s3_settings
-    from imagebridge.artifacts.s3 import S3ObjectStore
-    from imagebridge.artifacts.s3_store import S3ArtifactStore
-
-    objects = S3ObjectStore(s3_settings(config.artifacts.s3))
-    return objects, S3ArtifactStore(
-        objects, image_limits(config), stale_upload_secs=config.artifacts.s3.stale_upload_secs
-    )
 
 
 def artifacts_migrate(ctx: CliContext, *, to: str, dry_run: bool, force: bool) -> int:
@@ -162,23 +142,22 @@ def artifacts_migrate(ctx: CliContext, *, to: str, dry_run: bool, force: bool) -
     import asyncio
     from dataclasses import asdict
 
-    from imagebridge.application import image_limits
+    from imagebridge.application.artifact_backend import bucket_store, filesystem_store
     from imagebridge.application.artifact_migration import (
         migrate_to_filesystem,
         migrate_to_s3,
     )
-    from imagebridge.artifacts.store import ArtifactStore
 
     config = ctx.config()
-    local = ArtifactStore(config.artifacts.root, image_limits(config))
-    objects, bucket = _s3_store(config)
+    local = filesystem_store(config)
+    bucket = bucket_store(config)
     max_scan = config.artifacts.retention.max_scan_entries
 
     def progress(done: int, total: int) -> None:
         ctx.output.status(f"artifacts migrate: {done}/{total}", done=done, total=total)
 
     async def run() -> MigrationReport:
-        async with objects:
+        async with bucket.objects:
             if to == "s3":
                 return await migrate_to_s3(
                     local, bucket, max_scan=max_scan, apply=force, progress=progress
@@ -197,20 +176,18 @@ def artifacts_verify(ctx: CliContext, *, store: str) -> int:
     import asyncio
     from dataclasses import asdict
 
-    from imagebridge.application import image_limits
+    from imagebridge.application.artifact_backend import bucket_store, filesystem_store
     from imagebridge.application.artifact_migration import VerifyReport, verify_filesystem
-    from imagebridge.artifacts.store import ArtifactStore
 
     config = ctx.config()
     max_scan = config.artifacts.retention.max_scan_entries
     if store == "filesystem":
-        fs = ArtifactStore(config.artifacts.root, image_limits(config))
-        report = asyncio.run(verify_filesystem(fs, max_scan=max_scan))
+        report = asyncio.run(verify_filesystem(filesystem_store(config), max_scan=max_scan))
     elif store == "s3":
-        objects, target = _s3_store(config)
+        target = bucket_store(config)
 
         async def run() -> VerifyReport:
-            async with objects:
+            async with target.objects:
                 scanned, verified, failed, reached = await target.verify(max_scan)
             return VerifyReport(scanned, verified, failed, reached)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.store import ArtifactStore
+from imagebridge.artifacts.filesystem.store import ArtifactStore
+from imagebridge.artifacts.inputs.loader import InputLoader
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.enums import ImageJobStatus, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode

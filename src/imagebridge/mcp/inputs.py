@@ -1,6 +1,6 @@
 """Image arguments of the MCP tools: local paths confined to ``inputs.local_roots``, or
 data URLs. Local files are read on this side (never by a remote bridge) and sent inline, by
-:func:`~imagebridge.artifacts.inline.inline_file_inputs` (re-exported here)."""
+:func:`~imagebridge.artifacts.inputs.inline.inline_file_inputs` (re-exported here)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from imagebridge.artifacts.inline import inline_file_inputs
+from imagebridge.artifacts.inputs.inline import inline_file_inputs
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
 __all__ = ["describe_inputs", "inline_file_inputs"]

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Literal
 
 from imagebridge.application import Application, build_application, image_limits, request_limits
-from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.application.artifact_backend import filesystem_store
+from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactStore
+from imagebridge.artifacts.inputs.loader import InputLoader
 from imagebridge.config import BridgeConfig
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -57,12 +59,13 @@ class LocalBackend:
     def __init__(
         self,
         application: Application,
+        store: ArtifactStore,
         *,
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.application = application
         self.config: BridgeConfig = application.config
-        self.store = application.artifacts
+        self.store = store
         self.limits = request_limits(self.config)
         self.inputs = InputLoader(
             [str(root) for root in self.config.inputs.local_roots],
@@ -84,9 +87,12 @@ class LocalBackend:
         providers: Sequence[Provider] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> LocalBackend:
-        application = build_application(config, providers=providers, local_artifacts=True)
+        store = filesystem_store(config)  # the paths it answers with name local files
+        application = build_application(
+            config, providers=providers, artifacts=AsyncArtifactStore(store)
+        )
         try:
-            return await asyncio.to_thread(cls, application, env=env)
+            return await asyncio.to_thread(cls, application, store, env=env)
         except BaseException:
             await application.aclose()
             raise

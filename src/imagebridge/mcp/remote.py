@@ -14,8 +14,9 @@ import binascii
 from typing import Literal
 
 from imagebridge.application import image_limits, request_limits
-from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.store import ArtifactStore
+from imagebridge.artifacts.filesystem.store import ArtifactStore
+from imagebridge.artifacts.inputs.loader import InputLoader
+from imagebridge.artifacts.publication import Publication
 from imagebridge.client import AsyncImageBridgeClient, CompletedEvent, StreamError
 from imagebridge.config import BridgeConfig
 from imagebridge.contract.capabilities import ProviderCapabilities, ProviderDescriptor
@@ -92,19 +93,21 @@ class RemoteBackend:
 
         def publish() -> SavedImage:
             published = self.store.publish(
-                _decode(item),
-                expected_format=item.format,
-                owner=LOCAL_OWNER,
-                filename_prefix=output.filename_prefix,
-                directory=output.directory,
-                filename=output.filename,
-                collision=output.collision,
+                Publication(
+                    _decode(item),
+                    expected_format=item.format,
+                    owner=LOCAL_OWNER,
+                    filename_prefix=output.filename_prefix,
+                    directory=output.directory,
+                    filename=output.filename,
+                    collision=output.collision,
+                )
             )
             return SavedImage(
                 index=item.index,
                 id=published.id,
                 name=published.name,
-                path=published.path,
+                path=self.store.root / published.name,
                 format=item.format,
                 width=published.info.width,
                 height=published.info.height,

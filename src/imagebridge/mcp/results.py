@@ -18,7 +18,7 @@ from typing import Any
 
 from mcp_types import CallToolResult, ContentBlock, ImageContent, ResourceLink, TextContent
 
-from imagebridge.artifacts.store import ArtifactStore
+from imagebridge.artifacts.filesystem.store import ArtifactStore
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.mcp.backend import Generation, SavedImage
 from imagebridge.mcp.settings import LOCAL_OWNER, McpSettings

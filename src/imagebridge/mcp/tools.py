@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
+from imagebridge.artifacts.rules import not_found
 from imagebridge.contract.enums import ImageJobStatus, OutputFormat, ResponseFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.jobs import ImageJob
@@ -496,5 +497,5 @@ def _register_artifact_resource(
     async def artifact(artifact_id: str) -> bytes:
         content = await asyncio.to_thread(backend.store.read, artifact_id, LOCAL_OWNER)
         if content.info.format is not output_format:
-            raise BridgeError(ErrorCode.ARTIFACT, "artifact was not found or is invalid")
+            raise not_found()
         return content.data

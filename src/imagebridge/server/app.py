@@ -23,7 +23,7 @@ from imagebridge._version import __version__
 from imagebridge.application import Application, build_application
 from imagebridge.application.job_services import JobServices
 from imagebridge.application.keys import open_key_service
-from imagebridge.artifacts.s3 import S3ObjectStore
+from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig, JobSettings
 from imagebridge.contract.errors import BridgeError
@@ -283,7 +283,7 @@ def create_app(
         origins=list(origins or []),
         jobs_enabled=config.server.jobs.enabled,
         recovery=ArtifactRecovery(
-            engine.backend,
+            engine.artifacts,
             interval_s=config.artifacts.retention.repair_interval_secs,
             max_scan=config.artifacts.retention.max_scan_entries,
             stale_temp_secs=config.artifacts.retention.stale_temp_secs,

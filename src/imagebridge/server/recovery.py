@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 import logging
 
-from imagebridge.artifacts.backend import ArtifactBackend
-from imagebridge.artifacts.store import RepairReport
+from imagebridge.artifacts.interfaces import ArtifactBackend
+from imagebridge.artifacts.records import RepairReport
 from imagebridge.contract.errors import BridgeError
 
 __all__ = ["ArtifactRecovery"]

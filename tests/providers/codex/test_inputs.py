@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from imagebridge.artifacts.inputs import InputLoader
+from imagebridge.artifacts.inputs.loader import InputLoader
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.inputs import LoadedInputs, load_request_inputs

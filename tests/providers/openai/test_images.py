@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from imagebridge.artifacts.inputs import InputLoader
-from imagebridge.artifacts.remote import RemoteFetchPolicy, RemoteImageFetcher
+from imagebridge.artifacts.inputs.loader import InputLoader
+from imagebridge.artifacts.inputs.remote import RemoteFetchPolicy, RemoteImageFetcher
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import PartialImageEvent, ProgressEvent, StartedEvent
 from imagebridge.contract.request import ImageRequest

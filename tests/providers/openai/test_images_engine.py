@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from imagebridge.application import Application, build_application
+from imagebridge.artifacts.filesystem.store import AsyncArtifactStore
 from imagebridge.config import load_config
 from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -84,6 +85,7 @@ async def test_the_configured_provider_generates_verified_artifacts(
     [item] = response.data
     assert (item.type, item.width, item.height) == ("artifact", 1024, 1536)
     assert item.name is not None
+    assert isinstance(app.artifacts, AsyncArtifactStore)
     with Image.open(app.artifacts.root / item.name) as image:
         assert image.size == (1024, 1536)
     assert openai_server.requests[0].sent_secret("authorization", KEY)

@@ -25,7 +25,7 @@ from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 
 if TYPE_CHECKING:
-    from imagebridge.artifacts.store import ArtifactStore
+    from imagebridge.artifacts.filesystem.store import ArtifactStore
     from imagebridge.config import BridgeConfig
 
 __all__ = [
@@ -55,8 +55,8 @@ async def resolve_file_inputs(request: ImageRequest, config: BridgeConfig) -> Im
     if not any(item.type == "file" for _, item in request.all_inputs()):
         return request  # no loader (and no application import) for the common case
     from imagebridge.application import image_limits
-    from imagebridge.artifacts.inline import inline_file_inputs
-    from imagebridge.artifacts.inputs import InputLoader
+    from imagebridge.artifacts.inputs.inline import inline_file_inputs
+    from imagebridge.artifacts.inputs.loader import InputLoader
 
     loader = await asyncio.to_thread(
         InputLoader,
@@ -110,12 +110,17 @@ async def execute_in_process(
     token: CancelToken,
     reporter: ProgressReporter,
 ) -> Execution:
-    """The same engine path as the server's ``POST /v1/images``."""
+    """The same engine path as the server's ``POST /v1/images``, publishing to the
+    filesystem store under ``artifacts.root`` whatever ``artifacts.backend`` says (the
+    output names local files)."""
     from imagebridge.application import build_application
+    from imagebridge.application.artifact_backend import filesystem_store
+    from imagebridge.artifacts.filesystem.store import AsyncArtifactStore
     from imagebridge.engine.runtime import ExecutionContext
 
     request = await resolve_file_inputs(request, config)
-    app = build_application(config, local_artifacts=True)
+    store = filesystem_store(config)
+    app = build_application(config, artifacts=AsyncArtifactStore(store))
     try:
         response = await app.runtime.execute(
             request,
@@ -125,7 +130,7 @@ async def execute_in_process(
         # A provider that fails to stop cleanly must not hide the result or the real error.
         with contextlib.suppress(BridgeError):
             await app.aclose()
-    return Execution(response, app.artifacts)
+    return Execution(response, store)
 
 
 async def execute_remote(

@@ -24,7 +24,8 @@ from typing import NoReturn
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.artifacts.s3_store import S3ArtifactStore
+from imagebridge.artifacts.rules import NOT_FOUND, THUMBNAIL_EDGE_MESSAGE
+from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import canonical_uuid
 from imagebridge.server.context import request_context
@@ -38,9 +39,7 @@ from imagebridge.server.state import bridge_state
 router = protected_router(tags=["artifacts"])
 
 DEFAULT_THUMBNAIL_EDGE = 384
-_EDGE_MESSAGE = "thumbnail edge must be between 32 and 2048 pixels"
 _INVALID_QUERY = "artifact query parameters are invalid"
-_NOT_FOUND_MESSAGE = "artifact was not found or is invalid"
 _CACHE = "private, max-age=31536000, immutable"
 REDIRECT_TTL_SECS = 300
 """How long the presigned URL of a redirect is valid: it is followed at once."""
@@ -93,7 +92,7 @@ def _headers(etag: str, filename: str) -> dict[str, str]:
 async def get_artifact(id: str, request: Request) -> Response:
     owner = reading_owner(request, strict_query(request, (KEY_FILTER,), _INVALID_QUERY))
     application = bridge_state(request).application
-    store = application.backend
+    store = application.artifacts
     if isinstance(store, S3ArtifactStore) and application.config.artifacts.s3.serve == "redirect":
         try:
             location = await store.presigned_url(id, owner, REDIRECT_TTL_SECS)
@@ -125,16 +124,16 @@ async def delete_artifact(id: str, request: Request) -> Response:
     strict_query(request, (), _INVALID_QUERY)
     owner = request_context(request).owner
     try:
-        await bridge_state(request).application.backend.delete(id, owner)
+        await bridge_state(request).application.artifacts.delete(id, owner)
     except BridgeError as error:
-        if error.retryable or error.message == _NOT_FOUND_MESSAGE:
+        if error.retryable or error.message == NOT_FOUND:
             read_failed(error)
         raise  # a store that refused the removal: its own error (a storage fault, 5xx)
     return Response(status_code=204)
 
 
 def _edge(raw: str | None) -> int:
-    edge = integer_parameter(raw, invalid=_EDGE_MESSAGE, field="edge")
+    edge = integer_parameter(raw, invalid=THUMBNAIL_EDGE_MESSAGE, field="edge")
     return DEFAULT_THUMBNAIL_EDGE if edge is None else edge
 
 
@@ -161,7 +160,7 @@ async def get_thumbnail(id: str, request: Request) -> Response:
     query = strict_query(request, ("edge", KEY_FILTER), _INVALID_QUERY)
     edge = _edge(query.get("edge"))
     owner = reading_owner(request, query)
-    store = bridge_state(request).application.backend
+    store = bridge_state(request).application.artifacts
     try:
         data = await store.thumbnail(id, owner, edge)
     except BridgeError as error:

@@ -16,7 +16,7 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.artifacts.links import INVALID_LINK
+from imagebridge.artifacts.filesystem.links import INVALID_LINK
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.server.errors import HttpError
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter
@@ -67,7 +67,7 @@ async def get_signed_artifact(id: str, filename: str, request: Request) -> Respo
     links = state.application.links
     canonical = await asyncio.to_thread(links.verify, id, filename, expires, signature)
     try:
-        content = await state.application.backend.read(canonical, None)
+        content = await state.application.artifacts.read(canonical, None)
     except BridgeError as error:
         if error.retryable:
             read_failed(error)  # the object store did not answer: 503, retry

@@ -24,7 +24,7 @@ from imagebridge.jobs import JobManager, JobManagerSettings, SharedQueueSettings
 from imagebridge.jobs.shared_mode import SharedQueue
 from imagebridge.providers.mock import MockProvider, MockSettings
 from imagebridge.storage import (
-    PostgresJobStore,
+    PostgresSharedJobStore,
     SharedJobStore,
     SqliteJobStore,
     SqliteSharedJobStore,
@@ -238,7 +238,7 @@ async def make_instance(
         if backend == "postgres":
             url = request.getfixturevalue("postgres_url")
             schema = request.getfixturevalue("postgres_schema")
-            return await (store_class or PostgresJobStore).open(url, schema=schema)
+            return await (store_class or PostgresSharedJobStore).open(url, schema=schema)
         path = tmp_path / "jobs.sqlite3"
         opened: SharedJobStore = await (store_class or SqliteSharedJobStore).open(
             path, event_poll_interval_s=0.01

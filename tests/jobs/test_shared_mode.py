@@ -22,7 +22,7 @@ from imagebridge.jobs import JobManager, JobManagerSettings, SharedQueueSettings
 from imagebridge.jobs.shared_mode import default_instance_id
 from imagebridge.storage import (
     JobRecord,
-    PostgresJobStore,
+    PostgresSharedJobStore,
     SqliteJobStore,
     SqliteSharedJobStore,
 )
@@ -258,7 +258,7 @@ async def test_a_claim_in_flight_at_shutdown_still_runs_here(
 ) -> None:
     gate = asyncio.Event()
     entered = asyncio.Event()
-    base: Any = SqliteSharedJobStore if backend == "sqlite" else PostgresJobStore
+    base: Any = SqliteSharedJobStore if backend == "sqlite" else PostgresSharedJobStore
 
     class GatedStore(base):  # type: ignore[misc]
         gated = False
@@ -342,7 +342,7 @@ def test_queue_settings_from_config_use_the_configured_or_a_fresh_id() -> None:
 async def test_claim_failures_are_retried_and_logged_once(
     make_instance: InstanceFactory, backend: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    base: Any = SqliteSharedJobStore if backend == "sqlite" else PostgresJobStore
+    base: Any = SqliteSharedJobStore if backend == "sqlite" else PostgresSharedJobStore
 
     class FlakyStore(base):  # type: ignore[misc]
         failures = 5

@@ -1,4 +1,5 @@
-"""Shared helpers for the storage tests: paths, deterministic ids, requests, open stores.
+"""Shared helpers for the storage tests: paths, deterministic ids, requests, open stores, and a
+storage health cleared around every test.
 
 The session's PostgreSQL server (``tests/support/postgres.py``) is registered once for the
 whole suite in ``tests/conftest.py``; ``shared_backend`` / ``open_shared`` run the shared-queue
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from imagebridge.storage import PostgresJobStore, SharedJobStore, SqliteSharedJobStore
+from imagebridge.engine.storage_faults import STORAGE_HEALTH
+from imagebridge.storage import PostgresSharedJobStore, SharedJobStore, SqliteSharedJobStore
 from imagebridge.storage.sqlite.jobs import SqliteJobStore
 
 OpenShared = Callable[[], Awaitable[SharedJobStore]]
@@ -56,6 +58,15 @@ def response(job: str, **extra: Any) -> dict[str, Any]:
     }
     body.update(extra)
     return body
+
+
+@pytest.fixture(autouse=True)
+def fresh_storage_health() -> Iterator[None]:
+    """Every storage test starts and ends with no recorded storage fault (the storage health
+    is process-wide, and the fault tests record some)."""
+    STORAGE_HEALTH.reset()
+    yield
+    STORAGE_HEALTH.reset()
 
 
 @pytest.fixture
@@ -122,7 +133,7 @@ async def open_shared(
         schema = request.getfixturevalue("postgres_schema")
 
         async def open_store() -> SharedJobStore:
-            store = await PostgresJobStore.open(url, schema=schema)
+            store = await PostgresSharedJobStore.open(url, schema=schema)
             opened.append(store)
             return store
 

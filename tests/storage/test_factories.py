@@ -12,10 +12,10 @@ import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.storage import (
-    PostgresJobStore,
     PostgresOptions,
     PostgresPresetStore,
     PostgresSessionStore,
+    PostgresSharedJobStore,
     SharedJobStore,
     SqlitePresetStore,
     SqliteSessionStore,
@@ -95,7 +95,7 @@ async def test_postgres_urls_open_postgres(postgres_url: str, postgres_schema: s
     presets = await open_preset_store(postgres_url, postgres=options)
     sessions = await open_session_store(postgres_url, provider="p", postgres=options)
     try:
-        assert isinstance(jobs, PostgresJobStore)
+        assert isinstance(jobs, PostgresSharedJobStore)
         assert jobs.schema == postgres_schema
         assert isinstance(presets, PostgresPresetStore)
         assert isinstance(sessions, PostgresSessionStore)

@@ -164,7 +164,7 @@ def _where(location: str | Path) -> dict[str, str]:
 
 def _local_path(location: str | Path, label: str) -> Path | None:
     """The SQLite file a location names, or ``None`` for PostgreSQL (nothing on disk)."""
-    from imagebridge.storage.postgres.url import resolve_store_location
+    from imagebridge.storage.location import resolve_store_location
 
     target = resolve_store_location(location, ErrorCode.CONFIGURATION, label)
     return target if isinstance(target, Path) else None

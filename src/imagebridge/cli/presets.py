@@ -57,7 +57,7 @@ async def local_presets(
         open_preset_store,
         postgres_options,
     )
-    from imagebridge.storage.postgres.url import resolve_store_location
+    from imagebridge.storage.location import resolve_store_location
 
     jobs = config.server.jobs
     location = jobs.database

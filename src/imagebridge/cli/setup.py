@@ -35,12 +35,8 @@ from imagebridge.cli.probes import (
     run_live_probe,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage.postgres.url import (
-    is_postgres_url,
-    postgres_options,
-    redact_url,
-    resolve_store_location,
-)
+from imagebridge.storage.location import is_postgres_url, resolve_store_location
+from imagebridge.storage.postgres.url import postgres_options, redact_url
 
 if TYPE_CHECKING:
     from imagebridge.storage import PostgresOptions

@@ -37,7 +37,7 @@ from imagebridge.storage import (
     open_preset_store,
     postgres_options,
 )
-from imagebridge.storage.postgres.url import resolve_store_location
+from imagebridge.storage.location import resolve_store_location
 
 __all__ = ["LocalBackend"]
 

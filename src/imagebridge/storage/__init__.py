@@ -4,10 +4,14 @@ The interfaces (``JobStore``, ``PresetStore``, ``SessionStore``, ``SharedJobStor
 :mod:`imagebridge.storage.interfaces`, their plain records in :mod:`imagebridge.storage.records`;
 SQLite (:mod:`imagebridge.storage.sqlite`) and PostgreSQL (:mod:`imagebridge.storage.postgres`)
 implement them, with every backend-neutral check and rule in :mod:`imagebridge.storage.rules`.
-Stores take and return JSON-ready data, so they never depend on the contract models.
+Stores take and return JSON-ready data, so they never depend on the contract models. The twins
+are named alike, ``Sqlite…`` and ``Postgres…``: ``…JobStore`` is the plain job store,
+``…SharedJobStore`` the same plus the shared queue (what :func:`open_job_store` opens), then
+``…PresetStore``, ``…SessionStore`` and ``…KeyStore``.
 
-Open stores with the factories (``open_job_store`` …): the location picks the backend, a path
-or ``sqlite:///path`` for SQLite, ``postgresql://…`` for PostgreSQL. The PostgreSQL classes
+Open stores with the factories (``open_job_store`` …): the location picks the backend
+(:mod:`imagebridge.storage.location`), a path or ``sqlite:///path`` for SQLite,
+``postgresql://…`` for PostgreSQL. The PostgreSQL classes
 are imported on first use, so SQLite works without the ``postgres`` extra (psycopg).
 """
 
@@ -38,13 +42,12 @@ from imagebridge.storage.lifecycle import (
     PRESET_STORE,
     SESSION_STORE,
 )
+from imagebridge.storage.location import is_postgres_url, resolve_store_location
 from imagebridge.storage.postgres.url import (
     PostgresOptions,
     PostgresSection,
-    is_postgres_url,
     postgres_options,
     redact_url,
-    resolve_store_location,
 )
 from imagebridge.storage.records import (
     LEGACY_SCOPE,
@@ -70,24 +73,21 @@ from imagebridge.storage.rules.jobs import (
 )
 from imagebridge.storage.rules.presets import MAX_PRESET_TEMPLATE_BYTES
 from imagebridge.storage.rules.queue import UNROUTED
-from imagebridge.storage.sqlite.jobs import SqliteJobStore, inspect_job_schema
+from imagebridge.storage.sqlite import jobs as sqlite_jobs
+from imagebridge.storage.sqlite import presets as sqlite_presets
+from imagebridge.storage.sqlite import sessions as sqlite_sessions
+from imagebridge.storage.sqlite.jobs import SqliteJobStore
 from imagebridge.storage.sqlite.keys import SqliteKeyStore
-from imagebridge.storage.sqlite.presets import SqlitePresetStore, inspect_preset_schema
-from imagebridge.storage.sqlite.sessions import SqliteSessionStore, inspect_session_schema
+from imagebridge.storage.sqlite.presets import SqlitePresetStore
+from imagebridge.storage.sqlite.sessions import SqliteSessionStore
 from imagebridge.storage.sqlite.shared_queue import SqliteSharedJobStore
 
 if TYPE_CHECKING:
-    from imagebridge.storage.postgres.jobs import inspect_postgres_job_schema
+    from imagebridge.storage.postgres.jobs import PostgresJobStore
     from imagebridge.storage.postgres.keys import PostgresKeyStore
-    from imagebridge.storage.postgres.presets import (
-        PostgresPresetStore,
-        inspect_postgres_preset_schema,
-    )
-    from imagebridge.storage.postgres.sessions import (
-        PostgresSessionStore,
-        inspect_postgres_session_schema,
-    )
-    from imagebridge.storage.postgres.shared_queue import PostgresJobStore
+    from imagebridge.storage.postgres.presets import PostgresPresetStore
+    from imagebridge.storage.postgres.sessions import PostgresSessionStore
+    from imagebridge.storage.postgres.shared_queue import PostgresSharedJobStore
 
 __all__ = [
     "ACTIVE_ROW_RESERVE_BYTES",
@@ -114,6 +114,7 @@ __all__ = [
     "PostgresPresetStore",
     "PostgresSection",
     "PostgresSessionStore",
+    "PostgresSharedJobStore",
     "PresetPage",
     "PresetRecord",
     "PresetStore",
@@ -129,12 +130,6 @@ __all__ = [
     "decode_preset_cursor",
     "encode_job_cursor",
     "encode_preset_cursor",
-    "inspect_job_schema",
-    "inspect_postgres_job_schema",
-    "inspect_postgres_preset_schema",
-    "inspect_postgres_session_schema",
-    "inspect_preset_schema",
-    "inspect_session_schema",
     "inspect_store_schema",
     "is_postgres_url",
     "open_job_store",
@@ -143,16 +138,15 @@ __all__ = [
     "open_session_store",
     "postgres_options",
     "redact_url",
+    "resolve_store_location",
 ]
 
 _LAZY = {
-    "PostgresJobStore": "imagebridge.storage.postgres.shared_queue",
+    "PostgresJobStore": "imagebridge.storage.postgres.jobs",
+    "PostgresSharedJobStore": "imagebridge.storage.postgres.shared_queue",
     "PostgresKeyStore": "imagebridge.storage.postgres.keys",
-    "inspect_postgres_job_schema": "imagebridge.storage.postgres.jobs",
     "PostgresPresetStore": "imagebridge.storage.postgres.presets",
-    "inspect_postgres_preset_schema": "imagebridge.storage.postgres.presets",
     "PostgresSessionStore": "imagebridge.storage.postgres.sessions",
-    "inspect_postgres_session_schema": "imagebridge.storage.postgres.sessions",
 }
 
 
@@ -211,10 +205,10 @@ async def open_job_store(
             max_result_bytes=max_result_bytes,
             max_error_bytes=max_error_bytes,
         )
-    from imagebridge.storage.postgres.shared_queue import PostgresJobStore
+    from imagebridge.storage.postgres.shared_queue import PostgresSharedJobStore
 
     url, args = _postgres_args(target, postgres, busy_timeout_ms)
-    return await PostgresJobStore.open(
+    return await PostgresSharedJobStore.open(
         url, **args, max_result_bytes=max_result_bytes, max_error_bytes=max_error_bytes
     )
 
@@ -284,22 +278,18 @@ async def inspect_store_schema(
     target = resolve_store_location(location, kind.code, kind.label)
     if isinstance(target, Path):
         inspect = {
-            "jobs": inspect_job_schema,
-            "presets": inspect_preset_schema,
-            "sessions": inspect_session_schema,
+            "jobs": sqlite_jobs.inspect_job_schema,
+            "presets": sqlite_presets.inspect_preset_schema,
+            "sessions": sqlite_sessions.inspect_session_schema,
         }[store]
         return await inspect(target)
     options = postgres or PostgresOptions()
     if store == "jobs":
-        from imagebridge.storage.postgres.jobs import inspect_postgres_job_schema as pg_inspect
+        from imagebridge.storage.postgres.jobs import inspect_job_schema as pg_inspect
     elif store == "presets":
-        from imagebridge.storage.postgres.presets import (
-            inspect_postgres_preset_schema as pg_inspect,
-        )
+        from imagebridge.storage.postgres.presets import inspect_preset_schema as pg_inspect
     else:
-        from imagebridge.storage.postgres.sessions import (
-            inspect_postgres_session_schema as pg_inspect,
-        )
+        from imagebridge.storage.postgres.sessions import inspect_session_schema as pg_inspect
     return await pg_inspect(
         options.url(target), schema=options.schema, connect_timeout_s=options.connect_timeout_s
     )

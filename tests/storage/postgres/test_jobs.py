@@ -1,4 +1,4 @@
-"""PostgresJobStore specifics: accounting after a workload, schema isolation, admission."""
+"""PostgresSharedJobStore specifics: accounting after a workload, schema isolation, admission."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from imagebridge.storage import (
     ACTIVE_ROW_RESERVE_BYTES,
     ROW_OVERHEAD_BYTES,
     JobRecord,
-    PostgresJobStore,
+    PostgresSharedJobStore,
 )
 
 from ..conftest import SCOPE, job_id, request, response
@@ -45,8 +45,10 @@ def expected_logical_bytes(job: JobRecord) -> int:
     return fixed + tail + ROW_OVERHEAD_BYTES
 
 
-async def test_logical_sizes_stay_exact_through_a_workload(pg_job_store: PostgresJobStore) -> None:
-    store = pg_job_store
+async def test_logical_sizes_stay_exact_through_a_workload(
+    pg_shared_job_store: PostgresSharedJobStore,
+) -> None:
+    store = pg_shared_job_store
     for n in range(40):
         body = request(f"prompt {n} ✓ ünïcødé", idempotency_key=f"k{n}")
         await store.create(
@@ -89,11 +91,13 @@ async def test_logical_sizes_stay_exact_through_a_workload(pg_job_store: Postgre
 
 
 async def test_schemas_are_separate_deployments(
-    pg_job_store: PostgresJobStore, postgres_url: str, postgres_schema: str
+    pg_shared_job_store: PostgresSharedJobStore, postgres_url: str, postgres_schema: str
 ) -> None:
-    async with await PostgresJobStore.open(postgres_url, schema=postgres_schema + "_b") as other:
+    async with await PostgresSharedJobStore.open(
+        postgres_url, schema=postgres_schema + "_b"
+    ) as other:
         body = request("only here")
-        await pg_job_store.create(
+        await pg_shared_job_store.create(
             SCOPE, job_id(1), body, "only here", now=1, max_pending=10, max_database_bytes=1 << 30
         )
         assert (await other.statistics()).total == 0
@@ -102,10 +106,12 @@ async def test_schemas_are_separate_deployments(
 
 
 async def test_admission_holds_across_instances(postgres_url: str, postgres_schema: str) -> None:
-    stores = [await PostgresJobStore.open(postgres_url, schema=postgres_schema) for _ in range(4)]
+    stores = [
+        await PostgresSharedJobStore.open(postgres_url, schema=postgres_schema) for _ in range(4)
+    ]
     try:
 
-        async def submit(store: PostgresJobStore, n: int) -> Any:
+        async def submit(store: PostgresSharedJobStore, n: int) -> Any:
             body = request(f"crowd {n}")
             try:
                 return await store.create(
@@ -133,18 +139,18 @@ async def test_admission_holds_across_instances(postgres_url: str, postgres_sche
 
 
 async def test_control_characters_in_prompts_are_stored_and_searchable(
-    pg_job_store: PostgresJobStore,
+    pg_shared_job_store: PostgresSharedJobStore,
 ) -> None:
     # PostgreSQL text cannot hold NUL: the search column maps it like SQLite's does, and
     # JSON escapes it in the stored request.
     prompt = "a\x00b\x01c ÉCLAIR\u2028"
     body = request(prompt)
-    await pg_job_store.create(
+    await pg_shared_job_store.create(
         SCOPE, job_id(1), body, prompt, now=1, max_pending=5, max_database_bytes=1 << 30
     )
-    job = await pg_job_store.get(SCOPE, job_id(1))
+    job = await pg_shared_job_store.get(SCOPE, job_id(1))
     assert job.request()["prompt"] == prompt
     for needle in ("b", "éclair", "ÉCLAIR"):
-        page = await pg_job_store.list(SCOPE, search=needle)
+        page = await pg_shared_job_store.list(SCOPE, search=needle)
         assert [item.id for item in page.items] == [job_id(1)], needle
-    assert (await pg_job_store.list(SCOPE, search="a b")).items == []
+    assert (await pg_shared_job_store.list(SCOPE, search="a b")).items == []

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from imagebridge.storage import PostgresJobStore
+from imagebridge.storage import PostgresSharedJobStore
 from tests.storage.sqlite import test_jobs as sqlite_suite
 from tests.storage.sqlite.test_jobs import (  # noqa: F401 - collected here against PostgreSQL
     test_budget_admits_exactly_the_charged_size,
@@ -58,5 +58,5 @@ def _on_postgres(postgres_at_paths: Callable[[ModuleType], None]) -> None:
 
 
 @pytest.fixture
-def store(pg_job_store: PostgresJobStore) -> PostgresJobStore:
-    return pg_job_store
+def store(pg_shared_job_store: PostgresSharedJobStore) -> PostgresSharedJobStore:
+    return pg_shared_job_store

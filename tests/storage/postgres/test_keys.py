@@ -8,8 +8,9 @@ import pytest
 
 from imagebridge.storage import PostgresKeyStore
 from imagebridge.storage.lifecycle import KEY_STORE
-from imagebridge.storage.postgres.database import PgSchema, PostgresDatabase
-from imagebridge.storage.postgres.keys import KEY_PG_SCHEMA
+from imagebridge.storage.postgres.database import PostgresDatabase
+from imagebridge.storage.postgres.keys import KEY_SCHEMA
+from imagebridge.storage.rules.schema import StoreSchema
 
 pytestmark = pytest.mark.postgres
 
@@ -17,9 +18,9 @@ pytestmark = pytest.mark.postgres
 async def test_a_key_table_without_slots_is_migrated(
     postgres_url: str, postgres_schema: str
 ) -> None:
-    old = PgSchema(KEY_PG_SCHEMA.component, KEY_PG_SCHEMA.migrations[:1])
+    old = StoreSchema(KEY_SCHEMA.recorded_as, KEY_SCHEMA.migrations[:1])
     database = await PostgresDatabase.open(
-        postgres_url, schema=postgres_schema, pg_schema=old, code=KEY_STORE.code, label="keys"
+        postgres_url, schema=postgres_schema, store_schema=old, code=KEY_STORE.code, label="keys"
     )
     table = database.table("api_keys")
 

@@ -8,16 +8,13 @@ from typing import Any
 import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage import (
-    PostgresJobStore,
-    PostgresPresetStore,
-    inspect_postgres_job_schema,
-    inspect_postgres_preset_schema,
-    inspect_postgres_session_schema,
-)
+from imagebridge.storage import PostgresPresetStore, PostgresSharedJobStore
 from imagebridge.storage.lifecycle import PRESET_STORE
-from imagebridge.storage.postgres.database import PgSchema, PostgresDatabase
-from imagebridge.storage.postgres.presets import PRESET_PG_SCHEMA
+from imagebridge.storage.postgres.database import PostgresDatabase
+from imagebridge.storage.postgres.jobs import inspect_job_schema
+from imagebridge.storage.postgres.presets import PRESET_SCHEMA, inspect_preset_schema
+from imagebridge.storage.postgres.sessions import inspect_session_schema
+from imagebridge.storage.rules.schema import StoreSchema
 
 from ..conftest import SCOPE, job_id, request
 
@@ -25,7 +22,7 @@ pytestmark = pytest.mark.postgres
 
 
 async def test_presets_share_the_jobs_schema(postgres_url: str, postgres_schema: str) -> None:
-    jobs = await PostgresJobStore.open(postgres_url, schema=postgres_schema)
+    jobs = await PostgresSharedJobStore.open(postgres_url, schema=postgres_schema)
     presets = await PostgresPresetStore.open(postgres_url, schema=postgres_schema)
     try:
         await jobs.create(
@@ -38,9 +35,9 @@ async def test_presets_share_the_jobs_schema(postgres_url: str, postgres_schema:
         await presets.close()
         await jobs.close()
     for inspect, version in (
-        (inspect_postgres_job_schema, 1),
-        (inspect_postgres_preset_schema, 2),
-        (inspect_postgres_session_schema, None),
+        (inspect_job_schema, 1),
+        (inspect_preset_schema, 2),
+        (inspect_session_schema, None),
     ):
         status = await inspect(postgres_url, schema=postgres_schema)
         assert status.version == version
@@ -74,11 +71,11 @@ async def test_concurrent_creates_of_one_name_conflict_cleanly(
 async def test_a_schema_of_presets_without_owners_is_migrated_to_shared_ones(
     postgres_url: str, postgres_schema: str
 ) -> None:
-    old = PgSchema(PRESET_PG_SCHEMA.component, PRESET_PG_SCHEMA.migrations[:1])
+    old = StoreSchema(PRESET_SCHEMA.recorded_as, PRESET_SCHEMA.migrations[:1])
     database = await PostgresDatabase.open(
         postgres_url,
         schema=postgres_schema,
-        pg_schema=old,
+        store_schema=old,
         code=PRESET_STORE.code,
         label=PRESET_STORE.label,
     )
@@ -91,7 +88,7 @@ async def test_a_schema_of_presets_without_owners_is_migrated_to_shared_ones(
 
     await database.run(insert)
     await database.close()
-    assert (await inspect_postgres_preset_schema(postgres_url, schema=postgres_schema)).version == 1
+    assert (await inspect_preset_schema(postgres_url, schema=postgres_schema)).version == 1
 
     presets = await PostgresPresetStore.open(postgres_url, schema=postgres_schema)
     try:
@@ -103,5 +100,5 @@ async def test_a_schema_of_presets_without_owners_is_migrated_to_shared_ones(
         assert (await presets.get("fox")).description == "old"
     finally:
         await presets.close()
-    status = await inspect_postgres_preset_schema(postgres_url, schema=postgres_schema)
+    status = await inspect_preset_schema(postgres_url, schema=postgres_schema)
     assert status.version == 2

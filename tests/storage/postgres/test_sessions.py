@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage import PostgresSessionStore, inspect_postgres_session_schema
+from imagebridge.storage import PostgresSessionStore
+from imagebridge.storage.postgres.sessions import inspect_session_schema
 
 pytestmark = pytest.mark.postgres
 
@@ -39,7 +40,7 @@ async def test_storage_failures_are_session_errors(postgres_url: str) -> None:
 async def test_inspection_reports_the_session_schema(
     postgres_url: str, postgres_schema: str
 ) -> None:
-    before = await inspect_postgres_session_schema(postgres_url, schema=postgres_schema)
+    before = await inspect_session_schema(postgres_url, schema=postgres_schema)
     assert before.to_dict() == {"initialized": False, "version": None, "current_version": 1}
     async with await PostgresSessionStore.open(
         postgres_url, provider="codex-app-server", schema=postgres_schema
@@ -47,5 +48,5 @@ async def test_inspection_reports_the_session_schema(
         await store.put("project", "thread-1", now=5)
         await store.put("project", "thread-2", now=3)  # a clock that went backwards
         assert await store.get("project") == "thread-2"
-    after = await inspect_postgres_session_schema(postgres_url, schema=postgres_schema)
+    after = await inspect_session_schema(postgres_url, schema=postgres_schema)
     assert (after.version, after.current) == (1, True)

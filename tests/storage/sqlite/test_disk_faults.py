@@ -11,7 +11,6 @@ as there is room, without reopening the store.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,10 @@ import pytest
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.storage_faults import STORAGE_HEALTH
 from imagebridge.storage import SqliteJobStore, SqlitePresetStore
-from imagebridge.storage.sqlite.database import SqliteDatabase, _translate
+from imagebridge.storage.sqlite.database import SqliteDatabase
 from imagebridge.storage.sqlite.sessions import SqliteSessionStore
 
 from ..conftest import SCOPE, job_id, request
-
-
-@pytest.fixture(autouse=True)
-def _fresh_health() -> Iterator[None]:
-    STORAGE_HEALTH.reset()
-    yield
-    STORAGE_HEALTH.reset()
 
 
 async def cap(database: SqliteDatabase, extra_pages: int | None) -> None:
@@ -137,21 +129,3 @@ async def fill_sessions(store: SqliteSessionStore) -> BridgeError:
         except BridgeError as error:
             return error
     raise AssertionError("the capped database took every binding")
-
-
-def test_sqlite_io_errors_are_io_error_and_read_only_is_read_only() -> None:
-    for primary, extended, reason in [
-        (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_IOERR | (4 << 8), "io_error"),  # IOERR_FSYNC
-        (sqlite3.SQLITE_FULL, sqlite3.SQLITE_FULL, "no_space"),
-        (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_READONLY, "read_only"),
-    ]:
-        exc = sqlite3.OperationalError("disk fault")
-        exc.sqlite_errorcode = extended  # type: ignore[attr-defined]
-        error = _translate(exc, ErrorCode.SESSION, "session database")
-        assert (error.code, error.details["reason"], error.retryable) == (
-            ErrorCode.INTERNAL,
-            reason,
-            True,
-        ), primary
-    plain = sqlite3.OperationalError("no such table: x")
-    assert "storage" not in _translate(plain, ErrorCode.INTERNAL, "db").details

@@ -26,8 +26,8 @@ from imagebridge.storage import (
     JobVisibility,
     SqliteJobStore,
     encode_job_cursor,
-    inspect_job_schema,
 )
+from imagebridge.storage.sqlite.jobs import inspect_job_schema
 
 from ..conftest import OTHER_SCOPE, SCOPE, job_id, request, response, submit
 

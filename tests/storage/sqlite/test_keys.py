@@ -271,11 +271,12 @@ async def test_expired_slot_leases_are_reclaimed_once(path: Path) -> None:
 
 async def test_a_key_table_without_slots_is_migrated(path: Path) -> None:
     from imagebridge.storage.lifecycle import KEY_STORE
-    from imagebridge.storage.sqlite.database import Schema, SqliteDatabase
+    from imagebridge.storage.rules.schema import StoreSchema
+    from imagebridge.storage.sqlite.database import SqliteDatabase
     from imagebridge.storage.sqlite.keys import KEY_SCHEMA
 
-    old = Schema(KEY_SCHEMA.migrations_table, KEY_SCHEMA.migrations[:1])
-    database = await SqliteDatabase.open(path, schema=old, code=KEY_STORE.code, label="keys")
+    old = StoreSchema(KEY_SCHEMA.recorded_as, KEY_SCHEMA.migrations[:1])
+    database = await SqliteDatabase.open(path, store_schema=old, code=KEY_STORE.code, label="keys")
     await database.run(
         lambda conn: conn.execute(
             "INSERT INTO api_keys (id, name, prefix, secret_hash, created_at, updated_at, "

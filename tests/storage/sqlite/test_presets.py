@@ -14,8 +14,8 @@ from imagebridge.storage import (
     SqliteJobStore,
     SqlitePresetStore,
     encode_preset_cursor,
-    inspect_preset_schema,
 )
+from imagebridge.storage.sqlite.presets import inspect_preset_schema
 
 from ..conftest import SCOPE, job_id, request
 
@@ -242,12 +242,13 @@ async def test_a_database_of_presets_without_owners_is_migrated_to_shared_ones(
     db_path: Path,
 ) -> None:
     from imagebridge.storage.lifecycle import PRESET_STORE
-    from imagebridge.storage.sqlite.database import Schema, SqliteDatabase
+    from imagebridge.storage.rules.schema import StoreSchema
+    from imagebridge.storage.sqlite.database import SqliteDatabase
     from imagebridge.storage.sqlite.presets import PRESET_SCHEMA
 
-    old = Schema(PRESET_SCHEMA.migrations_table, PRESET_SCHEMA.migrations[:1])
+    old = StoreSchema(PRESET_SCHEMA.recorded_as, PRESET_SCHEMA.migrations[:1])
     database = await SqliteDatabase.open(
-        db_path, schema=old, code=PRESET_STORE.code, label=PRESET_STORE.label
+        db_path, store_schema=old, code=PRESET_STORE.code, label=PRESET_STORE.label
     )
     await database.run(
         lambda conn: conn.execute(

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage import SessionStore, SqliteSessionStore, inspect_session_schema
+from imagebridge.storage import SessionStore, SqliteSessionStore
+from imagebridge.storage.sqlite.sessions import inspect_session_schema
 
 
 @pytest.fixture

@@ -28,12 +28,15 @@ from imagebridge.contract.events import ProgressEvent
 from imagebridge.contract.request import ImageRequest, parse_aspect_ratio
 from imagebridge.contract.response import ImageResponse, Normalization
 from imagebridge.engine.provider import ProviderContext
+from imagebridge.providers.codex.answer import image_response, verified_image
 from imagebridge.providers.codex.auth import (
     CodexCredentials,
     CredentialsLoader,
     load_codex_credentials_async,
 )
+from imagebridge.providers.codex.base import CodexHttpProvider, CodexOptions
 from imagebridge.providers.codex.capabilities import images_capabilities
+from imagebridge.providers.codex.guarded_call import CallResult, CallState
 from imagebridge.providers.codex.hints import (
     aspect_differs,
     ratio_of_size,
@@ -43,12 +46,6 @@ from imagebridge.providers.codex.hints import (
 from imagebridge.providers.codex.http import read_limited
 from imagebridge.providers.codex.inputs import CodexInputs
 from imagebridge.providers.codex.pool import AccountPool
-from imagebridge.providers.codex.transport import (
-    CallResult,
-    CallState,
-    CodexHttpProvider,
-    CodexOptions,
-)
 from imagebridge.providers.codex.wire import (
     DEFAULT_CODEX_BASE_URL,
     DEFAULT_IMAGE_MODEL,
@@ -185,7 +182,9 @@ class CodexImagesProvider(CodexHttpProvider):
             return await self._exchange(call, credentials, state, context)
 
         served = await self._call(request, context, inputs, attempt)
-        response = self._response(request, context, model, served, started)
+        response = image_response(
+            request, context, provider=self.name, model=model, served=served, started=started
+        )
         if request.parameters.aspect_ratio is not None:
             _check_aspect(response, parse_aspect_ratio(request.parameters.aspect_ratio))
         return response
@@ -232,7 +231,11 @@ class CodexImagesProvider(CodexHttpProvider):
         parsed = parse_images_response(payload, max_base64_chars=self.options.max_base64_chars)
         first = parsed.images[0]
         state.output_seen = True
-        image = await self._verified_image(first.b64)
+        image = await verified_image(
+            first.b64,
+            max_base64_chars=self.options.max_base64_chars,
+            limits=self.options.image_limits,
+        )
         return CallResult(image=image, revised_prompt=first.revised_prompt, usage=parsed.usage)
 
     async def _read_json(self, response: httpx.Response) -> Any:

@@ -24,22 +24,19 @@ from imagebridge.contract.events import PartialImageEvent, ProgressEvent
 from imagebridge.contract.request import ImageRequest, parse_aspect_ratio
 from imagebridge.contract.response import ImageResponse, ProviderAttempt
 from imagebridge.engine.provider import ProviderContext
+from imagebridge.providers.codex.answer import image_response, verified_image
 from imagebridge.providers.codex.auth import (
     CodexCredentials,
     CredentialsLoader,
     load_codex_credentials_async,
 )
+from imagebridge.providers.codex.base import CodexHttpProvider, CodexOptions
 from imagebridge.providers.codex.capabilities import responses_capabilities, responses_sizes
 from imagebridge.providers.codex.carriers import CarrierMemory, login_key
+from imagebridge.providers.codex.guarded_call import CallResult, CallState
 from imagebridge.providers.codex.hints import size_for_hints, with_aspect_line
 from imagebridge.providers.codex.inputs import CodexInputs
 from imagebridge.providers.codex.pool import AccountPool
-from imagebridge.providers.codex.transport import (
-    CallResult,
-    CallState,
-    CodexHttpProvider,
-    CodexOptions,
-)
 from imagebridge.providers.codex.wire import (
     DEFAULT_IMAGE_MODEL,
     DEFAULT_RESPONSES_ENDPOINT,
@@ -179,7 +176,9 @@ class CodexResponsesProvider(CodexHttpProvider):
             if refused:  # every refused carrier is one upstream call, already counted
                 error.details["carrier_models_refused"] = [a.model for a in refused]
             raise
-        response = self._response(request, context, model, served, started)
+        response = image_response(
+            request, context, provider=self.name, model=model, served=served, started=started
+        )
         if refused:
             response.attempts[0:0] = refused
             response.add_warning(CARRIER_FALLBACK_WARNING)
@@ -275,7 +274,11 @@ class CodexResponsesProvider(CodexHttpProvider):
         ) as response:
             await context.emit(ProgressEvent(stage="generating"))
             result = await self._read_stream(response, credentials, state, context)
-        image = await self._verified_image(result.image_b64)
+        image = await verified_image(
+            result.image_b64,
+            max_base64_chars=self.options.max_base64_chars,
+            limits=self.options.image_limits,
+        )
         state.output_seen = True
         return CallResult(image=image, revised_prompt=result.revised_prompt, usage=result.usage)
 

@@ -10,19 +10,14 @@ from __future__ import annotations
 
 from imagebridge.contract.errors import BridgeError
 from imagebridge.storage.lifecycle import JOB_STORE
-from imagebridge.storage.postgres.database import (
-    Connection,
-    PgMigration,
-    PgSchema,
-    missing_objects,
-    quote_schema,
-    table_columns,
-)
+from imagebridge.storage.postgres.connection import Connection
+from imagebridge.storage.postgres.migrations import missing_objects, quote_schema, table_columns
 from imagebridge.storage.records import LEGACY_SCOPE
 from imagebridge.storage.rows import JOB_RECORD_COLUMNS
 from imagebridge.storage.rules.jobs import logical_bytes_sql
+from imagebridge.storage.rules.schema import Migration, StoreSchema
 
-__all__ = ["JOB_PG_SCHEMA", "LOGICAL_BYTES_SQL"]
+__all__ = ["JOB_SCHEMA", "LOGICAL_BYTES_SQL"]
 
 
 # -- accounting ------------------------------------------------------------------------------
@@ -104,4 +99,4 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
             )
 
 
-JOB_PG_SCHEMA = PgSchema(component="jobs", migrations=(PgMigration(1, _migrate_v1),))
+JOB_SCHEMA = StoreSchema(recorded_as="jobs", migrations=(Migration(1, _migrate_v1),))

@@ -7,9 +7,11 @@ transaction-scoped advisory lock around admission (so ``max_pending`` and the by
 across instances) and around pruning, and row locks everywhere else.
 
 The table (:mod:`.job_schema`) holds each job's route and lease too: ``create`` records the
-provider a job routes to, and :class:`~imagebridge.storage.postgres.shared_queue.PostgresJobStore`
-adds the shared-queue primitives on top of :class:`PostgresPlainJobStore`, as
-:class:`~imagebridge.storage.sqlite.shared_queue.SqliteSharedJobStore` does for SQLite.
+provider a job routes to, and
+:class:`~imagebridge.storage.postgres.shared_queue.PostgresSharedJobStore` adds the
+shared-queue primitives on top of :class:`PostgresJobStore`, as
+:class:`~imagebridge.storage.sqlite.shared_queue.SqliteSharedJobStore` does on top of
+:class:`~imagebridge.storage.sqlite.jobs.SqliteJobStore`.
 """
 
 from __future__ import annotations
@@ -21,20 +23,17 @@ from typing import Any, Self
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, JOB_STORE, StoreLifecycle
-from imagebridge.storage.postgres.database import (
+from imagebridge.storage.postgres.connection import Connection
+from imagebridge.storage.postgres.database import PostgresDatabase
+from imagebridge.storage.postgres.inspection import inspect_schema
+from imagebridge.storage.postgres.job_schema import JOB_SCHEMA
+from imagebridge.storage.postgres.queries import advisory_key, fetch_row, fetch_rows, fetch_value
+from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
     DEFAULT_POOL_MIN_SIZE,
     DEFAULT_SCHEMA,
-    Connection,
-    PostgresDatabase,
-    advisory_key,
-    fetch_row,
-    fetch_rows,
-    fetch_value,
-    inspect_postgres_schema,
 )
-from imagebridge.storage.postgres.job_schema import JOB_PG_SCHEMA
 from imagebridge.storage.records import (
     CreateResult,
     JobIdentity,
@@ -83,16 +82,16 @@ from imagebridge.storage.rules.jobs import (
 from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, check_queued_page
 from imagebridge.storage.rules.queue import check_provider
 
-__all__ = ["PostgresPlainJobStore", "inspect_postgres_job_schema"]
+__all__ = ["PostgresJobStore", "inspect_job_schema"]
 
 _RECORD_COLUMNS = ", ".join(JOB_RECORD_COLUMNS)
 """What a record reads, as SQL: every statement returning a job selects this."""
 
 
-class PostgresPlainJobStore(StoreLifecycle[PostgresDatabase]):
+class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
     """:class:`~imagebridge.storage.interfaces.JobStore` over one PostgreSQL schema.
 
-    Open :class:`~imagebridge.storage.postgres.shared_queue.PostgresJobStore` (what
+    Open :class:`~imagebridge.storage.postgres.shared_queue.PostgresSharedJobStore` (what
     ``open_job_store`` returns): it is this store plus the shared-queue primitives.
     """
 
@@ -124,7 +123,7 @@ class PostgresPlainJobStore(StoreLifecycle[PostgresDatabase]):
         database = await PostgresDatabase.open(
             url,
             schema=schema,
-            pg_schema=JOB_PG_SCHEMA,
+            store_schema=JOB_SCHEMA,
             code=JOB_STORE.code,
             label=JOB_STORE.label,
             busy_timeout_ms=busy_timeout_ms,
@@ -551,13 +550,13 @@ class PostgresPlainJobStore(StoreLifecycle[PostgresDatabase]):
         return await self._db.run(operation)
 
 
-async def inspect_postgres_job_schema(
+async def inspect_job_schema(
     url: str, *, schema: str = DEFAULT_SCHEMA, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 ) -> SchemaStatus:
     """Read-only: the job schema version in ``schema`` (nothing is created)."""
-    return await inspect_postgres_schema(
+    return await inspect_schema(
         url,
-        JOB_PG_SCHEMA,
+        JOB_SCHEMA,
         schema=schema,
         code=JOB_STORE.code,
         label=JOB_STORE.label,

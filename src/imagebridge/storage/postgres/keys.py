@@ -15,19 +15,18 @@ from psycopg.rows import dict_row
 
 from imagebridge.storage.key_store import KeyStoreBase, Statement
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, KEY_STORE, StoreLifecycle
-from imagebridge.storage.postgres.database import (
+from imagebridge.storage.postgres.connection import Connection
+from imagebridge.storage.postgres.database import PostgresDatabase
+from imagebridge.storage.postgres.migrations import quote_schema
+from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
     DEFAULT_POOL_MIN_SIZE,
     DEFAULT_SCHEMA,
-    Connection,
-    PgMigration,
-    PgSchema,
-    PostgresDatabase,
-    quote_schema,
 )
+from imagebridge.storage.rules.schema import Migration, StoreSchema
 
-__all__ = ["KEY_PG_SCHEMA", "PostgresKeyStore"]
+__all__ = ["KEY_SCHEMA", "PostgresKeyStore"]
 
 _NAMED = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 
@@ -88,8 +87,8 @@ async def _migrate_v2(conn: Connection, schema: str, recorded: bool) -> None:
     )
 
 
-KEY_PG_SCHEMA = PgSchema(
-    component="keys", migrations=(PgMigration(1, _migrate_v1), PgMigration(2, _migrate_v2))
+KEY_SCHEMA = StoreSchema(
+    recorded_as="keys", migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2))
 )
 
 
@@ -117,7 +116,7 @@ class PostgresKeyStore(KeyStoreBase, StoreLifecycle[PostgresDatabase]):
         database = await PostgresDatabase.open(
             url,
             schema=schema,
-            pg_schema=KEY_PG_SCHEMA,
+            store_schema=KEY_SCHEMA,
             code=KEY_STORE.code,
             label=KEY_STORE.label,
             busy_timeout_ms=busy_timeout_ms,

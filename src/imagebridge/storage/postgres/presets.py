@@ -11,19 +11,15 @@ import asyncio
 from typing import Self
 
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, PRESET_STORE, StoreLifecycle
-from imagebridge.storage.postgres.database import (
+from imagebridge.storage.postgres.connection import Connection
+from imagebridge.storage.postgres.database import PostgresDatabase
+from imagebridge.storage.postgres.inspection import inspect_schema
+from imagebridge.storage.postgres.migrations import missing_objects, quote_schema, table_columns
+from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
     DEFAULT_POOL_MIN_SIZE,
     DEFAULT_SCHEMA,
-    Connection,
-    PgMigration,
-    PgSchema,
-    PostgresDatabase,
-    inspect_postgres_schema,
-    missing_objects,
-    quote_schema,
-    table_columns,
 )
 from imagebridge.storage.records import JsonInput, PresetPage, PresetRecord, SchemaStatus
 from imagebridge.storage.rows import PRESET_COLUMNS, preset_page, preset_record
@@ -39,9 +35,10 @@ from imagebridge.storage.rules.presets import (
     preset_not_found,
     replaced_preset,
 )
+from imagebridge.storage.rules.schema import Migration, StoreSchema
 from imagebridge.storage.rules.values import check_count
 
-__all__ = ["PRESET_PG_SCHEMA", "PostgresPresetStore", "inspect_postgres_preset_schema"]
+__all__ = ["PRESET_SCHEMA", "PostgresPresetStore", "inspect_preset_schema"]
 
 
 async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
@@ -85,8 +82,8 @@ async def _migrate_v2(conn: Connection, schema: str, recorded: bool) -> None:
     )
 
 
-PRESET_PG_SCHEMA = PgSchema(
-    component="presets", migrations=(PgMigration(1, _migrate_v1), PgMigration(2, _migrate_v2))
+PRESET_SCHEMA = StoreSchema(
+    recorded_as="presets", migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2))
 )
 
 
@@ -126,7 +123,7 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
         database = await PostgresDatabase.open(
             url,
             schema=schema,
-            pg_schema=PRESET_PG_SCHEMA,
+            store_schema=PRESET_SCHEMA,
             code=PRESET_STORE.code,
             label=PRESET_STORE.label,
             busy_timeout_ms=busy_timeout_ms,
@@ -274,13 +271,13 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
         return await self._db.run(operation)
 
 
-async def inspect_postgres_preset_schema(
+async def inspect_preset_schema(
     url: str, *, schema: str = DEFAULT_SCHEMA, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 ) -> SchemaStatus:
     """Read-only: the preset schema version in ``schema`` (nothing is created)."""
-    return await inspect_postgres_schema(
+    return await inspect_schema(
         url,
-        PRESET_PG_SCHEMA,
+        PRESET_SCHEMA,
         schema=schema,
         code=PRESET_STORE.code,
         label=PRESET_STORE.label,

@@ -10,27 +10,25 @@ from __future__ import annotations
 from typing import Self
 
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, SESSION_STORE, StoreLifecycle
-from imagebridge.storage.postgres.database import (
+from imagebridge.storage.postgres.connection import Connection
+from imagebridge.storage.postgres.database import PostgresDatabase
+from imagebridge.storage.postgres.inspection import inspect_schema
+from imagebridge.storage.postgres.migrations import missing_objects, quote_schema
+from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
     DEFAULT_POOL_MIN_SIZE,
     DEFAULT_SCHEMA,
-    Connection,
-    PgMigration,
-    PgSchema,
-    PostgresDatabase,
-    inspect_postgres_schema,
-    missing_objects,
-    quote_schema,
 )
 from imagebridge.storage.records import SchemaStatus
+from imagebridge.storage.rules.schema import Migration, StoreSchema
 from imagebridge.storage.rules.sessions import (
     check_binding,
     check_session_key,
     check_session_provider,
 )
 
-__all__ = ["SESSION_PG_SCHEMA", "PostgresSessionStore", "inspect_postgres_session_schema"]
+__all__ = ["SESSION_SCHEMA", "PostgresSessionStore", "inspect_session_schema"]
 
 
 async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
@@ -46,7 +44,7 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
         )
 
 
-SESSION_PG_SCHEMA = PgSchema(component="sessions", migrations=(PgMigration(1, _migrate_v1),))
+SESSION_SCHEMA = StoreSchema(recorded_as="sessions", migrations=(Migration(1, _migrate_v1),))
 
 
 class PostgresSessionStore(StoreLifecycle[PostgresDatabase]):
@@ -73,7 +71,7 @@ class PostgresSessionStore(StoreLifecycle[PostgresDatabase]):
         database = await PostgresDatabase.open(
             url,
             schema=schema,
-            pg_schema=SESSION_PG_SCHEMA,
+            store_schema=SESSION_SCHEMA,
             code=SESSION_STORE.code,
             label=SESSION_STORE.label,
             busy_timeout_ms=busy_timeout_ms,
@@ -137,13 +135,13 @@ class PostgresSessionStore(StoreLifecycle[PostgresDatabase]):
         return await self._db.run(operation)
 
 
-async def inspect_postgres_session_schema(
+async def inspect_session_schema(
     url: str, *, schema: str = DEFAULT_SCHEMA, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 ) -> SchemaStatus:
     """Read-only: the session schema version in ``schema`` (nothing is created)."""
-    return await inspect_postgres_schema(
+    return await inspect_schema(
         url,
-        SESSION_PG_SCHEMA,
+        SESSION_SCHEMA,
         schema=schema,
         code=SESSION_STORE.code,
         label=SESSION_STORE.label,

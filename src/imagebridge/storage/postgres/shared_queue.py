@@ -1,9 +1,9 @@
-"""The shared job queue of issue 14 on PostgreSQL: :class:`PostgresJobStore`.
+"""The shared job queue of issue 14 on PostgreSQL: :class:`PostgresSharedJobStore`.
 
 Any number of bridge instances share one PostgreSQL schema as one queue. Each job's route and
-lease are columns of the jobs table (:mod:`.job_schema`), so :class:`PostgresJobStore` is the
-plain job store of :mod:`.jobs` plus the primitives: ``claim_next`` with ``FOR UPDATE SKIP
-LOCKED``, leases renewed by ``heartbeat`` and expired by ``expire_leases``, and job
+lease are columns of the jobs table (:mod:`.job_schema`), so :class:`PostgresSharedJobStore` is
+the plain :class:`~.jobs.PostgresJobStore` plus the primitives: ``claim_next`` with ``FOR
+UPDATE SKIP LOCKED``, leases renewed by ``heartbeat`` and expired by ``expire_leases``, and job
 notifications over ``LISTEN``/``NOTIFY``. The queue's rules and its notification codec are
 backend-neutral, in :mod:`imagebridge.storage.rules.queue`, shared with
 :class:`~imagebridge.storage.sqlite.shared_queue.SqliteSharedJobStore`.
@@ -16,8 +16,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 import psycopg
 
-from imagebridge.storage.postgres.database import Connection, PostgresDatabase, fetch_row
-from imagebridge.storage.postgres.jobs import PostgresPlainJobStore
+from imagebridge.storage.postgres.connection import Connection
+from imagebridge.storage.postgres.database import PostgresDatabase
+from imagebridge.storage.postgres.jobs import PostgresJobStore
+from imagebridge.storage.postgres.queries import fetch_row
 from imagebridge.storage.records import JobEvent, JobEventKind, JobRecord, LeaseRenewal
 from imagebridge.storage.rows import JOB_RECORD_COLUMNS, counts_by_name, job_record, lease_renewal
 from imagebridge.storage.rules.jobs import prepare_interruption
@@ -30,13 +32,13 @@ from imagebridge.storage.rules.queue import (
     encode_job_event,
 )
 
-__all__ = ["PostgresJobStore"]
+__all__ = ["PostgresSharedJobStore"]
 
 _CLAIMED_COLUMNS = ", ".join(f"j.{name}" for name in (*JOB_RECORD_COLUMNS, "provider"))
 """What ``claim_next`` returns: the record's columns and the job's route."""
 
 
-class PostgresJobStore(PostgresPlainJobStore):
+class PostgresSharedJobStore(PostgresJobStore):
     """:class:`~imagebridge.storage.interfaces.SharedJobStore` over one PostgreSQL schema."""
 
     def __init__(

@@ -1,17 +1,17 @@
-"""Where a store lives: a SQLite path or a PostgreSQL URL, told apart without psycopg.
+"""A PostgreSQL store's URL and options, without psycopg.
 
-The store factories (:func:`imagebridge.storage.open_job_store` …) read a location with
-:func:`resolve_store_location`, so a bridge installed without the ``postgres`` extra still
-opens SQLite stores. A URL may carry a password: show it only through :func:`redact_url`.
+The options (:class:`PostgresOptions`: schema, pool, connect timeout, a password kept out of
+the URL) are read from ``server.jobs`` by :func:`postgres_options`; psycopg is only imported
+when a store connects (:mod:`.connection`), so a bridge without the ``postgres`` extra reads
+them too. A URL may carry a password: show it only through :func:`redact_url`. Telling a URL
+from a SQLite path is :mod:`imagebridge.storage.location`'s.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -25,10 +25,8 @@ __all__ = [
     "PostgresOptions",
     "PostgresSection",
     "check_schema_name",
-    "is_postgres_url",
     "postgres_options",
     "redact_url",
-    "resolve_store_location",
     "with_password",
 ]
 
@@ -37,8 +35,6 @@ DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_POOL_MIN_SIZE = 1
 DEFAULT_POOL_MAX_SIZE = 5
 
-_POSTGRES_SCHEMES = ("postgresql", "postgres")
-_URL_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,47}")
 
 
@@ -116,14 +112,6 @@ def with_password(url: str, password: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
-def is_postgres_url(value: object) -> bool:
-    """Whether ``value`` is a ``postgresql://`` (or ``postgres://``) connection URL."""
-    if not isinstance(value, str):
-        return False
-    match = _URL_PREFIX.match(value)
-    return match is not None and match.group(1).lower() in _POSTGRES_SCHEMES
-
-
 def redact_url(url: str) -> str:
     """``url`` with any password (in the user part or a ``password=`` query) as ``***``."""
     try:
@@ -153,43 +141,3 @@ def check_schema_name(schema: object, code: ErrorCode = ErrorCode.CONFIGURATION)
             details={"field": "schema"},
         )
     return schema
-
-
-def resolve_store_location(
-    location: str | os.PathLike[str], code: ErrorCode, label: str
-) -> str | Path:
-    """A PostgreSQL URL (returned as is) or the SQLite file a location names.
-
-    Accepted: a filesystem path; ``sqlite:///relative/path`` or ``sqlite:////absolute/path``
-    (SQLAlchemy's spelling: three slashes, then the path); ``postgresql://…`` or
-    ``postgres://…``. Any other URL scheme, an empty location, a SQLite URL with a host or a
-    query, and SQLite's in-memory database (not durable) are refused with ``code``.
-    """
-    if isinstance(location, os.PathLike):
-        path = os.fspath(location)
-        if not isinstance(path, str) or not path:
-            raise BridgeError(code, f"{label} location must be a path or a URL")
-        return Path(path)
-    if not isinstance(location, str) or not location.strip():
-        raise BridgeError(code, f"{label} location must be a path or a URL")
-    match = _URL_PREFIX.match(location)
-    if match is None:
-        return Path(location)
-    scheme = match.group(1).lower()
-    if scheme in _POSTGRES_SCHEMES:
-        return location
-    if scheme != "sqlite":
-        raise BridgeError(
-            code,
-            f"{label} URL scheme must be sqlite or postgresql",
-            details={"scheme": scheme[:32]},
-        )
-    rest = location[match.end() :]
-    if not rest.startswith("/") or "?" in rest or "#" in rest:
-        raise BridgeError(
-            code, f"{label} SQLite URL must be sqlite:///<path> without a host or query"
-        )
-    path = rest[1:]
-    if not path or path == ":memory:":
-        raise BridgeError(code, f"{label} SQLite URL must name a database file")
-    return Path(path)

@@ -15,8 +15,9 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.storage.lifecycle import JOB_STORE
 from imagebridge.storage.records import LEGACY_SCOPE
 from imagebridge.storage.rules.jobs import logical_bytes_sql, prompt_search_text
+from imagebridge.storage.rules.schema import Migration, StoreSchema
 from imagebridge.storage.rules.values import utf8_size
-from imagebridge.storage.sqlite.database import Migration, Schema, ensure_column, table_columns
+from imagebridge.storage.sqlite.migrations import ensure_column, table_columns
 
 __all__ = ["JOB_SCHEMA", "LOGICAL_BYTES_SQL"]
 
@@ -154,8 +155,8 @@ def _migrate_v3(conn: sqlite3.Connection, recorded: bool) -> None:
     )
 
 
-JOB_SCHEMA = Schema(
-    migrations_table="job_schema_migrations",
+JOB_SCHEMA = StoreSchema(
+    recorded_as="job_schema_migrations",
     migrations=(
         Migration(1, _migrate_v1),
         Migration(2, _migrate_v2),

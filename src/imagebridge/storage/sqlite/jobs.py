@@ -69,13 +69,10 @@ from imagebridge.storage.rules.pages import (
     DEFAULT_PAGE_LIMIT,
     check_queued_page,
 )
-from imagebridge.storage.sqlite.database import (
-    SqliteDatabase,
-    immediate,
-    inspect_schema,
-    run_for_ids,
-)
+from imagebridge.storage.sqlite.database import SqliteDatabase
+from imagebridge.storage.sqlite.inspection import inspect_schema
 from imagebridge.storage.sqlite.job_schema import JOB_SCHEMA, LOGICAL_BYTES_SQL
+from imagebridge.storage.sqlite.queries import immediate, run_for_ids
 
 __all__ = ["SqliteJobStore", "inspect_job_schema"]
 
@@ -129,7 +126,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         check_body_limits(max_result_bytes, max_error_bytes)
         database = await SqliteDatabase.open(
             path,
-            schema=JOB_SCHEMA,
+            store_schema=JOB_SCHEMA,
             code=JOB_STORE.code,
             label=JOB_STORE.label,
             busy_timeout_ms=busy_timeout_ms,

@@ -14,7 +14,9 @@ from typing import Any, Self
 
 from imagebridge.storage.key_store import KeyStoreBase, Statement
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, KEY_STORE, StoreLifecycle
-from imagebridge.storage.sqlite.database import Migration, Schema, SqliteDatabase, immediate
+from imagebridge.storage.rules.schema import Migration, StoreSchema
+from imagebridge.storage.sqlite.database import SqliteDatabase
+from imagebridge.storage.sqlite.queries import immediate
 
 __all__ = ["KEY_SCHEMA", "SqliteKeyStore"]
 
@@ -64,8 +66,8 @@ def _migrate_v2(conn: sqlite3.Connection, recorded: bool) -> None:
     )
 
 
-KEY_SCHEMA = Schema(
-    migrations_table="key_schema_migrations",
+KEY_SCHEMA = StoreSchema(
+    recorded_as="key_schema_migrations",
     migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2)),
 )
 
@@ -91,7 +93,7 @@ class SqliteKeyStore(KeyStoreBase, StoreLifecycle[SqliteDatabase]):
     ) -> Self:
         database = await SqliteDatabase.open(
             path,
-            schema=KEY_SCHEMA,
+            store_schema=KEY_SCHEMA,
             code=KEY_STORE.code,
             label=KEY_STORE.label,
             busy_timeout_ms=busy_timeout_ms,

@@ -32,14 +32,11 @@ from imagebridge.storage.rules.presets import (
     preset_not_found,
     replaced_preset,
 )
+from imagebridge.storage.rules.schema import Migration, StoreSchema
 from imagebridge.storage.rules.values import check_count
-from imagebridge.storage.sqlite.database import (
-    Migration,
-    Schema,
-    SqliteDatabase,
-    immediate,
-    inspect_schema,
-)
+from imagebridge.storage.sqlite.database import SqliteDatabase
+from imagebridge.storage.sqlite.inspection import inspect_schema
+from imagebridge.storage.sqlite.queries import immediate
 
 __all__ = ["PRESET_SCHEMA", "SqlitePresetStore", "inspect_preset_schema"]
 
@@ -90,8 +87,8 @@ def _migrate_v2(conn: sqlite3.Connection, recorded: bool) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS image_presets_name_idx ON image_presets (name)")
 
 
-PRESET_SCHEMA = Schema(
-    migrations_table="preset_schema_migrations",
+PRESET_SCHEMA = StoreSchema(
+    recorded_as="preset_schema_migrations",
     migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2)),
 )
 
@@ -140,7 +137,7 @@ class SqlitePresetStore(StoreLifecycle[SqliteDatabase]):
         check_count(max_template_bytes, "max_template_bytes")
         database = await SqliteDatabase.open(
             path,
-            schema=PRESET_SCHEMA,
+            store_schema=PRESET_SCHEMA,
             code=PRESET_STORE.code,
             label=PRESET_STORE.label,
             busy_timeout_ms=busy_timeout_ms,

@@ -14,12 +14,14 @@ from typing import Self
 
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, SESSION_STORE, StoreLifecycle
 from imagebridge.storage.records import SchemaStatus
+from imagebridge.storage.rules.schema import Migration, StoreSchema
 from imagebridge.storage.rules.sessions import (
     check_binding,
     check_session_key,
     check_session_provider,
 )
-from imagebridge.storage.sqlite.database import Migration, Schema, SqliteDatabase, inspect_schema
+from imagebridge.storage.sqlite.database import SqliteDatabase
+from imagebridge.storage.sqlite.inspection import inspect_schema
 
 __all__ = ["SESSION_SCHEMA", "SqliteSessionStore", "inspect_session_schema"]
 
@@ -36,8 +38,8 @@ def _migrate_v1(conn: sqlite3.Connection, recorded: bool) -> None:
     )
 
 
-SESSION_SCHEMA = Schema(
-    migrations_table="schema_migrations", migrations=(Migration(1, _migrate_v1),)
+SESSION_SCHEMA = StoreSchema(
+    recorded_as="schema_migrations", migrations=(Migration(1, _migrate_v1),)
 )
 
 
@@ -59,7 +61,7 @@ class SqliteSessionStore(StoreLifecycle[SqliteDatabase]):
         check_session_provider(provider)
         database = await SqliteDatabase.open(
             path,
-            schema=SESSION_SCHEMA,
+            store_schema=SESSION_SCHEMA,
             code=SESSION_STORE.code,
             label=SESSION_STORE.label,
             busy_timeout_ms=busy_timeout_ms,

@@ -49,15 +49,11 @@ from imagebridge.storage.rules.queue import (
     check_provider,
     job_event,
 )
+from imagebridge.storage.rules.schema import Migration, StoreSchema
 from imagebridge.storage.rules.values import check_count, check_timestamp
-from imagebridge.storage.sqlite.database import (
-    Migration,
-    Schema,
-    SqliteDatabase,
-    immediate,
-    run_for_ids,
-)
+from imagebridge.storage.sqlite.database import SqliteDatabase
 from imagebridge.storage.sqlite.jobs import SqliteJobStore
+from imagebridge.storage.sqlite.queries import immediate, run_for_ids
 
 __all__ = [
     "DEFAULT_EVENT_POLL_INTERVAL_S",
@@ -103,8 +99,8 @@ def _migrate_queue_v1(conn: sqlite3.Connection, recorded: bool) -> None:
     )
 
 
-QUEUE_SCHEMA = Schema(
-    migrations_table="job_queue_schema_migrations",
+QUEUE_SCHEMA = StoreSchema(
+    recorded_as="job_queue_schema_migrations",
     migrations=(Migration(1, _migrate_queue_v1),),
 )
 
@@ -159,7 +155,7 @@ class SqliteSharedJobStore(SqliteJobStore):
             # migration machinery; the store's own connection serves every call afterwards.
             queue_db = await SqliteDatabase.open(
                 path,
-                schema=QUEUE_SCHEMA,
+                store_schema=QUEUE_SCHEMA,
                 code=JOB_STORE.code,
                 label=JOB_STORE.label,
                 busy_timeout_ms=busy_timeout_ms,

@@ -144,7 +144,7 @@ class OwnLoginCredentials:
 
     Calling it reads the file fresh (as for a borrowed home) and refreshes first when the
     access token is about to expire. :meth:`refresh_rejected` is the one refresh after a
-    401 (see :meth:`imagebridge.providers.codex.transport.CodexHttpProvider._call`).
+    401 (see :func:`imagebridge.providers.codex.guarded_call.refreshable`).
     """
 
     def __init__(

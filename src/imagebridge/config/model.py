@@ -614,6 +614,17 @@ class ProviderSettings(_Section):
 class MetricsSettings(_Section):
     enabled: Bool = False
     """Serve bearer-protected ``GET /metrics``."""
+    max_key_labels: U32 = 100
+    """Added: API key names with series of their own (the first seen, or in creation
+    order at a scrape); later names share ``key="(other)"``."""
+    max_model_labels: U32 = 50
+    """Added: model names with series of their own; later ones share ``(other)``."""
+    scrape_cache_ms: U64 = 10_000
+    """Added: gauges read from the stores (key quotas, jobs, pool accounts) are read at
+    most this often, however many scrapers there are."""
+    scrape_timeout_ms: U64 = 2_000
+    """Added: how long a scrape waits for each such source; a late one keeps its last
+    reading (``imagegen_bridge_scrape_source_up`` 0)."""
 
 
 class TracingSettings(_Section):

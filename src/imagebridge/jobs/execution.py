@@ -18,6 +18,7 @@ retry (the row already holds this outcome).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -39,6 +40,7 @@ from imagebridge.jobs.keys import (
     scope_request_session,
     unscope_response_session,
 )
+from imagebridge.jobs.outcomes import OutcomeObserver, failure_outcome, success_outcome
 from imagebridge.jobs.previews import JobKey, PreviewCache
 from imagebridge.jobs.progress import ProgressRelay
 from imagebridge.jobs.shared_mode import CANCEL_REASON, LEASE_LOST_REASON
@@ -105,8 +107,11 @@ class JobRunner:
         retry_window_s: float = 0.0,
         retry_pause_s: float = 0.5,
         retry_max_pause_s: float = 10.0,
+        observer: OutcomeObserver | None = None,
     ) -> None:
         self._runtime = runtime
+        self.observer = observer
+        """Told every run's outcome (the server's metrics), when set."""
         self._store = store
         self._previews = previews
         self._now = now
@@ -138,6 +143,7 @@ class JobRunner:
     ) -> ImageResponse | BridgeError:
         """The job's response, or the error it ended with (never raised)."""
         scope, job_id = key
+        started = time.monotonic()
         try:
             record = await self._retrying(lambda: self._store.get(scope, job_id), job_id)
             if record.cancel_requested:
@@ -146,7 +152,11 @@ class JobRunner:
         except BridgeError as error:
             return error
         if token.cancelled:
-            return BridgeError(ErrorCode.CANCELLED, "durable job was cancelled before it started")
+            cancelled = BridgeError(
+                ErrorCode.CANCELLED, "durable job was cancelled before it started"
+            )
+            await self._count(record, request, cancelled, None, started)
+            return cancelled
         relay = ProgressRelay(self._store, self._previews, key, self._now)
         context = ExecutionContext(
             request_id=job_id,
@@ -162,6 +172,7 @@ class JobRunner:
             reservation = await self._reserve(scope, request)
         except BridgeError as error:
             await relay.close()
+            await self._count(record, request, error, None, started)
             return error
         outcome: ImageResponse | BridgeError
         try:
@@ -175,6 +186,7 @@ class JobRunner:
             await relay.close()
         if reservation is not None:
             await self._settle(reservation, request, outcome)
+        await self._count(record, request, outcome, reservation, started)
         if key_id is not None and isinstance(outcome, ImageResponse):
             outcome = unscope_response_session(outcome, key_id)
         return outcome
@@ -216,6 +228,41 @@ class JobRunner:
                 )
         except BridgeError as error:
             logger.error("could not settle a key's reservation", extra={"code": error.code.value})
+
+    async def _count(
+        self,
+        record: JobRecord,
+        request: ImageRequest,
+        outcome: ImageResponse | BridgeError,
+        reservation: Reservation | None,
+        started: float,
+    ) -> None:
+        """Tell the observer how this run ended (``route="jobs"``, jobs/outcomes.py)."""
+        if self.observer is None:
+            return
+        key = reservation.key.name if reservation is not None else None
+        key_id = key_id_of_scope(record.auth_scope)
+        if key is None and key_id is not None and self._keys is not None:
+            with contextlib.suppress(BridgeError):  # refused before reserving: name it
+                key = (await self._keys.get(key_id)).name
+        seconds = time.monotonic() - started
+        queued = None if record.started_at is None else record.started_at - record.created_at
+        if isinstance(outcome, ImageResponse):
+            counted = success_outcome(
+                "jobs", outcome, key=key, seconds=seconds, queued_seconds=queued
+            )
+        else:
+            provider = request.routing.provider or self._runtime.registry.default
+            counted = failure_outcome(
+                "jobs",
+                outcome,
+                request,
+                provider=provider,
+                key=key,
+                seconds=seconds,
+                queued_seconds=queued,
+            )
+        self.observer.image_outcome(counted)
 
     def _failure_status(self, token: CancelToken) -> ImageJobStatus:
         if token.cancelled:

@@ -1,5 +1,5 @@
 """The original's families, exactly: image operations of the synchronous routes, and the
-runtime's admission queues, child restarts and circuit breakers (spec: api.md §11).
+runtime's admission queues, child restarts and circuit breakers (docs/operations.md §4).
 
 Only ``/v1/images``, its stream and the OpenAI-compatible routes are recorded here, as the
 original does; every surface (jobs too) is counted by :mod:`.images` under route labels.

@@ -745,7 +745,7 @@ class KeySettings(_Section):
     """The IANA zone of the calendar quota windows (day from midnight, week from Monday,
     month from the 1st) and of the days usage is counted under."""
     max_keys: U64 = 1_000
-    """Most keys the store holds (bounds the metric labels, one per key name)."""
+    """Most keys the store holds."""
     auth_failure_limit: U64 = 20
     """Failed authentications one client address may make per window; after that its
     requests are refused (429 ``rate_limited``, ``Retry-After``) until the window ends."""

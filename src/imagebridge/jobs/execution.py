@@ -18,7 +18,6 @@ retry (the row already holds this outcome).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -40,7 +39,7 @@ from imagebridge.jobs.keys import (
     scope_request_session,
     unscope_response_session,
 )
-from imagebridge.jobs.outcomes import OutcomeObserver, failure_outcome, success_outcome
+from imagebridge.jobs.outcomes import OutcomeObserver, report_job_run
 from imagebridge.jobs.previews import JobKey, PreviewCache
 from imagebridge.jobs.progress import ProgressRelay
 from imagebridge.jobs.shared_mode import CANCEL_REASON, LEASE_LOST_REASON
@@ -237,32 +236,18 @@ class JobRunner:
         reservation: Reservation | None,
         started: float,
     ) -> None:
-        """Tell the observer how this run ended (``route="jobs"``, jobs/outcomes.py)."""
-        if self.observer is None:
-            return
-        key = reservation.key.name if reservation is not None else None
-        key_id = key_id_of_scope(record.auth_scope)
-        if key is None and key_id is not None and self._keys is not None:
-            with contextlib.suppress(BridgeError):  # refused before reserving: name it
-                key = (await self._keys.get(key_id)).name
-        seconds = time.monotonic() - started
-        queued = None if record.started_at is None else record.started_at - record.created_at
-        if isinstance(outcome, ImageResponse):
-            counted = success_outcome(
-                "jobs", outcome, key=key, seconds=seconds, queued_seconds=queued
-            )
-        else:
-            provider = request.routing.provider or self._runtime.registry.default
-            counted = failure_outcome(
-                "jobs",
-                outcome,
+        """Tell the observer how this run ended (jobs/outcomes.py)."""
+        if self.observer is not None:
+            await report_job_run(
+                self.observer,
+                record,
                 request,
-                provider=provider,
-                key=key,
-                seconds=seconds,
-                queued_seconds=queued,
+                outcome,
+                key=reservation.key.name if reservation is not None else None,
+                keys=self._keys,
+                default_provider=self._runtime.registry.default,
+                seconds=time.monotonic() - started,
             )
-        self.observer.image_outcome(counted)
 
     def _failure_status(self, token: CancelToken) -> ImageJobStatus:
         if token.cancelled:

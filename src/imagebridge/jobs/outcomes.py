@@ -15,6 +15,7 @@ on, as the key usage rows do (docs/keys.md).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol
@@ -23,6 +24,8 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.served import served_by
+from imagebridge.jobs.keys import key_id_of_scope
+from imagebridge.storage.records import JobRecord, KeyRecord
 
 __all__ = [
     "ROUTES",
@@ -30,6 +33,7 @@ __all__ = [
     "OutcomeObserver",
     "failure_outcome",
     "image_shares",
+    "report_job_run",
     "success_outcome",
 ]
 
@@ -143,3 +147,43 @@ def image_shares(outcome: ImageOutcome) -> list[tuple[str | None, str, int]]:
     if missing > 0:
         rows.append((outcome.account, "unknown" if outcome.unknown else "failed", missing))
     return rows
+
+
+class _KeyLookup(Protocol):
+    async def get(self, key_id: str) -> KeyRecord: ...
+
+
+async def report_job_run(
+    observer: OutcomeObserver,
+    record: JobRecord,
+    request: ImageRequest,
+    result: ImageResponse | BridgeError,
+    *,
+    key: str | None,
+    keys: _KeyLookup | None,
+    default_provider: str,
+    seconds: float,
+) -> None:
+    """Report one job run (``route="jobs"``) with its wait in the queue.
+
+    ``key`` is the name of the key the run reserved on; a key's job refused before
+    reserving (its quota, its provider allow-list) is named by one lookup in ``keys``.
+    """
+    key_id = key_id_of_scope(record.auth_scope)
+    if key is None and key_id is not None and keys is not None:
+        with contextlib.suppress(BridgeError):
+            key = (await keys.get(key_id)).name
+    queued = None if record.started_at is None else record.started_at - record.created_at
+    if isinstance(result, ImageResponse):
+        outcome = success_outcome("jobs", result, key=key, seconds=seconds, queued_seconds=queued)
+    else:
+        outcome = failure_outcome(
+            "jobs",
+            result,
+            request,
+            provider=request.routing.provider or default_provider,
+            key=key,
+            seconds=seconds,
+            queued_seconds=queued,
+        )
+    observer.image_outcome(outcome)

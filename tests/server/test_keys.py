@@ -320,7 +320,9 @@ def test_a_key_never_sees_another_keys_jobs_artifacts_sessions_or_changes_preset
             assert boss.get(path, params={"key": other_id}).status_code == 404
 
 
-def test_metrics_count_images_per_key_name_for_the_admin_only(serve: ServeFactory) -> None:
+def test_metrics_count_images_and_quota_per_key_name_for_the_admin_only(
+    serve: ServeFactory,
+) -> None:
     server = serve(*KEYS_ON, "server.metrics.enabled=true", env=ENV)
     _, secret = create_key(server, "metered", images_per_day=5)
     with as_key(server, secret) as client:
@@ -330,9 +332,14 @@ def test_metrics_count_images_per_key_name_for_the_admin_only(serve: ServeFactor
         assert client.get("/metrics").status_code == 403
     with admin(server) as client:
         text = client.get("/metrics").text
-    assert 'imagebridge_key_images_total{key="metered",outcome="requested"} 3.0' in text
-    assert 'imagebridge_key_images_total{key="metered",outcome="delivered"} 2.0' in text
-    assert 'imagebridge_key_images_total{key="metered",outcome="failed"} 1.0' in text
+    images = 'imagegen_bridge_images_total{account="(none)",key="metered",model="%s",'
+    images += 'outcome="%s",provider="mock",route="images"} %s'
+    assert images % ("mock-image-1", "delivered", "2.0") in text
+    assert images % ("(default)", "failed", "1.0") in text
+    # the failed image was given back: 2 of 5 used
+    assert 'imagegen_bridge_key_quota_used{key="metered",window="day"} 2.0' in text
+    assert 'imagegen_bridge_key_quota_remaining{key="metered",window="day"} 3.0' in text
+    assert "imagebridge_key_images" not in text  # renamed (docs/operations.md §4)
     assert secret not in text and secret[:12] not in text
 
 

@@ -18,6 +18,7 @@ from typing import Self
 
 from imagebridge.engine.runtime import ImageRuntime
 from imagebridge.jobs.manager import JobManager
+from imagebridge.jobs.outcomes import OutcomeObserver
 from imagebridge.jobs.presets import PresetService
 from imagebridge.jobs.settings import JobManagerSettings
 from imagebridge.jobs.shared_mode import SharedQueueSettings
@@ -54,6 +55,7 @@ class JobServices:
         shared: bool | None = None,
         settle_timeout_s: float = 30.0,
         keys: KeyService | None = None,
+        observer: OutcomeObserver | None = None,
     ) -> Self:
         """Open both stores (not yet started: call :meth:`start` when ready to serve).
 
@@ -61,7 +63,8 @@ class JobServices:
         PostgreSQL location. ``shared`` forces shared mode on or off (default: on exactly
         for PostgreSQL; SQLite supports it on one host, which tests use).
         ``settle_timeout_s`` bounds the wait for interrupted jobs at shutdown. ``keys``
-        makes a key's jobs reserve its images when they run.
+        makes a key's jobs reserve its images when they run; ``observer`` is told every
+        job run's outcome (the server's metrics).
         """
         job_store = await open_job_store(database, postgres=postgres)
         try:
@@ -81,6 +84,7 @@ class JobServices:
             shared=queue if shared else None,
             instance_id=queue.instance_id,
             keys=keys,
+            observer=observer,
         )
         return cls(
             jobs=manager,

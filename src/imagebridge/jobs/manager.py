@@ -41,6 +41,7 @@ from imagebridge.engine.runtime import ImageRuntime
 from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.imaging.ids import uuid7
 from imagebridge.jobs.execution import SHUTDOWN_REASON, JobRunner
+from imagebridge.jobs.outcomes import OutcomeObserver
 from imagebridge.jobs.previews import JobKey, PartialPreview, PreviewCache
 from imagebridge.jobs.query import job_query
 from imagebridge.jobs.retention import Retention
@@ -107,6 +108,7 @@ class JobManager:
         shared: SharedQueueSettings | None = None,
         instance_id: str | None = None,
         keys: KeyService | None = None,
+        observer: OutcomeObserver | None = None,
     ) -> None:
         self._runtime = runtime
         self._store = store
@@ -131,6 +133,7 @@ class JobManager:
             else LOCAL_OUTCOME_RETRY_S,
             retry_pause_s=shared.poll_interval_s if shared is not None else 0.5,
             retry_max_pause_s=shared.heartbeat_secs if shared is not None else 5.0,
+            observer=observer,
         )
         self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
         self._scheduled: set[JobKey] = set()

@@ -73,8 +73,6 @@ class KeyService:
     store: KeyStore
     settings: KeyServiceSettings = field(default_factory=KeyServiceSettings)
     clock: Callable[[], float] = time.time
-    observer: Callable[[KeyRecord, KeyUsage], None] | None = None
-    """Told every settled outcome (the server's per-key Prometheus counters)."""
     holder: str = field(
         default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
     )
@@ -223,8 +221,6 @@ class KeyService:
                 total_tokens=max(0, total_tokens) if index == 0 else 0,
             )
             await self.store.record_usage(usage)
-            if self.observer is not None:
-                self.observer(record, usage)
         return record
 
     # -- administration ----------------------------------------------------------------
@@ -274,6 +270,10 @@ class KeyService:
 
     async def show(self, key_id: str) -> BridgeKey:
         return self.view(await self.store.get(key_id))
+
+    async def records(self) -> list[KeyRecord]:
+        """Every key's stored record (the operator's gauges read their windows)."""
+        return await self.store.list()
 
     async def listing(self) -> BridgeKeyList:
         """Every key, in name order."""

@@ -31,6 +31,7 @@ from imagebridge.keys import KeyService, scope_request_session, unscope_response
 from imagebridge.server.auth import quota_headers
 from imagebridge.server.context import OperationOutcome, RequestContext, request_context
 from imagebridge.server.errors import provider_not_found
+from imagebridge.server.metrics.surfaces import count_operation
 from imagebridge.server.state import BridgeState
 from imagebridge.storage.records import KeyRecord
 
@@ -168,9 +169,19 @@ async def execute_image(
     except BridgeError as error:
         provider = error.provider or _provider_label(state, image_request)
         _record_failure(state, context, error, started, provider)
+        count_operation(
+            state, request, error, image_request, provider=provider, seconds=_since(started)
+        )
         raise
     _record_success(state, context, response)
+    count_operation(
+        state, request, response, image_request, provider=response.provider, seconds=_since(started)
+    )
     return response
+
+
+def _since(started: float) -> float:
+    return max(0.0, time.monotonic() - started)
 
 
 async def _run_on_key(

@@ -153,7 +153,7 @@ class _Keys:
     """A key service double: one read counted per list, optionally slow."""
 
     def __init__(self, records: list[KeyRecord], delay: float = 0.0) -> None:
-        self.records = records
+        self.stored = records
         self.delay = delay
         self.reads = 0
         self.running = 0
@@ -162,7 +162,7 @@ class _Keys:
     def windows(self) -> Any:
         return windows_at(1_700_000_000, zone("UTC"))
 
-    async def list(self) -> list[KeyRecord]:
+    async def records(self) -> list[KeyRecord]:
         self.reads += 1
         self.running += 1
         self.peak = max(self.peak, self.running)
@@ -170,7 +170,7 @@ class _Keys:
             await asyncio.sleep(self.delay)
         finally:
             self.running -= 1
-        return self.records
+        return self.stored
 
 
 def _key(name: str, created: int, used: int, **limits: Any) -> KeyRecord:
@@ -207,7 +207,7 @@ async def test_a_slow_source_keeps_its_last_reading_and_is_not_started_twice() -
     first = (await metrics.scrape(keys=keys, jobs=None)).decode()
     assert _value(first, 'imagegen_bridge_key_quota_used{key="alpha",window="day"}') == 3
     keys.delay = 1.0
-    keys.records = [_key("alpha", 1, 4, images_per_day=10)]
+    keys.stored = [_key("alpha", 1, 4, images_per_day=10)]
     loop = asyncio.get_running_loop()
     started = loop.time()
     late = [(await metrics.scrape(keys=keys, jobs=None)).decode() for _ in range(3)]

@@ -16,12 +16,8 @@ from typing import Any
 from imagebridge.artifacts.markers import Marker
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.ids import canonical_uuid
-from imagebridge.imaging.inspect import (
-    MAX_THUMBNAIL_EDGE,
-    MIN_THUMBNAIL_EDGE,
-    ImageLimits,
-    make_thumbnail,
-)
+from imagebridge.imaging.inspect import ImageLimits
+from imagebridge.imaging.thumbnails import MAX_THUMBNAIL_EDGE, MIN_THUMBNAIL_EDGE, make_thumbnail
 
 __all__ = [
     "DEFAULT_MAX_AGE_SECS",

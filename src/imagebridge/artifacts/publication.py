@@ -18,7 +18,7 @@ from imagebridge.artifacts.naming import (
     sanitize_prefix,
     with_extension,
 )
-from imagebridge.artifacts.rules import artifact_error, as_artifact_error
+from imagebridge.artifacts.rules import as_artifact_error
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError
 from imagebridge.engine.publishing import Publication
@@ -73,20 +73,20 @@ def plan_publication(publication: Publication, limits: ImageLimits) -> Publicati
         expected = None if declared is None else OutputFormat(declared)
         policy = ArtifactCollisionPolicy(publication.collision)
     except ValueError as exc:
-        raise artifact_error("artifact publication options are invalid") from exc
+        raise BridgeError.artifact("artifact publication options are invalid") from exc
     if expected is not None and info.format is not expected:
-        raise artifact_error(
+        raise BridgeError.artifact(
             "generated image format does not match the effective request",
             expected_format=expected.value,
             actual_format=info.format.value,
         )
     if not valid_owner(publication.owner):
-        raise artifact_error("artifact owner scope is invalid")
+        raise BridgeError.artifact("artifact owner scope is invalid")
     directory, filename = publication.directory, publication.filename
     if directory is not None and not is_safe_relative(directory):
-        raise artifact_error("output directory is not a safe relative path")
+        raise BridgeError.artifact("output directory is not a safe relative path")
     if filename is not None and not is_safe_filename(filename, info.format):
-        raise artifact_error(
+        raise BridgeError.artifact(
             "output filename must be a safe component with a matching image extension"
         )
     artifact_id = str(uuid7())

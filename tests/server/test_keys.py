@@ -158,6 +158,21 @@ def test_admin_api_is_admin_only_and_never_shows_secrets(serve: ServeFactory) ->
         assert anonymous.get("/v1/providers").status_code == 401
 
 
+def test_an_expiry_before_1970_is_refused_on_its_field(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    key_id, _ = create_key(server, "eve")
+    with admin(server) as client:
+        created = client.post("/v1/keys", json={"name": "fay", "expires_at": -1})
+        patched = client.patch(f"/v1/keys/{key_id}", json={"expires_at": -86400})
+        listed = client.get("/v1/keys").json()["data"]
+    for refused in (created, patched):
+        assert refused.status_code == 422, refused.text
+        error = refused.json()["error"]
+        assert (error["code"], error["param"]) == ("invalid_request", "expires_at")
+        assert "expires_at must be a Unix time from 0" in error["message"]
+    assert [(k["name"], k["expires_at"]) for k in listed] == [("eve", None)]
+
+
 def test_revoked_and_expired_keys_are_refused_at_once(serve: ServeFactory) -> None:
     server = serve(*KEYS_ON, env=ENV)
     key_id, secret = create_key(server, "eve")

@@ -26,6 +26,7 @@ from imagebridge.contract.envelope import ErrorEnvelope
 from imagebridge.contract.events import provider_event_adapter
 from imagebridge.contract.jobs import ImageJobUpdate
 from imagebridge.contract.openai.images import CompatibleGenerationRequest
+from imagebridge.contract.openai.responses import ResponsesCreateRequest
 from imagebridge.contract.presets import ImagePresetCreate, ImagePresetWrite
 from imagebridge.contract.request import ImageRequest
 
@@ -45,6 +46,7 @@ _REF = "#/components/schemas/{model}"
 _EXTRA_MODELS: tuple[type[BaseModel], ...] = (
     ImageRequest,
     CompatibleGenerationRequest,
+    ResponsesCreateRequest,
     ImageJobUpdate,
     ImagePresetCreate,
     ImagePresetWrite,

@@ -12,7 +12,8 @@ is an ordinary JSON error with its status and ``x-should-retry``. A failure afte
 ``response.failed`` carrying the response with its ``error``, the one terminal event.
 
 ``partial_images`` is an upper bound at OpenAI: a provider making fewer previews runs with
-its maximum, and the answer says so in a ``tools[i].partial_images`` normalization.
+its maximum, and the answer says so in a ``tools[i].partial_images`` normalization; a
+preview beyond the bound (a backend may send some unasked) is not sent.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class ResponsesStreamDialect:
 
     def event(self, event: ProviderEventT) -> bytes | None:
         if isinstance(event, PartialImageEvent):
+            if event.partial_index >= self._previews.allowed:
+                return None  # more previews than asked for (a backend may send them anyway)
             return _frames(self._stream().partial_image(event.b64_json, event.partial_index))
         if isinstance(event, ProgressEvent):
             return _frames(self._stream().generating()) or None
@@ -102,6 +105,8 @@ class _PreviewBound:
         self._run = run
         self._maximum: int | None = None
         self.normalization: Normalization | None = None
+        self.allowed = run.translation.request.parameters.partial_images
+        """The previews the stream sends at most: the asked number, or the clamped one."""
 
     async def measure(self) -> None:
         """The routed provider's preview bound (a failure here is the build's to report)."""
@@ -125,6 +130,7 @@ class _PreviewBound:
             effective=self._maximum,
             reason="clamped_to_provider_range",
         )
+        self.allowed = self._maximum
         parameters = built.parameters.model_copy(update={"partial_images": self._maximum})
         return built.model_copy(update={"parameters": parameters})
 

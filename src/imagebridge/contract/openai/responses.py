@@ -360,7 +360,7 @@ def translate_request(body: ResponsesCreateRequest) -> ResponsesTranslation:
     assert body.input is not None
     read = read_input(body.input)
     action = tool.action or ImageAction.AUTO
-    params: dict[str, str] = {"prompt": "input", "policies.compatibility": "imagegen_bridge"}
+    params: dict[str, str] = {"prompt": "input"}
     ext = body.imagegen_bridge or ResponsesBridgeExtension()
     data: dict[str, Any] = {
         "prompt": _prompt(body, read.instructions, read.prompt),

@@ -14,6 +14,7 @@ warnings, timings; the native error of a failed response) is in a top-level
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
@@ -203,16 +204,14 @@ class ResponseObject(ContractModel):
     imagegen_bridge: ResponseExtension = Field(default_factory=ResponseExtension)
 
 
+@dataclass(frozen=True, slots=True)
 class ResponseIds:
-    """The ids one response is known by: its own and its two output items'."""
+    """The ids one response is known by (its own, its two output items') and its birth."""
 
-    __slots__ = ("call", "created_at", "message", "response")
-
-    def __init__(self, response: str, call: str, message: str, created_at: int) -> None:
-        self.response = response
-        self.call = call
-        self.message = message
-        self.created_at = created_at
+    response: str
+    call: str
+    message: str
+    created_at: int
 
 
 def _echo(translation: ResponsesTranslation, ids: ResponseIds, model: str) -> dict[str, Any]:
@@ -239,10 +238,10 @@ def _echo(translation: ResponsesTranslation, ids: ResponseIds, model: str) -> di
     }
 
 
-def _call_settings(translation: ResponsesTranslation) -> dict[str, Any]:
-    """What a call item says before its image exists: the tool's own settings."""
-    tool = translation.tool
-    return {"action": (tool.action.value if tool.action is not None else "auto")}
+def _action(translation: ResponsesTranslation) -> Literal["generate", "edit", "auto"]:
+    """The call item's ``action``: the tool's (``auto`` when it gave none)."""
+    action = translation.tool.action
+    return "auto" if action is None else action.value
 
 
 def pending_response(
@@ -261,7 +260,7 @@ def pending_response(
 
 
 def pending_call(translation: ResponsesTranslation, ids: ResponseIds) -> ImageGenerationCallItem:
-    return ImageGenerationCallItem(id=ids.call, status="in_progress", **_call_settings(translation))
+    return ImageGenerationCallItem(id=ids.call, status="in_progress", action=_action(translation))
 
 
 _BACKGROUNDS: dict[Background, Literal["transparent", "opaque"]] = {
@@ -323,7 +322,7 @@ def finished_call(
         id=ids.call,
         status="completed",
         result=image.b64_json,
-        action=_call_settings(translation)["action"],
+        action=_action(translation),
         background=_BACKGROUNDS.get(effective.background, "auto"),
         output_format=image.format.value,
         quality=_QUALITIES[effective.quality],
@@ -404,8 +403,6 @@ def failed_response(
             type=ERROR_TABLE[error.code].openai_type,
             param=param,
         ),
-        output=[
-            ImageGenerationCallItem(id=ids.call, status="failed", **_call_settings(translation))
-        ],
+        output=[ImageGenerationCallItem(id=ids.call, status="failed", action=_action(translation))],
         imagegen_bridge=ResponseExtension(warnings=list(translation.warnings), error=native),
     )

@@ -7,15 +7,29 @@ with the native ``/v1/images`` for the same prompt and source shows what the bri
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import io
+from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
+from PIL import Image
 
+from imagebridge.config import load_config
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import png, png_b64
-from tests.server.openai.responses.conftest import TOOL, answer, create, refusal, sdk, strict
+from tests.server.openai.responses.conftest import (
+    TOOL,
+    answer,
+    async_sdk,
+    create,
+    refusal,
+    sdk,
+    strict,
+)
 
 
 def _native(server: LiveServer, prompt: str, source: str | None = None) -> str:
@@ -184,10 +198,6 @@ def test_a_mask_is_the_image_tools_input_image_mask(bridge: LiveServer) -> None:
 
 
 def _transparent_mask() -> str:
-    import io
-
-    from PIL import Image
-
     buffer = io.BytesIO()
     Image.new("RGBA", (16, 16), (0, 0, 0, 0)).save(buffer, format="PNG")
     return base64.b64encode(buffer.getvalue()).decode()
@@ -394,10 +404,6 @@ def test_a_response_is_counted_under_its_own_route(serve: ServeFactory) -> None:
 
 
 def test_the_sdks_async_client_decodes_the_answer(bridge: LiveServer) -> None:
-    import asyncio
-
-    from tests.server.openai.responses.conftest import async_sdk
-
     async def run() -> Any:
         async with async_sdk(bridge) as client:
             return await client.responses.create(model="gpt-5.5", input="a fox", tools=[TOOL])
@@ -408,8 +414,6 @@ def test_the_sdks_async_client_decodes_the_answer(bridge: LiveServer) -> None:
 
 
 def test_a_refusal_is_the_sdks_exception_with_no_retry(bridge: LiveServer) -> None:
-    import openai
-
     with pytest.raises(openai.BadRequestError) as caught:
         sdk(bridge).responses.create(model="gpt-5.5", input="a fox", tools=[{"type": "web_search"}])
     assert caught.value.param == "tools[0]"
@@ -421,3 +425,25 @@ def test_a_request_without_the_body_it_needs_is_refused(bridge: LiveServer) -> N
     response = create(bridge, input="a fox", tools="image_generation")
     assert response.status_code == 422
     assert response.json()["error"]["param"] == "tools"
+
+
+def test_an_http_image_url_follows_the_remote_input_rules(serve: ServeFactory) -> None:
+    live = serve("inputs.remote.enabled=true")
+    status, error = refusal(
+        live,
+        input=[{"role": "user", "content": [
+            _TEXT, {"type": "input_image", "image_url": "http://169.254.169.254/a.png",
+                    "detail": "auto"}]}],
+    )  # fmt: skip
+    assert (status, error["param"]) == (400, "input[0].content[1].image_url")
+    assert error["message"] == "remote image hostname resolves to a private or reserved address"
+
+
+def test_a_responses_model_route_must_name_an_enabled_provider(tmp_path: Path) -> None:
+    loaded = load_config(
+        env={"IMAGEGEN_BRIDGE_DATA_DIR": str(tmp_path)},
+        sets=['server.openai.responses.models."gpt-5.5".provider="openai"'],
+        cwd=tmp_path,
+    )
+    fields = [issue.field for issue in loaded.issues]
+    assert "server.openai.responses.models.gpt-5.5.provider" in fields

@@ -25,6 +25,8 @@ OUR_OPERATIONS: dict[tuple[str, str], str] = {
     ("GET", "/v1/artifact-links/{id}/{filename}"): "getSignedArtifact",
     # deleting one's own artifact (its objects too, on S3): the original cannot (api-decisions)
     ("DELETE", "/v1/artifacts/{id}"): "deleteImageArtifact",
+    # OpenAI's Responses API with the image_generation tool (docs/api-decisions.md, issue 40)
+    ("POST", "/v1/responses"): "createResponse",
 }
 
 # Components only imagebridge documents, with why (each an addition or a named part the
@@ -46,6 +48,10 @@ OUR_COMPONENTS: dict[str, str] = {
     "CompatTokenDetails": "CompatUsage's input/output token split",
     "CompatModel": "an entry of GET /v1/models (OpenAI's Model)",
     "CompatModelList": "body of GET /v1/models (OpenAI's list shape)",
+    "ResponsesCreateRequest": "body of POST /v1/responses (OpenAI's ResponseCreateParams)",
+    "ResponsesBridgeExtension": "ResponsesCreateRequest.imagegen_bridge",
+    "ResponsesStreamOptions": "ResponsesCreateRequest.stream_options",
+    "ResponsesTextConfig": "ResponsesCreateRequest.text",
     # The four ProviderEvent variants, which the original inlines in its oneOf.
     "StartedEvent": "ProviderEvent variant",
     "ProgressEvent": "ProviderEvent variant",

@@ -719,8 +719,18 @@ class OpenAIModelRoute(_Section):
     """The provider's model; unset = the provider's default model."""
 
 
+class OpenAIResponsesSettings(_Section):
+    """Added: OpenAI's Responses API (``POST /v1/responses``, docs/api-decisions.md "Responses")."""
+
+    models: dict[str, OpenAIModelRoute] = Field(default_factory=dict)
+    """A Responses ``model`` (the model an agent names, e.g. ``"gpt-5.5"``) → the route its
+    image work runs on, e.g. ``"gpt-5.5" = {provider = "codex-responses"}``. The image
+    tool's own ``model`` is routed like the Images API's (``server.openai.models``) and wins."""
+
+
 class OpenAIApiSettings(_Section):
-    """Added: the OpenAI-compatible routes (``/v1/images/generations``, ``/edits``, ``/models``)."""
+    """Added: the OpenAI-compatible routes (``/v1/images/generations``, ``/edits``, ``/models``,
+    ``/v1/responses``)."""
 
     unknown_models: Str = "default_route"
     """A ``model`` neither in ``models`` nor served by the chosen provider:
@@ -728,6 +738,7 @@ class OpenAIApiSettings(_Section):
     ``refuse`` (400 naming ``model``)."""
     models: dict[str, OpenAIModelRoute] = Field(default_factory=dict)
     """OpenAI model name → route, e.g. ``"gpt-image-2" = {provider = "codex-responses"}``."""
+    responses: OpenAIResponsesSettings = Field(default_factory=OpenAIResponsesSettings)
 
 
 class KeySettings(_Section):

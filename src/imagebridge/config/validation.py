@@ -346,13 +346,18 @@ def _check_openai_api(config: BridgeConfig, report: Report) -> None:
             "unknown_models must be one of: " + ", ".join(UNKNOWN_MODEL_POLICIES),
         )
     enabled = config.enabled_providers()
-    for name, route in sorted(settings.models.items()):
-        if route.provider not in enabled:
-            report(
-                f"server.openai.models.{name}.provider",
-                "disabled",
-                "the model route names a provider that is not enabled",
-            )
+    tables = (
+        ("server.openai.models", settings.models),
+        ("server.openai.responses.models", settings.responses.models),
+    )
+    for prefix, table in tables:
+        for name, route in sorted(table.items()):
+            if route.provider not in enabled:
+                report(
+                    f"{prefix}.{name}.provider",
+                    "disabled",
+                    "the model route names a provider that is not enabled",
+                )
 
 
 _MAX_SCRAPE_CACHE_MS = 3_600_000

@@ -38,6 +38,7 @@ from imagebridge.server.metrics import BridgeMetrics
 from imagebridge.server.middleware import BridgeMiddleware, MiddlewareSettings
 from imagebridge.server.openai import images as openai_images
 from imagebridge.server.openai import models as openai_models
+from imagebridge.server.openai import responses as openai_responses
 from imagebridge.server.openapi import TITLE, build_openapi
 from imagebridge.server.readiness import ReadinessMonitor
 from imagebridge.server.recovery import ArtifactRecovery
@@ -76,6 +77,7 @@ def _routers(state: BridgeState) -> list[APIRouter]:
         stream.router,
         openai_images.router,
         openai_models.router,
+        openai_responses.router,
         diagnostics.router,
         links.router,
     ]

@@ -8,6 +8,8 @@ OpenAI's clients read the envelope's ``param`` as one of their own request field
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.openai.fields import openai_param
 from imagebridge.server.errors import HttpError
@@ -23,14 +25,18 @@ def _first_issue_field(error: BridgeError) -> str | None:
     return None
 
 
-def openai_error(error: BridgeError) -> BridgeError:
+def openai_error(
+    error: BridgeError, rename: Callable[[str | None], str | None] = openai_param
+) -> BridgeError:
     """The error with ``details.field`` (the envelope's ``param``) as an OpenAI field name.
 
     A validation failure listing ``details.issues`` (``param`` null on the native routes,
     the original's rule) names its first issue's field here: OpenAI clients read ``param``.
+    ``rename`` maps a native path to the surface's field (the Images API's by default; the
+    Responses API passes its request's own map).
     """
     native = error.field or _first_issue_field(error)
-    param = openai_param(native)
+    param = rename(native)
     if param == error.field or isinstance(error, HttpError):
         return error
     renamed = error.copy()

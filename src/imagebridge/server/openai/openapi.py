@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from imagebridge.contract.openai.images import CompatibleGenerationRequest
+from imagebridge.contract.openai.responses import ResponsesCreateRequest
 
 __all__ = [
     "EDIT_FORM_SCHEMA",
@@ -24,7 +25,7 @@ __all__ = [
 ]
 
 #: Contract models whose schemas the document adds to ``components``.
-OPENAI_MODELS: tuple[type[BaseModel], ...] = (CompatibleGenerationRequest,)
+OPENAI_MODELS: tuple[type[BaseModel], ...] = (CompatibleGenerationRequest, ResponsesCreateRequest)
 
 #: Our model name -> the original's component name, for the same shape.
 OPENAI_NAMES: dict[str, str] = {

@@ -272,12 +272,15 @@ async def test_two_instances_never_claim_the_same_delivery(db: Database) -> None
     claims = await asyncio.gather(
         *(
             store.claim(owner, limit=7, now_ms=NOW_MS * 2, lease_ms=60_000)
-            for _ in range(4)
+            for _ in range(6)
             for store, owner in ((db.store, "one"), (second, "two"))
         )
     )
+    assert all(len(claim) <= 7 for claim in claims), "a claim takes at most its limit"
     ids = [target.id for claim in claims for target in claim]
     assert len(ids) == len(set(ids)) == 40
+    page = await db.store.list_deliveries(limit=100)
+    assert [d.attempts for d in page.data] == [1] * 40, "each claimed (and counted) once"
 
 
 async def test_a_lapsed_lease_is_retried_with_the_same_id_and_fenced(db: Database) -> None:

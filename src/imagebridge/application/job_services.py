@@ -26,10 +26,12 @@ from imagebridge.storage import (
     PostgresOptions,
     PresetStore,
     SharedJobStore,
+    attach_outbox,
     is_postgres_url,
     open_job_store,
     open_preset_store,
 )
+from imagebridge.webhooks import WebhookService
 
 __all__ = ["JobServices"]
 
@@ -54,6 +56,7 @@ class JobServices:
         shared: bool | None = None,
         settle_timeout_s: float = 30.0,
         keys: KeyService | None = None,
+        webhooks: WebhookService | None = None,
     ) -> Self:
         """Open both stores (not yet started: call :meth:`start` when ready to serve).
 
@@ -61,10 +64,13 @@ class JobServices:
         PostgreSQL location. ``shared`` forces shared mode on or off (default: on exactly
         for PostgreSQL; SQLite supports it on one host, which tests use).
         ``settle_timeout_s`` bounds the wait for interrupted jobs at shutdown. ``keys``
-        makes a key's jobs reserve its images when they run.
+        makes a key's jobs reserve its images when they run. ``webhooks`` makes the job
+        store write each job's ``job.*`` event in the transaction of its final status.
         """
         job_store = await open_job_store(database, postgres=postgres)
         try:
+            if webhooks is not None:
+                attach_outbox(job_store, webhooks.store, webhooks.limits)
             preset_store = await open_preset_store(database, postgres=postgres)
         except BaseException:
             await job_store.close()

@@ -420,11 +420,14 @@ class WebhookStoreBase:
         }
 
         def conversation() -> Conversation[builtins.list[WebhookTarget]]:
+            # The due rows are picked once, in a CTE (an ``IN (SELECT … LIMIT … SKIP LOCKED)``
+            # may be re-run by PostgreSQL's planner and claim more than ``limit`` rows).
             claimed = yield (
-                f"UPDATE {d} SET status = 'delivering', lease_owner = :owner, "  # noqa: S608
+                f"WITH next AS (SELECT id FROM {d} WHERE {due} "  # noqa: S608
+                f"ORDER BY next_attempt_at, id LIMIT :limit{self._skip_locked}) "
+                f"UPDATE {d} SET status = 'delivering', lease_owner = :owner, "
                 "lease_expires_at = :expires, attempts = attempts + 1, last_attempt_at = :now "
-                f"WHERE id IN (SELECT id FROM {d} WHERE {due} ORDER BY next_attempt_at, id "
-                f"LIMIT :limit{self._skip_locked}) AND {due} RETURNING id",
+                f"FROM next WHERE {d}.id = next.id RETURNING {d}.id",
                 params,
             )
             if not claimed:

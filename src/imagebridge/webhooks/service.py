@@ -11,6 +11,7 @@ the job store writes them in the transaction of the job's final status.
 from __future__ import annotations
 
 import builtins
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,9 +40,17 @@ from imagebridge.webhooks.dispatcher import DeliveryObserver, WebhookDispatcher,
 from imagebridge.webhooks.sender import WebhookSender
 from imagebridge.webhooks.settings import ConfiguredEndpoint, WebhookSettings
 from imagebridge.webhooks.signing import check_secret, new_secret, secret_hint, signed_headers
-from imagebridge.webhooks.targets import Resolver, parse_target, resolve_target, system_resolver
+from imagebridge.webhooks.targets import (
+    UNRESOLVABLE,
+    Resolver,
+    parse_target,
+    resolve_target,
+    system_resolver,
+)
 
 __all__ = ["CreatedEndpoint", "TestResult", "WebhookService"]
+
+logger = logging.getLogger("imagebridge.webhooks")
 
 ROTATION_OVERLAP_MS = 24 * 60 * 60 * 1000
 """How long a rotated-away secret still signs when it is kept (OpenAI's 24 hours)."""
@@ -301,17 +310,24 @@ class WebhookService:
 
     async def sync_configured(self, endpoints: Sequence[ConfiguredEndpoint]) -> None:
         """Make the database's configured endpoints the configuration's: check each one's
-        target (``configuration`` errors naming its field) and secret variable, then write
-        them. Several instances sharing the database should declare the same ones."""
+        target (``configuration`` errors naming its field; a name that does not resolve now
+        is only warned about) and secret variable, then write them. Several instances
+        sharing the database should declare the same ones."""
         writes: dict[str, EndpointWrite] = {}
         for endpoint in endpoints:
             base = f"server.webhooks.endpoints.{endpoint.name}"
             try:
                 await self._checked_url(endpoint.url, f"{base}.url")
             except BridgeError as refused:
-                raise BridgeError(
-                    ErrorCode.CONFIGURATION, refused.message, details=refused.details
-                ) from None
+                if refused.details.get("reason") != UNRESOLVABLE:
+                    raise BridgeError(
+                        ErrorCode.CONFIGURATION, refused.message, details=refused.details
+                    ) from None
+                # DNS may be away at start: every attempt checks the address again.
+                logger.warning(
+                    "a configured webhook endpoint does not resolve now",
+                    extra={"endpoint": endpoint.id},
+                )
             secret = self._env.get(endpoint.secret_env)
             if not secret:
                 raise BridgeError(

@@ -326,29 +326,28 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         env = options.env if options.env is not None else os.environ
+
+        async def opening(step: Awaitable[None]) -> None:
+            """A start-up step; its failure is reported and what was opened is closed."""
+            try:
+                await step
+            except BridgeError as error:
+                state.startup_error = error
+                await _close(state, engine)
+                raise
+
+        async def open_jobs() -> None:
+            state.jobs = await _open_jobs(
+                config, engine, env, state.access.keys, state.drain, state.webhooks
+            )
+
         if config.server.keys.enabled:
-            try:
-                await _open_keys(state, env)
-            except BridgeError as error:
-                state.startup_error = error
-                await _close(state, engine)
-                raise
+            await opening(_open_keys(state, env))
         if config.server.webhooks.enabled:
-            try:
-                await _open_webhooks(state, env)
-            except BridgeError as error:
-                state.startup_error = error
-                await _close(state, engine)
-                raise
+            await opening(_open_webhooks(state, env))
         if state.jobs_enabled:
-            try:
-                state.jobs = await _open_jobs(
-                    config, engine, env, state.access.keys, state.drain, state.webhooks
-                )
-            except BridgeError as error:
-                state.startup_error = error
-                await _close(state, engine)
-                raise
+            await opening(open_jobs())
+            assert state.jobs is not None
             state.readiness.dependencies.append(state.jobs.jobs.healthy)
         if state.webhooks is not None:
             state.webhooks.start()

@@ -338,3 +338,20 @@ def test_configured_endpoints_are_listed_read_only_and_deliver(
     [event] = receiver.accepted().values()
     assert (event["type"], event["data"]["id"]) == ("job.cancelled", job)
     assert all(item.verified for item in receiver.snapshot())
+
+
+def test_the_openapi_document_declares_the_webhook_routes(serve: ServeFactory) -> None:
+    from jsonschema import Draft202012Validator
+
+    server = serve("server.webhooks.enabled=true")
+    with server.client() as client:
+        document: dict[str, Any] = client.get("/v1/openapi.json").json()
+    paths = document["paths"]
+    assert set(paths["/v1/webhook_endpoints"]) == {"get", "post"}
+    assert set(paths["/v1/webhook_endpoints/{id}"]) == {"get", "post", "delete"}
+    for path in ("/v1/webhook_deliveries", "/v1/webhook_endpoints/{id}/test"):
+        assert path in paths
+    create = paths["/v1/webhook_endpoints"]["post"]["requestBody"]["content"]
+    Draft202012Validator.check_schema(create["application/json"]["schema"])
+    listed = {p["name"] for p in paths["/v1/webhook_deliveries"]["get"]["parameters"]}
+    assert listed == {"after", "limit", "endpoint_id", "status", "event_type", "event_id"}

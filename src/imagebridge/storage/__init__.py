@@ -7,7 +7,9 @@ implement them, with every backend-neutral check and rule in :mod:`imagebridge.s
 Stores take and return JSON-ready data, so they never depend on the contract models. The twins
 are named alike, ``Sqlite…`` and ``Postgres…``: ``…JobStore`` is the plain job store,
 ``…SharedJobStore`` the same plus the shared queue (what :func:`open_job_store` opens), then
-``…PresetStore``, ``…SessionStore`` and ``…KeyStore``.
+``…PresetStore``, ``…SessionStore``, ``…KeyStore`` and ``…WebhookStore`` (the webhook outbox,
+:mod:`imagebridge.storage.webhook_store`; :func:`attach_outbox` makes a job store write its
+jobs' events into it in the transaction of each final status).
 
 Open stores with the factories (``open_job_store`` …): the location picks the backend
 (:mod:`imagebridge.storage.location`), a path or ``sqlite:///path`` for SQLite,

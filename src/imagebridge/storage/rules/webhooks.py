@@ -54,7 +54,6 @@ __all__ = [
     "check_endpoint_id",
     "check_endpoint_name",
     "check_event_types",
-    "check_url_text",
     "delivery_not_found",
     "endpoint_not_found",
     "event_payload",
@@ -84,7 +83,6 @@ ENDPOINT_DELETED = "webhook_endpoint_deleted"
 
 MAX_URL_BYTES = 2048
 MAX_ENDPOINT_NAME_BYTES = 128
-MAX_EVENT_TYPES = len(ALL_EVENT_TYPES)
 MAX_ERROR_CODE_CHARS = 64
 MAX_SOURCE_BYTES = 256
 _ID = re.compile(r"[a-z]{2,5}_[A-Za-z0-9_.-]{1,120}")
@@ -150,18 +148,6 @@ def check_endpoint_name(value: object, field: str = "name") -> str:
         raise BridgeError.invalid_request(
             f"webhook endpoint name must be 1 to {MAX_ENDPOINT_NAME_BYTES} bytes of text",
             field=field,
-        )
-    return value
-
-
-def check_url_text(value: object, field: str = "url") -> str:
-    """The cheap shape checks of a target URL (the address rules are the service's)."""
-    size = utf8_size(value) if isinstance(value, str) else None
-    if not isinstance(value, str) or size is None or not 0 < size <= MAX_URL_BYTES:
-        raise BridgeError.invalid_request(
-            f"webhook url must be 1 to {MAX_URL_BYTES} bytes",
-            field=field,
-            reason="webhook_target_invalid",
         )
     return value
 

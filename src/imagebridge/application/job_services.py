@@ -27,10 +27,12 @@ from imagebridge.storage import (
     PostgresOptions,
     PresetStore,
     SharedJobStore,
+    attach_outbox,
     is_postgres_url,
     open_job_store,
     open_preset_store,
 )
+from imagebridge.webhooks import WebhookService
 
 __all__ = ["JobServices"]
 
@@ -56,6 +58,7 @@ class JobServices:
         settle_timeout_s: float = 30.0,
         keys: KeyService | None = None,
         observer: OutcomeObserver | None = None,
+        webhooks: WebhookService | None = None,
     ) -> Self:
         """Open both stores (not yet started: call :meth:`start` when ready to serve).
 
@@ -64,10 +67,13 @@ class JobServices:
         for PostgreSQL; SQLite supports it on one host, which tests use).
         ``settle_timeout_s`` bounds the wait for interrupted jobs at shutdown. ``keys``
         makes a key's jobs reserve its images when they run; ``observer`` is told every
-        job run's outcome (the server's metrics).
+        job run's outcome (the server's metrics). ``webhooks`` makes the job store write
+        each job's ``job.*`` event in the transaction of its final status.
         """
         job_store = await open_job_store(database, postgres=postgres)
         try:
+            if webhooks is not None:
+                attach_outbox(job_store, webhooks.store, webhooks.limits)
             preset_store = await open_preset_store(database, postgres=postgres)
         except BaseException:
             await job_store.close()

@@ -49,6 +49,7 @@ from imagebridge.config._types import (
 )
 from imagebridge.config.paths import default_data_dir
 from imagebridge.contract.enums import RoutingPreference
+from imagebridge.contract.webhooks import ALL_EVENT_TYPES
 
 __all__ = [
     "ACCOUNT_POLICIES",
@@ -86,6 +87,8 @@ __all__ = [
     "S3ArtifactSettings",
     "ServerSettings",
     "TracingSettings",
+    "WebhookEndpointSettings",
+    "WebhookSettings",
 ]
 
 CONFIG_VERSION = 1
@@ -772,6 +775,59 @@ class KeySettings(_Section):
     held on another instance (tries back off from 20 ms to this, within the deadline)."""
 
 
+class WebhookEndpointSettings(_Section):
+    """Added table ``[server.webhooks.endpoints.<name>]``: one receiver declared in the file.
+
+    The name (1–64 letters, digits, ``.``, ``_``, ``-``) is its id (``whcfg_<name>``); the
+    admin API lists it but cannot change it.
+    """
+
+    url: Str
+    """``http(s)://host[:port]/path``, under the address rules of ``[server.webhooks]``."""
+    secret_env: Str
+    """Name of the variable holding its signing secret (``whsec_`` and base64)."""
+    events: list[Str] = Field(default_factory=lambda: list(ALL_EVENT_TYPES))
+    """The event types it receives (default: every one)."""
+    key: Str | None = None
+    """An API key's name or id: it then receives only that key's events."""
+
+
+class WebhookSettings(_Section):
+    """Added: signed webhooks (docs/webhooks.md), delivered from an outbox in the jobs
+    database (``server.jobs.database``, opened for it even with jobs off)."""
+
+    enabled: Bool = False
+    allow_private_networks: Bool = False
+    """Let endpoints resolve to private, loopback or link-local addresses (refused otherwise,
+    as remote inputs are)."""
+    allowed_ports: list[U16] = Field(default_factory=lambda: [80, 443])
+    timeout_ms: U64 = 10_000
+    """One attempt, from the DNS lookup to the receiver's answer."""
+    retry_period_secs: U64 = 86_400
+    """How long a delivery is retried; then it is marked ``failed`` (and kept)."""
+    retry_initial_ms: U64 = 5_000
+    """The first retry's pause; each next one doubles, with jitter."""
+    retry_max_interval_ms: U64 = 3_600_000
+    lease_secs: U64 = 60
+    """How long a delivery being attempted stays this instance's (more than ``timeout_ms``):
+    after it (a killed instance), any instance retries it."""
+    max_concurrent: U64 = 8
+    """Attempts in flight at once, per instance."""
+    poll_interval_ms: U64 = 1_000
+    """How often the outbox is looked at for due deliveries."""
+    max_payload_bytes: U64 = 65_536
+    max_pending: U64 = 100_000
+    """Undelivered deliveries the outbox holds; beyond it new ones are recorded ``failed``
+    (``webhook_outbox_full``)."""
+    max_endpoints: U64 = 100
+    max_response_bytes: U64 = 65_536
+    """How much of a receiver's answer is read (and discarded)."""
+    retention_secs: U64 = 604_800
+    """How long delivered and failed deliveries stay listed."""
+    max_retained: U64 = 100_000
+    endpoints: dict[str, WebhookEndpointSettings] = Field(default_factory=dict)
+
+
 class ServerSettings(_Section):
     """The HTTP listener."""
 
@@ -798,6 +854,7 @@ class ServerSettings(_Section):
     jobs: JobSettings = Field(default_factory=JobSettings)
     openai: OpenAIApiSettings = Field(default_factory=OpenAIApiSettings)
     keys: KeySettings = Field(default_factory=KeySettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
 
     @property
     def max_connections_value(self) -> int | None:

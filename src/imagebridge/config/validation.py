@@ -40,6 +40,7 @@ from imagebridge.config.model import (
 from imagebridge.config.object_store_checks import check_object_store
 from imagebridge.config.provider_checks import check_providers
 from imagebridge.config.store_checks import Report, check_shared_jobs, check_store_location
+from imagebridge.config.webhook_checks import check_webhooks
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
 __all__ = [
@@ -94,6 +95,7 @@ def check(config: BridgeConfig) -> list[ConfigIssue]:
     _check_server(config, report)
     _check_openai_api(config, report)
     check_keys(config, report)
+    check_webhooks(config, report)
     check_accounts(config, report)
     return sorted(set(issues), key=lambda issue: (issue.field, issue.code, issue.message))
 

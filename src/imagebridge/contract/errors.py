@@ -311,6 +311,8 @@ class BridgeError(Exception):
             "key",
             "preset",
             "provider",
+            "webhook_endpoint",
+            "webhook_delivery",
         }:
             return 404
         return ERROR_TABLE[self.code].http_status

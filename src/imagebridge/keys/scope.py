@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
-from imagebridge.storage.rules.keys import check_key_id
+from imagebridge.storage.rules.keys import KEY_SCOPE_PREFIX, check_key_id, key_id_of_scope
 
 __all__ = [
     "KEY_SCOPE_PREFIX",
@@ -21,9 +21,6 @@ __all__ = [
     "unscope_response_session",
 ]
 
-KEY_SCOPE_PREFIX = "key:"
-"""Ownership scope of a key's jobs, artifacts and presets: ``key:<key id>``."""
-
 
 def key_scope(key_id: str) -> str:
     return KEY_SCOPE_PREFIX + key_id
@@ -33,10 +30,6 @@ def named_key_scope(key_id: object) -> str:
     """The scope of a key someone names (the admin's ``?key=``); a malformed id is the
     same "not found" as a key that does not exist."""
     return key_scope(check_key_id(key_id))
-
-
-def key_id_of_scope(scope: str) -> str | None:
-    return scope[len(KEY_SCOPE_PREFIX) :] if scope.startswith(KEY_SCOPE_PREFIX) else None
 
 
 def scope_session_key(key_id: str, session_key: str) -> str:

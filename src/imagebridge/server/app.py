@@ -23,6 +23,7 @@ from imagebridge._version import __version__
 from imagebridge.application import Application, build_application
 from imagebridge.application.job_services import JobServices
 from imagebridge.application.keys import open_key_service
+from imagebridge.application.webhooks import open_webhook_service
 from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig, JobSettings
@@ -57,9 +58,12 @@ from imagebridge.server.routes import (
     stream,
 )
 from imagebridge.server.routes import keys as key_routes
+from imagebridge.server.routes import webhooks as webhook_routes
 from imagebridge.server.shutdown import Drain, settle_seconds, shutdown_grace_seconds
 from imagebridge.server.state import BridgeState, ServerOptions
+from imagebridge.server.webhook_metrics import WebhookMetrics
 from imagebridge.storage import is_postgres_url, postgres_options
+from imagebridge.webhooks import WebhookService
 
 __all__ = ["create_app"]
 
@@ -85,6 +89,8 @@ def _routers(state: BridgeState) -> list[APIRouter]:
         mounted.append(metrics.router)
     if state.config.server.keys.enabled:
         mounted.append(key_routes.router)
+    if state.config.server.webhooks.enabled:
+        mounted.append(webhook_routes.router)
     if state.jobs_enabled:
         mounted.extend([jobs.router, presets.router, artifacts.router, dashboard.router])
     return mounted
@@ -97,6 +103,7 @@ async def _open_jobs(
     keys: KeyService | None,
     drain: Drain,
     observer: OutcomeObserver | None = None,
+    webhooks: WebhookService | None = None,
 ) -> JobServices:
     """The job services on ``server.jobs.database``: shared mode for a PostgreSQL URL."""
     jobs = config.server.jobs
@@ -114,6 +121,7 @@ async def _open_jobs(
             settle_timeout_s=settle_seconds(config),
             keys=keys,
             observer=observer,
+            webhooks=webhooks,
         )
 
     if postgres is None:
@@ -207,15 +215,40 @@ async def _open_keys(state: BridgeState, env: Mapping[str, str]) -> None:
     state.access = dataclasses.replace(state.access, keys=service, throttle=throttle)
 
 
+async def _open_webhooks(state: BridgeState, env: Mapping[str, str]) -> None:
+    """The webhook service on the jobs database (docs/webhooks.md), counted in the metrics
+    when they are on; it starts delivering once the jobs are open."""
+    metrics = (
+        WebhookMetrics(
+            lambda: None if state.webhooks is None else state.webhooks.dispatcher.backlog
+        )
+        if state.metrics is not None
+        else None
+    )
+    state.webhooks = await open_webhook_service(
+        state.config,
+        env,
+        keys=state.access.keys,
+        observer=None if metrics is None else metrics.record,
+        resolver=state.options.webhook_resolver,
+    )
+    if metrics is not None and state.metrics is not None:
+        state.metrics.registry.register(metrics)
+
+
 async def _close(state: BridgeState, engine: Application) -> None:
-    """Jobs first (running ones get what is left of the shutdown grace), then the keys,
-    the runtime and providers."""
+    """Jobs first (running ones get what is left of the shutdown grace), then webhook
+    delivery (attempts in flight get what is left after that), the keys, the runtime and
+    providers."""
     services, state.jobs = state.jobs, None
+    webhooks, state.webhooks = state.webhooks, None
     keys = state.access.keys
     try:
         if services is not None:
             grace_s = state.drain.remaining(shutdown_grace_seconds(state.config))
             await services.aclose(grace_s)
+        if webhooks is not None:
+            await webhooks.aclose(state.drain.remaining(shutdown_grace_seconds(state.config)))
         if keys is not None:
             await keys.aclose()
     finally:
@@ -307,23 +340,37 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         env = options.env if options.env is not None else os.environ
+
+        async def opening(step: Awaitable[None]) -> None:
+            """A start-up step; its failure is reported and what was opened is closed."""
+            try:
+                await step
+            except BridgeError as error:
+                state.startup_error = error
+                await _close(state, engine)
+                raise
+
+        async def open_jobs() -> None:
+            state.jobs = await _open_jobs(
+                config,
+                engine,
+                env,
+                state.access.keys,
+                state.drain,
+                observer=state.metrics,
+                webhooks=state.webhooks,
+            )
+
         if config.server.keys.enabled:
-            try:
-                await _open_keys(state, env)
-            except BridgeError as error:
-                state.startup_error = error
-                await _close(state, engine)
-                raise
+            await opening(_open_keys(state, env))
+        if config.server.webhooks.enabled:
+            await opening(_open_webhooks(state, env))
         if state.jobs_enabled:
-            try:
-                state.jobs = await _open_jobs(
-                    config, engine, env, state.access.keys, state.drain, state.metrics
-                )
-            except BridgeError as error:
-                state.startup_error = error
-                await _close(state, engine)
-                raise
+            await opening(open_jobs())
+            assert state.jobs is not None
             state.readiness.dependencies.append(state.jobs.jobs.healthy)
+        if state.webhooks is not None:
+            state.webhooks.start()
         if engine.object_store is not None:
             state.readiness.dependencies.append(_bucket_answers(engine.object_store))
         state.readiness.start()

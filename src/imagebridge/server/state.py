@@ -26,6 +26,7 @@ from imagebridge.server.metrics import BridgeMetrics
 from imagebridge.server.readiness import ReadinessMonitor
 from imagebridge.server.recovery import ArtifactRecovery
 from imagebridge.server.shutdown import Drain
+from imagebridge.webhooks import Resolver, WebhookService
 
 __all__ = ["BridgeState", "ServerOptions", "bridge_state", "unwrap_provider"]
 
@@ -50,6 +51,8 @@ class ServerOptions:
     """The bound address, for diagnostics; ``None`` reports an embedded app."""
     env: Mapping[str, str] | None = None
     """Where the bearer token variable is read (default: the process environment)."""
+    webhook_resolver: Resolver | None = None
+    """How webhook targets' names resolve (default: the OS; tests give fixed answers)."""
 
 
 @dataclass(slots=True)
@@ -72,6 +75,8 @@ class BridgeState:
     """Why the lifespan could not start the app (reported by ``run_server``)."""
     drain: Drain = field(default_factory=Drain)
     """Requests in flight, and whether the server is draining before it stops."""
+    webhooks: WebhookService | None = None
+    """The webhook outbox and its delivery loop (``server.webhooks.enabled``)."""
 
     @property
     def runtime(self) -> ImageRuntime:

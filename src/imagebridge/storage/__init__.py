@@ -7,7 +7,9 @@ implement them, with every backend-neutral check and rule in :mod:`imagebridge.s
 Stores take and return JSON-ready data, so they never depend on the contract models. The twins
 are named alike, ``Sqlite…`` and ``Postgres…``: ``…JobStore`` is the plain job store,
 ``…SharedJobStore`` the same plus the shared queue (what :func:`open_job_store` opens), then
-``…PresetStore``, ``…SessionStore`` and ``…KeyStore``.
+``…PresetStore``, ``…SessionStore``, ``…KeyStore`` and ``…WebhookStore`` (the webhook outbox,
+:mod:`imagebridge.storage.webhook_store`; :func:`attach_outbox` makes a job store write its
+jobs' events into it in the transaction of each final status).
 
 Open stores with the factories (``open_job_store`` …): the location picks the backend
 (:mod:`imagebridge.storage.location`), a path or ``sqlite:///path`` for SQLite,
@@ -22,6 +24,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from imagebridge.contract.errors import BridgeError
 from imagebridge.storage.cursors import (
     decode_job_cursor,
     decode_preset_cursor,
@@ -34,6 +37,7 @@ from imagebridge.storage.interfaces import (
     PresetStore,
     SessionStore,
     SharedJobStore,
+    WebhookStore,
 )
 from imagebridge.storage.lifecycle import (
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -41,6 +45,7 @@ from imagebridge.storage.lifecycle import (
     KEY_STORE,
     PRESET_STORE,
     SESSION_STORE,
+    WEBHOOK_STORE,
 )
 from imagebridge.storage.location import is_postgres_url, resolve_store_location
 from imagebridge.storage.postgres.url import (
@@ -73,6 +78,7 @@ from imagebridge.storage.rules.jobs import (
 )
 from imagebridge.storage.rules.presets import MAX_PRESET_TEMPLATE_BYTES
 from imagebridge.storage.rules.queue import UNROUTED
+from imagebridge.storage.rules.webhooks import OutboxLimits
 from imagebridge.storage.sqlite import jobs as sqlite_jobs
 from imagebridge.storage.sqlite import presets as sqlite_presets
 from imagebridge.storage.sqlite import sessions as sqlite_sessions
@@ -81,6 +87,7 @@ from imagebridge.storage.sqlite.keys import SqliteKeyStore
 from imagebridge.storage.sqlite.presets import SqlitePresetStore
 from imagebridge.storage.sqlite.sessions import SqliteSessionStore
 from imagebridge.storage.sqlite.shared_queue import SqliteSharedJobStore
+from imagebridge.storage.sqlite.webhooks import SqliteWebhookStore
 
 if TYPE_CHECKING:
     from imagebridge.storage.postgres.jobs import PostgresJobStore
@@ -88,6 +95,7 @@ if TYPE_CHECKING:
     from imagebridge.storage.postgres.presets import PostgresPresetStore
     from imagebridge.storage.postgres.sessions import PostgresSessionStore
     from imagebridge.storage.postgres.shared_queue import PostgresSharedJobStore
+    from imagebridge.storage.postgres.webhooks import PostgresWebhookStore
 
 __all__ = [
     "ACTIVE_ROW_RESERVE_BYTES",
@@ -115,6 +123,7 @@ __all__ = [
     "PostgresSection",
     "PostgresSessionStore",
     "PostgresSharedJobStore",
+    "PostgresWebhookStore",
     "PresetPage",
     "PresetRecord",
     "PresetStore",
@@ -126,6 +135,9 @@ __all__ = [
     "SqlitePresetStore",
     "SqliteSessionStore",
     "SqliteSharedJobStore",
+    "SqliteWebhookStore",
+    "WebhookStore",
+    "attach_outbox",
     "decode_job_cursor",
     "decode_preset_cursor",
     "encode_job_cursor",
@@ -136,6 +148,7 @@ __all__ = [
     "open_key_store",
     "open_preset_store",
     "open_session_store",
+    "open_webhook_store",
     "postgres_options",
     "redact_url",
     "resolve_store_location",
@@ -147,6 +160,7 @@ _LAZY = {
     "PostgresKeyStore": "imagebridge.storage.postgres.keys",
     "PostgresPresetStore": "imagebridge.storage.postgres.presets",
     "PostgresSessionStore": "imagebridge.storage.postgres.sessions",
+    "PostgresWebhookStore": "imagebridge.storage.postgres.webhooks",
 }
 
 
@@ -265,6 +279,45 @@ async def open_key_store(
 
     url, args = _postgres_args(target, postgres, busy_timeout_ms)
     return await PostgresKeyStore.open(url, **args)
+
+
+async def open_webhook_store(
+    location: str | os.PathLike[str],
+    *,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    postgres: PostgresOptions | None = None,
+) -> WebhookStore:
+    """Open the webhook outbox and endpoints at ``location`` (the jobs database)."""
+    target = resolve_store_location(location, WEBHOOK_STORE.code, WEBHOOK_STORE.label)
+    if isinstance(target, Path):
+        return await SqliteWebhookStore.open(target, busy_timeout_ms=busy_timeout_ms)
+    from imagebridge.storage.postgres.webhooks import PostgresWebhookStore
+
+    url, args = _postgres_args(target, postgres, busy_timeout_ms)
+    return await PostgresWebhookStore.open(url, **args)
+
+
+def attach_outbox(job_store: JobStore, webhooks: WebhookStore, limits: OutboxLimits) -> None:
+    """Make ``job_store`` write the ``job.*`` events of the jobs it finishes into the
+    outbox of ``webhooks``, in the transaction recording each final status. Both must be
+    the same database (one SQLite file, or one PostgreSQL schema)."""
+    if isinstance(job_store, SqliteJobStore) and isinstance(webhooks, SqliteWebhookStore):
+        if job_store.path.resolve() != webhooks.path.resolve():
+            raise BridgeError(JOB_STORE.code, "the webhook outbox must be in the jobs database")
+        job_store.on_finished(webhooks.outbox(limits))
+        return
+    mismatch = BridgeError(JOB_STORE.code, "the webhook outbox must be in the jobs database")
+    if isinstance(job_store, SqliteJobStore) or isinstance(webhooks, SqliteWebhookStore):
+        raise mismatch
+    from imagebridge.storage.postgres.jobs import PostgresJobStore
+    from imagebridge.storage.postgres.webhooks import PostgresWebhookStore
+
+    if isinstance(job_store, PostgresJobStore) and isinstance(webhooks, PostgresWebhookStore):
+        if job_store.schema != webhooks.schema:
+            raise mismatch
+        job_store.on_finished(webhooks.outbox(limits))
+        return
+    raise mismatch
 
 
 async def inspect_store_schema(

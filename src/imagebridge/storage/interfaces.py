@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.engine.sessions import SessionBindings
@@ -30,11 +30,22 @@ from imagebridge.storage.records import (
     KeyRecord,
     KeyUsage,
     LeaseRenewal,
+    OutboxEvent,
+    OutboxStatistics,
     PresetPage,
     PresetRecord,
+    WebhookDeliveryPage,
+    WebhookDeliveryRecord,
+    WebhookEndpointRecord,
+    WebhookSecrets,
+    WebhookTarget,
 )
 from imagebridge.storage.rules.keys import Windows
 from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT
+from imagebridge.storage.rules.webhooks import OutboxLimits
+
+if TYPE_CHECKING:
+    from imagebridge.storage.webhook_store import EndpointWrite
 
 __all__ = [
     "JobStore",
@@ -42,6 +53,7 @@ __all__ = [
     "PresetStore",
     "SessionStore",
     "SharedJobStore",
+    "WebhookStore",
 ]
 
 # -- jobs ------------------------------------------------------------------------------------
@@ -326,5 +338,97 @@ class KeyStore(Protocol):
     async def audit(
         self, *, key_id: str | None = None, limit: int = ...
     ) -> builtins.list[KeyAuditEntry]: ...
+
+    async def close(self) -> None: ...
+
+
+class WebhookStore(Protocol):
+    """The webhook outbox (events, deliveries to endpoints) and the endpoints, in the jobs
+    database. Deliveries are claimed under leases, like the shared job queue, so each is
+    attempted by one instance at a time; attempts are fenced by the lease.
+    """
+
+    async def emit(
+        self,
+        events: Sequence[OutboxEvent],
+        *,
+        limits: OutboxLimits,
+        now_ms: int,
+        max_payload_bytes: int | None = None,
+    ) -> builtins.list[str]: ...
+
+    async def create_endpoint(
+        self, endpoint: EndpointWrite, *, now: int, max_endpoints: int
+    ) -> WebhookEndpointRecord | None: ...
+
+    async def get_endpoint(self, endpoint_id: str) -> WebhookEndpointRecord: ...
+
+    async def list_endpoints(
+        self, *, after: str | None = None, limit: int = ...
+    ) -> tuple[builtins.list[WebhookEndpointRecord], bool]: ...
+
+    async def update_endpoint(
+        self, endpoint_id: str, values: Mapping[str, object], *, now: int
+    ) -> WebhookEndpointRecord | None: ...
+
+    async def rotate_secret(
+        self,
+        endpoint_id: str,
+        *,
+        secret: str,
+        hint: str,
+        keep_previous_until: int | None,
+        now: int,
+    ) -> WebhookEndpointRecord | None: ...
+
+    async def delete_endpoint(self, endpoint_id: str, *, now_ms: int) -> bool: ...
+
+    async def endpoint_secrets(self, endpoint_id: str) -> WebhookSecrets: ...
+
+    async def sync_configured(
+        self, endpoints: Mapping[str, EndpointWrite], *, now: int, now_ms: int
+    ) -> None: ...
+
+    async def claim(
+        self, owner: str, *, limit: int, now_ms: int, lease_ms: int
+    ) -> builtins.list[WebhookTarget]: ...
+
+    async def finish(
+        self,
+        delivery_id: str,
+        owner: str,
+        *,
+        status: str,
+        now_ms: int,
+        next_attempt_at: int | None = None,
+        http_status: int | None = None,
+        error_code: str | None = None,
+        error: str | None = None,
+    ) -> bool: ...
+
+    async def release(self, delivery_ids: Sequence[str], owner: str, *, now_ms: int) -> int: ...
+
+    async def redeliver(
+        self, delivery_id: str, *, now_ms: int, retry_period_ms: int
+    ) -> WebhookDeliveryRecord: ...
+
+    async def get_delivery(self, delivery_id: str) -> WebhookDeliveryRecord: ...
+
+    async def list_deliveries(
+        self,
+        *,
+        endpoint_id: str | None = None,
+        status: str | None = None,
+        event_type: str | None = None,
+        event_id: str | None = None,
+        after: str | None = None,
+        limit: int = ...,
+    ) -> WebhookDeliveryPage: ...
+
+    async def statistics(self) -> OutboxStatistics: ...
+
+    async def prune(self, *, before_ms: int, max_retained: int) -> int: ...
+
+    async def delivering(self, owner: str) -> builtins.list[str]: ...
 
     async def close(self) -> None: ...

@@ -18,6 +18,7 @@ __all__ = [
     "KEY_STORE",
     "PRESET_STORE",
     "SESSION_STORE",
+    "WEBHOOK_STORE",
     "StoreKind",
     "StoreLifecycle",
 ]
@@ -41,6 +42,7 @@ JOB_STORE = StoreKind("durable job database", ErrorCode.INTERNAL)
 PRESET_STORE = StoreKind("preset database", ErrorCode.INTERNAL)
 SESSION_STORE = StoreKind("session database", ErrorCode.SESSION)
 KEY_STORE = StoreKind("key database", ErrorCode.INTERNAL)
+WEBHOOK_STORE = StoreKind("webhook database", ErrorCode.INTERNAL)
 
 
 class _Closable(Protocol):

@@ -34,9 +34,16 @@ __all__ = [
     "KeyRecord",
     "KeyUsage",
     "LeaseRenewal",
+    "OutboxEvent",
+    "OutboxStatistics",
     "PresetPage",
     "PresetRecord",
     "SchemaStatus",
+    "WebhookDeliveryPage",
+    "WebhookDeliveryRecord",
+    "WebhookEndpointRecord",
+    "WebhookSecrets",
+    "WebhookTarget",
 ]
 
 LEGACY_SCOPE = "legacy-unowned"
@@ -382,3 +389,106 @@ class KeyAuditEntry:
             "key_name": self.key_name,
             "details": self.details,
         }
+
+
+# -- webhooks --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEvent:
+    """One event to write to the webhook outbox (its id is minted when it is written).
+
+    ``data`` is the payload's ``data`` object (``data.id`` required); ``key_id`` is the key
+    whose endpoints receive it besides the admin's (``None``: the admin's alone);
+    ``source`` makes writing idempotent: a second event with the same source is not
+    written (``job:<id>``, ``response:<id>:<type>``).
+    """
+
+    type: str
+    data: Mapping[str, Any]
+    key_id: str | None
+    source: str | None
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookEndpointRecord:
+    """One receiver of events, never with its secret (``secret_hint`` shows its end)."""
+
+    id: str
+    name: str
+    url: str
+    event_types: tuple[str, ...]
+    key_id: str | None
+    source: str
+    """``api`` (made through the admin API) or ``config`` (``[server.webhooks.endpoints]``)."""
+    secret_env: str | None
+    secret_hint: str | None
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookSecrets:
+    """What signs an endpoint's deliveries: its secret (or the variable naming it) and,
+    during a rotation's overlap, the previous secret until ``previous_expires_at`` (ms)."""
+
+    secret: str | None
+    secret_env: str | None
+    previous: str | None = None
+    previous_expires_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookTarget:
+    """A delivery claimed for one attempt: where it goes, what it carries, how it is signed.
+
+    ``url`` is ``None`` when the endpoint was deleted after the delivery was claimed."""
+
+    id: str
+    event_id: str
+    endpoint_id: str
+    attempts: int
+    created_at: int
+    deadline_at: int
+    payload: str
+    url: str | None
+    secrets: WebhookSecrets
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookDeliveryRecord:
+    """One event owed to one endpoint: its ``webhook-id`` (``id``), state and attempts.
+
+    Times are Unix milliseconds; ``last_error_code`` is a stable code
+    (``webhook_target_private``, ``webhook_timeout``, ``webhook_http_status`` …)."""
+
+    id: str
+    event_id: str
+    event_type: str
+    endpoint_id: str
+    key_id: str | None
+    status: str
+    attempts: int
+    created_at: int
+    next_attempt_at: int
+    deadline_at: int
+    last_attempt_at: int | None
+    completed_at: int | None
+    last_status: int | None
+    last_error_code: str | None
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookDeliveryPage:
+    data: builtins.list[WebhookDeliveryRecord]
+    has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxStatistics:
+    """Undelivered deliveries and when the oldest of them was written (ms), for metrics."""
+
+    pending: int
+    oldest_created_at: int | None

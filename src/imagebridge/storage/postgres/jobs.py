@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self
 
 from imagebridge.contract.enums import ImageJobStatus
@@ -82,7 +83,11 @@ from imagebridge.storage.rules.jobs import (
 from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, check_queued_page
 from imagebridge.storage.rules.queue import check_provider
 
-__all__ = ["PostgresJobStore", "inspect_job_schema"]
+__all__ = ["FinishedHook", "PostgresJobStore", "inspect_job_schema"]
+
+FinishedHook = Callable[[Connection, Sequence[str]], Awaitable[None]]
+"""Awaited with the connection and the ids of jobs given their final status, inside that
+transaction (the webhook outbox: :class:`~imagebridge.storage.postgres.webhooks.PostgresOutbox`)."""
 
 _RECORD_COLUMNS = ", ".join(JOB_RECORD_COLUMNS)
 """What a record reads, as SQL: every statement returning a job selects this."""
@@ -94,6 +99,8 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
     Open :class:`~imagebridge.storage.postgres.shared_queue.PostgresSharedJobStore` (what
     ``open_job_store`` returns): it is this store plus the shared-queue primitives.
     """
+
+    _on_finished: FinishedHook | None = None
 
     def __init__(
         self, database: PostgresDatabase, *, max_result_bytes: int, max_error_bytes: int
@@ -132,6 +139,14 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             pool_max_size=pool_max_size,
         )
         return cls(database, max_result_bytes=max_result_bytes, max_error_bytes=max_error_bytes)
+
+    def on_finished(self, hook: FinishedHook | None) -> None:
+        """Run ``hook`` in every transaction that gives jobs their final status."""
+        self._on_finished = hook
+
+    async def _finished(self, conn: Connection, ids: Sequence[str]) -> None:
+        if self._on_finished is not None and ids:
+            await self._on_finished(conn, ids)
 
     @property
     def schema(self) -> str:
@@ -321,6 +336,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 (status.value, response_text, error_text, stamp, stamp, job_id),
             )
             assert row is not None
+            await self._finished(conn, [job_id])
             return job_record(row)
 
         return await self._db.run(operation)
@@ -355,6 +371,8 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 return current
             row = await fetch_row(conn, sql, params)
             assert row is not None
+            if step is CancelStep.CANCEL:
+                await self._finished(conn, [job_id])
             return job_record(row)
 
         return await self._db.run(operation)
@@ -371,10 +389,12 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             cursor = await conn.execute(
                 f"UPDATE {self._t} SET status = 'interrupted', error_json = %s, "  # noqa: S608
                 "completed_at = GREATEST(%s, updated_at), updated_at = GREATEST(%s, updated_at) "
-                "WHERE status = 'running'",
+                "WHERE status = 'running' RETURNING id",
                 (error_text, now, now),
             )
-            return max(cursor.rowcount, 0)
+            ids = [str(row[0]) for row in await cursor.fetchall()]
+            await self._finished(conn, ids)
+            return len(ids)
 
         return await self._db.run(operation)
 

@@ -7,7 +7,6 @@ pointed at the database sees a revocation or a reservation at once: nothing is c
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -18,6 +17,7 @@ from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, KEY_STORE, St
 from imagebridge.storage.postgres.connection import Connection
 from imagebridge.storage.postgres.database import PostgresDatabase
 from imagebridge.storage.postgres.migrations import quote_schema
+from imagebridge.storage.postgres.queries import named_placeholders
 from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
@@ -27,13 +27,6 @@ from imagebridge.storage.postgres.url import (
 from imagebridge.storage.rules.schema import Migration, StoreSchema
 
 __all__ = ["KEY_SCHEMA", "PostgresKeyStore"]
-
-_NAMED = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
-
-
-def _pg(sql: str) -> str:
-    """``:name`` placeholders as psycopg's ``%(name)s``."""
-    return _NAMED.sub(r"%(\1)s", sql)
 
 
 async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
@@ -133,10 +126,10 @@ class PostgresKeyStore(KeyStoreBase, StoreLifecycle[PostgresDatabase]):
     async def _script(self, statements: Sequence[Statement]) -> list[dict[str, Any]]:
         async def operation(conn: Connection) -> list[dict[str, Any]]:
             async with conn.cursor(row_factory=dict_row) as cursor:
-                await cursor.execute(_pg(statements[0][0]), dict(statements[0][1]))
+                await cursor.execute(named_placeholders(statements[0][0]), dict(statements[0][1]))
                 first = await cursor.fetchall() if cursor.description is not None else []
             for sql, params in statements[1:] if first else ():
-                await conn.execute(_pg(sql), dict(params))
+                await conn.execute(named_placeholders(sql), dict(params))
             return first
 
         return await self._db.run(operation)

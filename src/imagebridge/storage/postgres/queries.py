@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from psycopg.rows import dict_row
 
 from imagebridge.storage.postgres.connection import Connection
 
-__all__ = ["advisory_key", "fetch_row", "fetch_rows", "fetch_value"]
+__all__ = ["advisory_key", "fetch_row", "fetch_rows", "fetch_value", "named_placeholders"]
+
+_NAMED = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+
+
+def named_placeholders(sql: str) -> str:
+    """SQL written with ``:name`` placeholders (shared with SQLite) in psycopg's
+    ``%(name)s`` form."""
+    return _NAMED.sub(r"%(\1)s", sql)
 
 
 async def fetch_rows(conn: Connection, sql: str, params: Any = None) -> list[dict[str, Any]]:

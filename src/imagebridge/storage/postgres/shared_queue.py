@@ -131,10 +131,12 @@ class PostgresSharedJobStore(PostgresJobStore):
                 "completed_at = GREATEST(%(now)s, updated_at), "
                 "updated_at = GREATEST(%(now)s, updated_at) "
                 "WHERE status = 'running' AND lease_expires_at IS NOT NULL "
-                "AND lease_expires_at <= %(now)s",
+                "AND lease_expires_at <= %(now)s RETURNING id",
                 {"error": error_text, "now": now},
             )
-            return max(cursor.rowcount, 0)
+            ids = [str(row[0]) for row in await cursor.fetchall()]
+            await self._finished(conn, ids)
+            return len(ids)
 
         return await self._db.run(operation)
 

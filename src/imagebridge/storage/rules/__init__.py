@@ -10,6 +10,8 @@ same input gets the same answer (and the same error first) whatever the backend.
 * :mod:`.pages`: page sizes and where a page starts;
 * :mod:`.queue`: the shared queue's leases, routes and notification codec;
 * :mod:`.presets` and :mod:`.sessions`: the preset and session-binding rules;
+* :mod:`.keys`: API keys, their secrets and quota windows;
+* :mod:`.webhooks`: the webhook outbox's events, payloads, who receives them, its bounds;
 * :mod:`.schema`: what a store's schema is (numbered migrations, the name they are recorded
   under), refusing a newer schema, plain SQL identifiers;
 * :mod:`.errors`: the error each kind of database failure becomes (full disk, busy, refused

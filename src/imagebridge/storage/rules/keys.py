@@ -38,6 +38,7 @@ from imagebridge.storage.rules.values import (
 __all__ = [
     "KEY_FIELDS",
     "KEY_PREFIX",
+    "KEY_SCOPE_PREFIX",
     "MAX_KEY_NAME_BYTES",
     "MAX_KEY_PROVIDERS",
     "WINDOWS",
@@ -50,6 +51,7 @@ __all__ = [
     "display_prefix",
     "dump_providers",
     "hash_secret",
+    "key_id_of_scope",
     "key_not_found",
     "load_providers",
     "looks_like_key",
@@ -61,6 +63,8 @@ __all__ = [
 ]
 
 KEY_PREFIX = "ibk_"
+KEY_SCOPE_PREFIX = "key:"
+"""Ownership scope of a key's jobs, artifacts and presets: ``key:<key id>``."""
 """Every key secret starts with this, so it is recognisable in a config file or a leak."""
 _SECRET_BYTES = 32
 _SECRET_CHARS = 43  # base64url of 32 bytes, unpadded
@@ -96,6 +100,11 @@ def hash_secret(secret: str) -> str:
 def display_prefix(secret: str) -> str:
     """What logs, listings and diagnostics may show of a secret."""
     return secret[:_PREFIX_CHARS]
+
+
+def key_id_of_scope(scope: str) -> str | None:
+    """The key owning what ``scope`` owns (``None`` for the admin's and open scopes)."""
+    return scope[len(KEY_SCOPE_PREFIX) :] if scope.startswith(KEY_SCOPE_PREFIX) else None
 
 
 def mint_key_id() -> str:

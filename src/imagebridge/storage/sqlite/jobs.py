@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import os
 import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -74,7 +75,11 @@ from imagebridge.storage.sqlite.inspection import inspect_schema
 from imagebridge.storage.sqlite.job_schema import JOB_SCHEMA, LOGICAL_BYTES_SQL
 from imagebridge.storage.sqlite.queries import immediate, run_for_ids
 
-__all__ = ["SqliteJobStore", "inspect_job_schema"]
+__all__ = ["FinishedHook", "SqliteJobStore", "inspect_job_schema"]
+
+FinishedHook = Callable[[sqlite3.Connection, Sequence[str]], None]
+"""Called with the connection and the ids of jobs given their final status, inside that
+transaction (the webhook outbox: :class:`~imagebridge.storage.sqlite.webhooks.SqliteOutbox`)."""
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -105,6 +110,8 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
     Calls run on the database's dedicated worker thread (see :mod:`.database`), one at a time.
     """
+
+    _on_finished: FinishedHook | None = None
 
     def __init__(
         self, database: SqliteDatabase, *, max_result_bytes: int, max_error_bytes: int
@@ -151,6 +158,14 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
             "WHERE id IN ({ids})",
             ids,
         )
+
+    def on_finished(self, hook: FinishedHook | None) -> None:
+        """Run ``hook`` in every transaction that gives jobs their final status."""
+        self._on_finished = hook
+
+    def _finished(self, conn: sqlite3.Connection, ids: Sequence[str]) -> None:
+        if self._on_finished is not None and ids:
+            self._on_finished(conn, ids)
 
     @property
     def path(self) -> Path:
@@ -335,6 +350,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
                 (status.value, response_text, error_text, stamp, stamp, job_id),
             )
             self._refresh_bytes(conn, [job_id])
+            self._finished(conn, [job_id])
             return job_record(_fetch_existing(conn, scope, job_id))
 
     async def request_cancel(self, scope: str, job_id: str, *, now: int) -> JobRecord:
@@ -354,6 +370,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
                         (stamp, stamp, job_id),
                     )
                     self._refresh_bytes(conn, [job_id])
+                    self._finished(conn, [job_id])
                 elif step is CancelStep.FLAG:
                     conn.execute(
                         "UPDATE image_jobs SET cancel_requested = 1, updated_at = ? WHERE id = ?",
@@ -385,6 +402,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
                     (error_text, now, now),
                 )
                 self._refresh_bytes(conn, ids)
+                self._finished(conn, ids)
             return len(ids)
 
         return await self._db.run(operation)

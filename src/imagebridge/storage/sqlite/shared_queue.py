@@ -356,6 +356,7 @@ class SqliteSharedJobStore(SqliteJobStore):
                     {"error": error_text, "now": now},
                 )
                 self._refresh_bytes(conn, ids)
+                self._finished(conn, ids)
             return changed
 
         return await self._db.run(operation)

@@ -233,7 +233,7 @@ async def _open_webhooks(state: BridgeState, env: Mapping[str, str]) -> None:
         resolver=state.options.webhook_resolver,
     )
     if metrics is not None and state.metrics is not None:
-        state.metrics.registry.register(metrics)
+        state.metrics.register(metrics)
 
 
 async def _close(state: BridgeState, engine: Application) -> None:

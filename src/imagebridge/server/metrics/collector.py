@@ -41,6 +41,12 @@ class _Fixed(Collector):
             yield from part()
 
 
+def _families_now(collector: Collector) -> Families:
+    """The collector's families as they are now (collected on the loop, rendered off it)."""
+    families = list(collector.collect())
+    return lambda: iter(families)
+
+
 def _render(parts: list[Families]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Fixed(parts))
@@ -73,8 +79,15 @@ class BridgeMetrics(Collector):
         self.gauges = ScrapeGauges(
             self.images.keys, scrape_cache_ms / 1000, scrape_timeout_ms / 1000
         )
+        self._extra: list[Collector] = []
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
+
+    def register(self, collector: Collector) -> None:
+        """Another family set on the same exposition (webhook deliveries); its
+        ``collect`` must be cheap and never touch a store."""
+        self._extra.append(collector)
+        self.registry.register(collector)
 
     def record(
         self,
@@ -122,4 +135,5 @@ class BridgeMetrics(Collector):
             reading.families,
             self.images.snapshot(),
             self.gauges.snapshot(),
+            *(_families_now(collector) for collector in self._extra),
         ]

@@ -36,6 +36,7 @@ from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
+from imagebridge.engine import tracing
 from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.idempotency import IdempotencyConfig
@@ -236,6 +237,11 @@ class StoreSink:
 
     store: ArtifactBackend
 
+    @property
+    def backend(self) -> str:
+        """``s3`` or ``filesystem``: what the ``artifact.publish`` spans name."""
+        return "s3" if isinstance(self.store, S3ArtifactStore) else "filesystem"
+
     async def publish(
         self,
         data: bytes,
@@ -247,17 +253,23 @@ class StoreSink:
         filename: str | None,
         collision: ArtifactCollisionPolicy,
     ) -> PublishedArtifact:
-        published = await self.store.publish(
-            Publication(
-                data,
-                expected_format=expected_format,
-                owner=owner,
-                filename_prefix=filename_prefix,
-                directory=directory,
-                filename=filename,
-                collision=collision,
+        attributes: tracing.Attributes = {
+            tracing.BACKEND: self.backend,
+            "imagebridge.artifact.bytes": len(data),
+        }
+        with tracing.span(tracing.ARTIFACT_PUBLISH, attributes) as span:
+            published = await self.store.publish(
+                Publication(
+                    data,
+                    expected_format=expected_format,
+                    owner=owner,
+                    filename_prefix=filename_prefix,
+                    directory=directory,
+                    filename=filename,
+                    collision=collision,
+                )
             )
-        )
+            span.set_attribute("imagebridge.artifact.id", published.id)
         return PublishedArtifact(id=published.id, name=published.name)
 
     async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine import tracing
 from imagebridge.engine.cancellation import CancelToken, Deadline
 
 __all__ = ["REJECTION_RETRY_AFTER_MS", "AdmissionGate", "GateLimits", "GatePermit"]
@@ -98,6 +99,12 @@ class AdmissionGate:
         return self.max_concurrent is None or self._active < self.max_concurrent
 
     async def acquire(self, deadline: Deadline, cancellation: CancelToken) -> GatePermit:
+        """A slot, at once or after waiting in line until the deadline or cancellation
+        (the wait is the ``admission`` span)."""
+        with tracing.span(tracing.ADMISSION, {tracing.GATE: self.label}):
+            return await self._acquire(deadline, cancellation)
+
+    async def _acquire(self, deadline: Deadline, cancellation: CancelToken) -> GatePermit:
         if self._closed:
             raise BridgeError(ErrorCode.CANCELLED, "runtime is shutting down")
         if self._has_room() and not self._waiters:

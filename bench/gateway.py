@@ -519,6 +519,7 @@ def _tracing_main(baseline_src: Path | None, client_kind: str) -> None:
                 )
                 servers.append(bridge)
                 bridges[name] = (bridge.url(), bridge.process.pid)
+                print(f"# {name}: {bridges[name][0]}", flush=True)
             results, notes = asyncio.run(_measure_tracing(bridges, client_kind))
         finally:
             for server in reversed(servers):

@@ -649,7 +649,7 @@ class OtelSettings(_Section):
 
     Each key left unset falls back to the standard ``OTEL_*`` variable named on it, then to
     the OpenTelemetry default; a key that is set (in the file, ``IMAGEGEN_BRIDGE__…`` or
-    ``--set``) wins over the variable (docs/operations.md §5).
+    ``--set``) wins over the variable (docs/operations.md §4, Traces).
     """
 
     enabled: Bool | None = None

@@ -9,7 +9,7 @@ function call and a ``with`` per stage (``bench/gateway.py --tracing`` measures 
 There is one tracer per process, as OpenTelemetry has one global provider: an app's
 lifespan installs its tracer (:func:`install`) and removes it when it ends. Span names and
 attribute keys are constants here, so every layer names a stage the same way and
-docs/operations.md §5 can draw the tree once.
+docs/operations.md (§4, Traces) can draw the tree once.
 """
 
 from __future__ import annotations

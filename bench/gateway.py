@@ -405,7 +405,7 @@ async def _measure(
 
 # -- tracing: off before and after the change, and on ---------------------------------------
 
-TRACING_ROUNDS = 6
+TRACING_ROUNDS = 10
 TRACING_C1 = 20
 TRACING_C32 = 64
 

@@ -14,6 +14,8 @@ import pytest
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine import tracing
+from imagebridge.engine.admission import AdmissionGate
+from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.engine.spans import billing
 from tests.support.fakes import FakeProvider
@@ -131,7 +133,21 @@ async def test_a_fallback_through_any_tracer(recorder: RecordingTracer) -> None:
     assert second.attributes[tracing.OUTCOME] == "succeeded"
     assert second.attributes[tracing.MODEL] == "test-image"
     assert second.error_type is None
-    gates = [(span.attributes[tracing.GATE], span.parent) for span in recorder.named("admission")]
-    assert gates == [("global", None), ("provider:primary", first), ("provider:backup", second)]
+    assert recorder.named(tracing.ADMISSION) == []  # every gate admitted at once
     (verification,) = recorder.named(tracing.VERIFICATION)
     assert verification.parent is second and verification.attributes == {tracing.IMAGES: 1}
+
+
+async def test_only_a_caller_that_waits_in_line_has_an_admission_span(
+    recorder: RecordingTracer,
+) -> None:
+    gate = AdmissionGate("provider:mock", max_concurrent=1, max_queued=0)
+    first = await gate.acquire(Deadline.after(5), CancelToken())
+    assert recorder.named(tracing.ADMISSION) == []
+    with pytest.raises(BridgeError) as refused:  # the line is full: refused, and shown
+        await gate.acquire(Deadline.after(5), CancelToken())
+    assert refused.value.code is ErrorCode.OVERLOADED
+    (admission,) = recorder.named(tracing.ADMISSION)
+    assert admission.attributes == {tracing.GATE: "provider:mock"}
+    assert admission.error_type == "BridgeError"
+    first.release()

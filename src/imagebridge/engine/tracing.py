@@ -61,7 +61,8 @@ Attributes = Mapping[str, AttributeValue]
 # -- span names ------------------------------------------------------------------------------
 
 ADMISSION = "admission"
-"""Waiting for an admission gate (the global one, then the route's provider's)."""
+"""Waiting in line at an admission gate (the global one, or the route's provider's); a
+request admitted at once has none."""
 INPUTS = "inputs"
 """Loading and verifying the request's input images (local files, inline data, URLs)."""
 ATTEMPT = "provider.attempt"

@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -47,12 +48,10 @@ ARTIFACT = {**BODY, "output": {"response_format": "artifact"}}
 PLAIN = {"operation": "generate", "prompt": "a fox"}
 """For the test providers (their capabilities list no sizes)."""
 
-# The trees docs/operations.md draws (children in start order).
-ATTEMPT_PUBLISHING = (
-    "provider.attempt",
-    (("admission", ()), ("verification", ()), ("artifact.publish", ())),
-)
-REQUEST_TREE = ("POST /v1/images", (("admission", ()), ATTEMPT_PUBLISHING))
+# The trees docs/operations.md draws (children in start order; admitted at once, so no
+# admission spans: test_a_request_that_waits_in_line_has_an_admission_span).
+ATTEMPT_PUBLISHING = ("provider.attempt", (("verification", ()), ("artifact.publish", ())))
+REQUEST_TREE = ("POST /v1/images", (ATTEMPT_PUBLISHING,))
 
 
 @pytest.fixture
@@ -113,8 +112,6 @@ def test_one_trace_per_request_continuing_the_callers_traceparent(
         assert root.attributes["http.response.status_code"] == 200
         assert root.attributes["imagebridge.request_id"] == answer.headers["x-request-id"]
         assert root.resource["service.name"] == "imagegen-bridge"
-        admission = trace.children(root)[0]
-        assert admission.attributes["imagebridge.gate"] == "global"
         attempt = trace.one("provider.attempt")
         assert attempt.attributes == {
             "imagebridge.provider": "mock",
@@ -122,7 +119,6 @@ def test_one_trace_per_request_continuing_the_callers_traceparent(
             "imagebridge.outcome": "succeeded",
             "imagebridge.billing": "billed",
         }
-        assert trace.children(attempt)[0].attributes["imagebridge.gate"] == "provider:mock"
         publish = trace.one("artifact.publish")
         assert publish.attributes["imagebridge.artifacts.backend"] == "filesystem"
         assert publish.attributes["imagebridge.artifact.id"] == answer.json()["data"][0]["id"]
@@ -139,10 +135,7 @@ def test_a_request_without_traceparent_starts_a_trace_of_its_own(
     trace_id, span_id, _ = answer_ids(answer)
     trace = served_trace(receiver, trace_id)
     assert trace.root.span_id == span_id and trace.root.parent_id == ""
-    assert trace.tree() == (
-        "POST /v1/images",
-        (("admission", ()), ("provider.attempt", (("admission", ()), ("verification", ())))),
-    )
+    assert trace.tree() == ("POST /v1/images", (("provider.attempt", (("verification", ()),)),))
 
 
 def test_a_fan_out_request_has_a_child_per_upstream_call(
@@ -160,7 +153,6 @@ def test_a_fan_out_request_has_a_child_per_upstream_call(
     trace = served_trace(receiver, CALLER_TRACE)
     attempt = trace.one("provider.attempt")
     assert [child.name for child in trace.children(attempt)] == [
-        "admission",
         "fanout.child",
         "fanout.child",
         "fanout.child",
@@ -185,6 +177,31 @@ def test_a_fan_out_request_has_a_child_per_upstream_call(
     # the attempt served two of three images: it succeeded, saying one output failed
     assert attempt.attributes["imagebridge.outcome"] == "succeeded"
     assert attempt.attributes["imagebridge.failed_outputs"] == 1
+
+
+def test_a_request_that_waits_in_line_has_an_admission_span(
+    serve: ServeFactory, receiver: OtlpHttpReceiver
+) -> None:
+    server = serve(*traced(receiver.endpoint), "runtime.global.max_concurrent=1")
+    assert post(server, BODY).status_code == 200  # warm: the next two start at once
+    with server.client() as client, ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(
+            client.post, "/v1/images", json={**BODY, "prompt": "[mock:latency=1000] first"}
+        )
+        time.sleep(0.3)  # the first holds the only slot
+        waited = post(server, BODY, traceparent=traceparent())
+        assert slow.result().status_code == 200
+    assert waited.status_code == 200
+    assert waited.json()["timings"]["queue_ms"] >= 200
+    trace = served_trace(receiver, CALLER_TRACE)
+    assert trace.tree() == (
+        "POST /v1/images",
+        (("admission", ()), ("provider.attempt", (("verification", ()),))),
+    )
+    admission = trace.one("admission")
+    assert admission.attributes == {"imagebridge.gate": "global"}
+    # the span is the wait the answer reports
+    assert admission.end_ns - admission.start_ns >= 200_000_000
 
 
 def _served_by(account: str) -> Any:
@@ -212,11 +229,7 @@ def test_a_fallback_is_two_attempts_and_an_unknown_outcome_one(
     trace = served_trace(receiver, CALLER_TRACE)
     assert trace.tree() == (
         "POST /v1/images",
-        (
-            ("admission", ()),
-            ("provider.attempt", (("admission", ()),)),
-            ("provider.attempt", (("admission", ()), ("verification", ()))),
-        ),
+        (("provider.attempt", ()), ("provider.attempt", (("verification", ()),))),
     )
     first, second = sorted(trace.named("provider.attempt"), key=lambda span: span.start_ns)
     assert first.attributes == {
@@ -279,7 +292,7 @@ JOB_TREE = (
     "job",
     (
         ("job.claim", ()),
-        ("job.run", (("admission", ()), ATTEMPT_PUBLISHING)),
+        ("job.run", (ATTEMPT_PUBLISHING,)),
     ),
 )
 

@@ -403,6 +403,17 @@ async def _measure(
     return results, notes
 
 
+def _report(
+    results: list[tuple[str, float, str]], notes: list[str], started: float, *, digits: int
+) -> None:
+    """The notes (with the run's length), then one ``<name> <ratio> <target>`` per figure."""
+    notes.append(f"run took {time.monotonic() - started:.1f} s")
+    for note in notes:
+        print(f"# {note}")
+    for name, ratio, target in results:
+        print(f"{name} {ratio:.{digits}f} {target}")
+
+
 # -- tracing: off before and after the change, and on ---------------------------------------
 
 TRACING_ROUNDS = 10
@@ -524,11 +535,7 @@ def _tracing_main(baseline_src: Path | None, client_kind: str) -> None:
         finally:
             for server in reversed(servers):
                 server.stop()
-    notes.append(f"run took {time.monotonic() - started:.1f} s")
-    for note in notes:
-        print(f"# {note}")
-    for name, ratio, target in results:
-        print(f"{name} {ratio:.3f} {target}")
+    _report(results, notes, started, digits=3)
 
 
 def main() -> None:
@@ -574,11 +581,7 @@ def main() -> None:
             for server in (litellm, bridge, upstream):
                 if server is not None:
                     server.stop()
-    notes.append(f"run took {time.monotonic() - started:.1f} s")
-    for note in notes:
-        print(f"# {note}")
-    for name, ratio, target in results:
-        print(f"{name} {ratio:.2f} {target}")
+    _report(results, notes, started, digits=2)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,7 @@ rules when the server starts (:mod:`imagebridge.server.otel.settings`).
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
-from imagebridge.config._net import ENV_NAME_RULE, is_env_name
+from imagebridge.config._net import ENV_NAME_RULE, is_env_name, valid_service_endpoint
 from imagebridge.config.model import OTLP_PROTOCOLS, TRACE_SAMPLERS, BridgeConfig
 from imagebridge.config.store_checks import Report
 
@@ -19,7 +17,7 @@ __all__ = [
     "MAX_QUEUE_SIZE",
     "MAX_SCHEDULE_DELAY_MS",
     "check_tracing",
-    "valid_collector_url",
+    "valid_service_endpoint",
 ]
 
 COLLECTOR_URL_RULE = "must be an http(s) URL without credentials, query or fragment"
@@ -29,32 +27,11 @@ MAX_QUEUE_SIZE = 1_000_000
 """Finished spans held in memory for export: a bound on what an unreachable collector costs."""
 
 
-def valid_collector_url(value: str) -> bool:
-    """An OTLP collector address: http or https (collectors often listen in plain HTTP
-    inside a cluster), a host, no credentials (they go in headers), no query or fragment."""
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises on a malformed port
-    except ValueError:
-        return False
-    return (
-        parts.scheme in {"http", "https"}
-        and bool(parts.hostname)
-        and parts.username is None
-        and parts.password is None
-        and not parts.query
-        and not parts.fragment
-        and "?" not in value
-        and "#" not in value
-        and not any(ch.isspace() or ord(ch) < 0x20 for ch in value)
-    )
-
-
 def check_tracing(config: BridgeConfig, report: Report) -> None:
     """Every ``server.tracing.otel`` key."""
     otel = config.server.tracing.otel
     prefix = "server.tracing.otel"
-    if otel.endpoint is not None and not valid_collector_url(otel.endpoint):
+    if otel.endpoint is not None and not valid_service_endpoint(otel.endpoint):
         report(f"{prefix}.endpoint", "invalid", COLLECTOR_URL_RULE)
     if otel.protocol is not None and otel.protocol not in OTLP_PROTOCOLS:
         report(f"{prefix}.protocol", "invalid", "must be one of: " + ", ".join(OTLP_PROTOCOLS))

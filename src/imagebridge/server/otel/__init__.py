@@ -8,8 +8,8 @@ opens per request (:mod:`.requests`) and the engine's tracer (:mod:`.tracer`), w
 traced too) and removes, flushing the export, when it ends.
 
 When traces are off nothing here imports OpenTelemetry, and the engine's spans stay the
-no-op of :mod:`imagebridge.engine.tracing`. The span tree is drawn in docs/operations.md
-§4 (Traces).
+no-op of :mod:`imagebridge.engine.tracing`. The span tree is drawn in
+docs/operations.md §4 (Traces).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from imagebridge.config.tracing_checks import (
     MAX_EXPORT_TIMEOUT_MS,
     MAX_QUEUE_SIZE,
     MAX_SCHEDULE_DELAY_MS,
-    valid_collector_url,
+    valid_service_endpoint,
 )
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
@@ -114,13 +114,13 @@ def _endpoint(section: OtelSettings, env: Mapping[str, str], protocol: str) -> s
     signal = _variable(env, f"{_TRACES}ENDPOINT")
     if signal is not None:
         name, value = signal
-        if not valid_collector_url(value):
+        if not valid_service_endpoint(value):
             raise _refuse(name, COLLECTOR_URL_RULE)
         return value  # the signal's own URL, used as it is
     generic = _variable(env, f"{_OTLP}ENDPOINT")
     if generic is not None:
         name, value = generic
-        if not valid_collector_url(value):
+        if not valid_service_endpoint(value):
             raise _refuse(name, COLLECTOR_URL_RULE)
         return value.rstrip("/") + _TRACES_PATH if http else value
     return _HTTP_DEFAULT + _TRACES_PATH if http else _GRPC_DEFAULT

@@ -65,38 +65,8 @@ class _SpanView:
             self.fail(error_type(error))
 
 
-class _Scope:
-    """One ``with tracer.span(...)``: the span is current inside, ended on leaving."""
-
-    __slots__ = ("_attributes", "_name", "_token", "_tracer", "_view")
-
-    def __init__(self, tracer: trace.Tracer, name: str, attributes: Attributes | None) -> None:
-        self._tracer = tracer
-        self._name = name
-        self._attributes = attributes
-
-    def __enter__(self) -> _SpanView:
-        span = self._tracer.start_span(self._name, attributes=self._attributes)
-        self._token = otel_context.attach(trace.set_span_in_context(span))
-        self._view = _SpanView(span)
-        return self._view
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        try:
-            if exc is not None:
-                self._view.failed_by(exc)
-        finally:
-            otel_context.detach(self._token)
-            self._view.span.end()
-
-
 class _Activation:
-    """``with open_span.activate()``: an open span made current, and ended on leaving."""
+    """``with open_span.activate()``: a span made current, and ended on leaving."""
 
     __slots__ = ("_token", "_view")
 
@@ -119,6 +89,21 @@ class _Activation:
         finally:
             otel_context.detach(self._token)
             self._view.span.end()
+
+
+class _Scope(_Activation):
+    """One ``with tracer.span(...)``: the span begins on entering, a child of the current one."""
+
+    __slots__ = ("_attributes", "_name", "_tracer")
+
+    def __init__(self, tracer: trace.Tracer, name: str, attributes: Attributes | None) -> None:
+        self._tracer = tracer
+        self._name = name
+        self._attributes = attributes
+
+    def __enter__(self) -> _SpanView:
+        self._view = _SpanView(self._tracer.start_span(self._name, attributes=self._attributes))
+        return super().__enter__()
 
 
 class _OpenSpan(_SpanView):

@@ -26,6 +26,21 @@ Figures (ratios of the same run)::
 "Added p50" is the gateway's p50 minus the direct p50 measured alongside it. Every load
 loop is bounded (``ROUNDS``); all servers listen on 127.0.0.1 only.
 
+``--tracing [BASELINE_SRC]`` measures what OpenTelemetry traces cost instead (issue 42):
+three bridges on the same upstream, in interleaved blocks (each round in another order):
+``before`` (the package under ``BASELINE_SRC``, a checkout of the code before the traces
+came in; left out when not given), ``off`` (this tree, traces off: the default) and ``on``
+(this tree, exporting every span over OTLP/HTTP, batched as by default, to a sink on
+127.0.0.1 that answers like a collector). Besides each bridge's c1 p50 and c32 requests/s,
+the CPU time of each bridge process (``/proc/<pid>/stat``, its export thread included) is
+divided by the requests it served::
+
+    gateway.tracing.off_c1_p50/before     report (1 within noise: no cost when off)
+    gateway.tracing.off_c32_rps/before    report
+    gateway.tracing.off_cpu/before        report
+    gateway.tracing.on_c32_rps/off        report
+    gateway.tracing.on_cpu/off            report (the notes give the µs added per request)
+
 The client is a load generator, so it spends as little CPU as it can: aiohttp reads each
 answer piece by piece and checks its status, its declared size and its count of
 ``"b64_json"`` keys, without keeping the pieces (the warm-up answers of each route and the
@@ -388,9 +403,151 @@ async def _measure(
     return results, notes
 
 
+def _report(
+    results: list[tuple[str, float, str]], notes: list[str], started: float, *, digits: int
+) -> None:
+    """The notes (with the run's length), then one ``<name> <ratio> <target>`` per figure."""
+    notes.append(f"run took {time.monotonic() - started:.1f} s")
+    for note in notes:
+        print(f"# {note}")
+    for name, ratio, target in results:
+        print(f"{name} {ratio:.{digits}f} {target}")
+
+
+# -- tracing: off before and after the change, and on ---------------------------------------
+
+TRACING_ROUNDS = 10
+TRACING_C1 = 20
+TRACING_C32 = 64
+
+
+def _sink_main() -> None:
+    """Child mode: an OTLP/HTTP collector stand-in; every export is answered 200, empty."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def traces(request: Request) -> Response:
+        await request.body()
+        return Response(b"", media_type="application/x-protobuf")
+
+    _serve(Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])]))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` so far (all its threads), from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _measure_tracing(
+    bridges: dict[str, tuple[str, int]], client_kind: str
+) -> tuple[list[tuple[str, float, str]], list[str]]:
+    body: dict[str, object] = {"prompt": PROMPT, "model": "gpt-image-1"}
+    latencies: dict[str, list[float]] = {name: [] for name in bridges}
+    walls: dict[str, float] = dict.fromkeys(bridges, 0.0)
+    cpu: dict[str, float] = dict.fromkeys(bridges, 0.0)
+    served: dict[str, int] = dict.fromkeys(bridges, 0)
+    per_round: dict[str, list[float]] = {name: [] for name in bridges}
+    names = list(bridges)
+    async with _Client(client_kind) as client:
+        for url, _ in bridges.values():
+            await _drive(client, f"{url}/v1/images/generations", body, 4, WARMUP, parse=True)
+        for round_index in range(TRACING_ROUNDS):
+            shift = round_index % len(names)
+            for name in names[shift:] + names[:shift]:
+                url, pid = bridges[name]
+                before = _cpu_seconds(pid)
+                c1, _ = await _drive(client, f"{url}/v1/images/generations", body, 1, TRACING_C1)
+                _, wall = await _drive(
+                    client, f"{url}/v1/images/generations", body, 32, TRACING_C32
+                )
+                spent = _cpu_seconds(pid) - before
+                latencies[name].extend(c1)
+                walls[name] += wall
+                cpu[name] += spent
+                served[name] += TRACING_C1 + TRACING_C32
+                per_round[name].append(spent / (TRACING_C1 + TRACING_C32))
+    p50 = {name: statistics.median(values) for name, values in latencies.items()}
+    rps = {name: TRACING_ROUNDS * TRACING_C32 / walls[name] for name in bridges}
+    cpu_per = {name: cpu[name] / served[name] for name in bridges}
+    notes = [
+        f"tracing: {TRACING_ROUNDS} interleaved rounds of {TRACING_C1} c1 + {TRACING_C32} c32 "
+        "requests per bridge",
+        "c1 p50 ms: " + ", ".join(f"{k} {v * 1000:.1f}" for k, v in p50.items()),
+        "c32 req/s: " + ", ".join(f"{k} {v:.1f}" for k, v in rps.items()),
+        "bridge CPU ms per request: "
+        + ", ".join(f"{k} {v * 1000:.2f}" for k, v in cpu_per.items()),
+        "per-round CPU ms per request: "
+        + "; ".join(
+            f"{k} " + " ".join(f"{v * 1000:.2f}" for v in values) for k, values in per_round.items()
+        ),
+        f"tracing on adds {(cpu_per['on'] - cpu_per['off']) * 1e6:.0f} µs of bridge CPU and "
+        f"{(p50['on'] - p50['off']) * 1000:+.2f} ms of c1 p50 per request",
+    ]
+    results: list[tuple[str, float, str]] = []
+    if "before" in bridges:
+        results.append(("gateway.tracing.off_c1_p50/before", p50["off"] / p50["before"], "report"))
+        results.append(("gateway.tracing.off_c32_rps/before", rps["off"] / rps["before"], "report"))
+        results.append(
+            ("gateway.tracing.off_cpu/before", cpu_per["off"] / cpu_per["before"], "report")
+        )
+    results.append(("gateway.tracing.on_c32_rps/off", rps["on"] / rps["off"], "report"))
+    results.append(("gateway.tracing.on_cpu/off", cpu_per["on"] / cpu_per["off"], "report"))
+    return results, notes
+
+
+def _tracing_main(baseline_src: Path | None, client_kind: str) -> None:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as scratch_name:
+        scratch = Path(scratch_name)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("IMAGEGEN_BRIDGE", "OTEL_", "PYTHONPATH"))
+        }
+        env["IMAGEGEN_BRIDGE_DATA_DIR"] = str(scratch / "data")
+        servers: list[ServerProcess] = []
+        try:
+            upstream = ServerProcess([__file__, "--upstream"], env)
+            servers.append(upstream)
+            sink = ServerProcess([__file__, "--otlp-sink"], env)
+            servers.append(sink)
+            config = scratch / "bridge.toml"
+            config.write_text(_bridge_config(upstream.url()))
+            variants: dict[str, dict[str, str]] = {
+                "off": env,
+                "on": {**env, "OTEL_EXPORTER_OTLP_ENDPOINT": sink.url()},
+            }
+            if baseline_src is not None:
+                variants = {"before": {**env, "PYTHONPATH": str(baseline_src)}, **variants}
+            bridges: dict[str, tuple[str, int]] = {}
+            for name, variant_env in variants.items():
+                bridge = ServerProcess(
+                    ["-m", "imagebridge.server", "--config", str(config), "--bind", "127.0.0.1:0"],
+                    {**variant_env, "IMAGEGEN_BRIDGE_DATA_DIR": str(scratch / name)},
+                )
+                servers.append(bridge)
+                bridges[name] = (bridge.url(), bridge.process.pid)
+                print(f"# {name}: {bridges[name][0]}", flush=True)
+            results, notes = asyncio.run(_measure_tracing(bridges, client_kind))
+        finally:
+            for server in reversed(servers):
+                server.stop()
+    _report(results, notes, started, digits=3)
+
+
 def main() -> None:
     if sys.argv[1:] == ["--upstream"]:
         _upstream_main()
+        return
+    if sys.argv[1:] == ["--otlp-sink"]:
+        _sink_main()
+        return
+    if sys.argv[1:2] == ["--tracing"]:
+        baseline = Path(sys.argv[2]).resolve() if len(sys.argv) > 2 else None
+        _tracing_main(baseline, "aiohttp")
         return
     if sys.argv[1:] == ["--install-litellm"]:
         _install_litellm()
@@ -424,11 +581,7 @@ def main() -> None:
             for server in (litellm, bridge, upstream):
                 if server is not None:
                     server.stop()
-    notes.append(f"run took {time.monotonic() - started:.1f} s")
-    for note in notes:
-        print(f"# {note}")
-    for name, ratio, target in results:
-        print(f"{name} {ratio:.2f} {target}")
+    _report(results, notes, started, digits=2)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,10 @@ def test_the_tree_keeps_every_layer_contract() -> None:
         ("cli/docs.py", "import imagebridge.server.openai.model_names", "OpenAI layer"),
         # one artifact backend reaching into its twin
         ("artifacts/s3/store.py", "import imagebridge.artifacts.filesystem.objects", "twins"),
+        # the engine tracing through OpenTelemetry itself instead of its tracing port
+        ("engine/fanout.py", "import opentelemetry.trace", "only server/otel imports"),
+        # a service doing the same
+        ("jobs/tracing.py", "from opentelemetry import trace", "only server/otel imports"),
     ],
 )
 def test_a_wrong_import_breaks_its_contract(

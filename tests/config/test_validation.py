@@ -113,6 +113,66 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
         ("server.metrics.scrape_timeout_ms", "out_of_range"),
     ),
     (
+        "otel-endpoint-credentials",
+        _cfg(**{"server.tracing.otel.endpoint": "http://user:pw@collector:4318"}),
+        ("server.tracing.otel.endpoint", "invalid"),
+    ),
+    (
+        "otel-endpoint-scheme",
+        _cfg(**{"server.tracing.otel.endpoint": "collector:4317"}),
+        ("server.tracing.otel.endpoint", "invalid"),
+    ),
+    (
+        "otel-protocol",
+        _cfg(**{"server.tracing.otel.protocol": "http/json"}),
+        ("server.tracing.otel.protocol", "invalid"),
+    ),
+    (
+        "otel-sampler",
+        _cfg(**{"server.tracing.otel.sampler": "sometimes"}),
+        ("server.tracing.otel.sampler", "invalid"),
+    ),
+    (
+        "otel-sampler-arg",
+        _cfg(**{"server.tracing.otel.sampler_arg": 1.5}),
+        ("server.tracing.otel.sampler_arg", "out_of_range"),
+    ),
+    (
+        "otel-headers-env",
+        _cfg(**{"server.tracing.otel.headers_env": "otlp headers"}),
+        ("server.tracing.otel.headers_env", "invalid"),
+    ),
+    (
+        "otel-service-name-empty",
+        _cfg(**{"server.tracing.otel.service_name": ""}),
+        ("server.tracing.otel.service_name", "out_of_range"),
+    ),
+    (
+        "otel-queue-zero",
+        _cfg(**{"server.tracing.otel.max_queue_size": 0}),
+        ("server.tracing.otel.max_queue_size", "out_of_range"),
+    ),
+    (
+        "otel-timeout-high",
+        _cfg(**{"server.tracing.otel.export_timeout_ms": 300_001}),
+        ("server.tracing.otel.export_timeout_ms", "out_of_range"),
+    ),
+    (
+        "otel-delay-zero",
+        _cfg(**{"server.tracing.otel.schedule_delay_ms": 0}),
+        ("server.tracing.otel.schedule_delay_ms", "out_of_range"),
+    ),
+    (
+        "otel-batch-above-queue",
+        _cfg(
+            **{
+                "server.tracing.otel.max_queue_size": 10,
+                "server.tracing.otel.max_export_batch_size": 11,
+            }
+        ),
+        ("server.tracing.otel.max_export_batch_size", "inconsistent"),
+    ),
+    (
         "metrics-scrape-cache-high",
         _cfg(**{"server.metrics.scrape_cache_ms": 3_600_001}),
         ("server.metrics.scrape_cache_ms", "out_of_range"),
@@ -579,6 +639,18 @@ def test_rule_reports_its_issue(settings: dict[str, Any], expected: tuple[str, s
         {"runtime": {"providers": {"codex-responses": {"max_queued": 0}}}},
         {"runtime": {"circuit_breakers": {"codex-app-server": {"failure_threshold": 1}}}},
         _cfg(default_provider="mock"),
+        _cfg(
+            **{
+                "server.tracing.otel.enabled": True,
+                "server.tracing.otel.endpoint": "http://otel-collector:4318/",
+                "server.tracing.otel.protocol": "grpc",
+                "server.tracing.otel.sampler": "parentbased_traceidratio",
+                "server.tracing.otel.sampler_arg": 0,
+                "server.tracing.otel.headers_env": "OTLP_HEADERS",
+                "server.tracing.otel.max_queue_size": 512,
+                "server.tracing.otel.max_export_batch_size": 512,
+            }
+        ),
     ],
 )
 def test_valid_settings_report_nothing(settings: dict[str, Any]) -> None:

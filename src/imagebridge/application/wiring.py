@@ -35,6 +35,7 @@ from imagebridge.config.model import BridgeConfig
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
+from imagebridge.engine import tracing
 from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.idempotency import IdempotencyConfig
@@ -235,8 +236,19 @@ class StoreSink:
 
     store: ArtifactBackend
 
+    @property
+    def backend(self) -> str:
+        """``s3`` or ``filesystem``: what the ``artifact.publish`` spans name."""
+        return "s3" if isinstance(self.store, S3ArtifactStore) else "filesystem"
+
     async def publish(self, publication: Publication) -> PublishedArtifact:
-        published = await self.store.publish(publication)
+        attributes: tracing.Attributes = {
+            tracing.BACKEND: self.backend,
+            "imagebridge.artifact.bytes": len(publication.data),
+        }
+        with tracing.span(tracing.ARTIFACT_PUBLISH, attributes) as span:
+            published = await self.store.publish(publication)
+            span.set_attribute("imagebridge.artifact.id", published.id)
         return PublishedArtifact(id=published.id, name=published.name)
 
     async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ __all__ = [
     "is_provider_name",
     "parse_socket_address",
     "valid_public_base_url",
+    "valid_service_endpoint",
     "valid_upstream_url",
 ]
 
@@ -119,4 +120,22 @@ def valid_public_base_url(value: str) -> bool:
         and "?" not in value
         and "#" not in value
         and (parts.path or "/").endswith("/")
+    )
+
+
+def valid_service_endpoint(value: str) -> bool:
+    """A service's address inside a deployment (an S3 gateway, an OTLP collector): http or
+    https to any host (such services often listen in plain HTTP inside a cluster), no
+    credentials (they go in headers or named variables), no query or fragment."""
+    parts = _split(value)
+    if parts is None:
+        return False
+    return (
+        parts.scheme in {"http", "https"}
+        and parts.username is None
+        and parts.password is None
+        and not parts.query
+        and not parts.fragment
+        and "?" not in value
+        and "#" not in value
     )

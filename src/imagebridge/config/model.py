@@ -19,6 +19,7 @@ Keys added to the original's tree (all documented on their fields):
 which one the Codex HTTP transports use, refresh margin and the OAuth issuer);
 ``accounts.{policy, min_remaining_percent, refusal_cooldown_secs}`` and
 ``[accounts.pool.<name>]`` (several logins scheduled by image quota, docs/accounts.md).
+``[server.tracing.otel]`` (OpenTelemetry traces over OTLP).
 ``server.jobs.database`` and ``providers.codex_app_server.session_database`` also accept a
 ``postgresql://`` URL (see :data:`~imagebridge.config._types.StoreLocation`).
 """
@@ -55,8 +56,10 @@ __all__ = [
     "ACCOUNT_POLICIES",
     "ARTIFACT_BACKENDS",
     "CONFIG_VERSION",
+    "OTLP_PROTOCOLS",
     "PROVIDER_KEYS",
     "S3_ADDRESSING_STYLES",
+    "TRACE_SAMPLERS",
     "UNKNOWN_MODEL_POLICIES",
     "AccountSettings",
     "ArtifactSettings",
@@ -78,6 +81,7 @@ __all__ = [
     "OpenAICompatibleSettings",
     "OpenAIModelRoute",
     "OpenAISettings",
+    "OtelSettings",
     "PoolAccountSettings",
     "ProviderSettings",
     "RemoteFetchSettings",
@@ -630,9 +634,68 @@ class MetricsSettings(_Section):
     reading (``imagegen_bridge_scrape_source_up`` 0)."""
 
 
+OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+"""``server.tracing.otel.protocol`` values (and ``OTEL_EXPORTER_OTLP_PROTOCOL``'s)."""
+TRACE_SAMPLERS = (
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+)
+"""``server.tracing.otel.sampler`` values: OpenTelemetry's ``OTEL_TRACES_SAMPLER`` names."""
+
+
+class OtelSettings(_Section):
+    """Added: OpenTelemetry traces exported over OTLP (the ``otel`` extra), off by default.
+
+    Each key left unset falls back to the standard ``OTEL_*`` variable named on it, then to
+    the OpenTelemetry default; a key that is set (in the file, ``IMAGEGEN_BRIDGE__…`` or
+    ``--set``) wins over the variable (docs/operations.md §4, Traces).
+    """
+
+    enabled: Bool | None = None
+    """``true`` or ``false`` decide. Unset: on when an OTLP endpoint is given (``endpoint``,
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``), unless
+    ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``."""
+    endpoint: Str | None = None
+    """The collector's base URL, e.g. ``http://collector:4318`` (``/v1/traces`` is appended
+    for ``http/protobuf``). Unset: ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (used as it is),
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``, then ``http://localhost:4318`` (``:4317`` for gRPC)."""
+    protocol: Str | None = None
+    """``http/protobuf`` or ``grpc``. Unset: ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``,
+    ``OTEL_EXPORTER_OTLP_PROTOCOL``, then ``http/protobuf``."""
+    service_name: Str | None = None
+    """Unset: ``OTEL_SERVICE_NAME``, then ``imagegen-bridge``."""
+    sampler: Str | None = None
+    """One of OpenTelemetry's sampler names. Unset: ``OTEL_TRACES_SAMPLER``, then
+    ``parentbased_always_on`` (a caller's ``traceparent`` decides whether it is sampled)."""
+    sampler_arg: UnitFloat | None = None
+    """The ratio (0..1) of the ``*traceidratio`` samplers. Unset: ``OTEL_TRACES_SAMPLER_ARG``,
+    then 1."""
+    headers_env: Str | None = None
+    """Name of the variable holding the export's headers (``key=value,…``, e.g. a collector
+    token). Unset: ``OTEL_EXPORTER_OTLP_TRACES_HEADERS``, then ``OTEL_EXPORTER_OTLP_HEADERS``."""
+    export_timeout_ms: U64 | None = None
+    """How long one export may take. Unset: ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``,
+    ``OTEL_EXPORTER_OTLP_TIMEOUT``, then 10000."""
+    schedule_delay_ms: U64 | None = None
+    """Longest time a finished span waits to be exported. Unset: ``OTEL_BSP_SCHEDULE_DELAY``,
+    then 5000."""
+    max_queue_size: U64 | None = None
+    """Finished spans held for export; beyond it new ones are dropped (never waited for).
+    Unset: ``OTEL_BSP_MAX_QUEUE_SIZE``, then 2048."""
+    max_export_batch_size: U64 | None = None
+    """Spans sent in one export (at most ``max_queue_size``). Unset:
+    ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``, then 512."""
+
+
 class TracingSettings(_Section):
     enabled: Bool = True
     """Structured INFO logs on stderr, never with prompts, paths or bodies."""
+    otel: OtelSettings = Field(default_factory=OtelSettings)
+    """Added: OpenTelemetry traces (``[server.tracing.otel]``)."""
 
 
 MAX_MMAP_THRESHOLD_BYTES = 32 * MiB

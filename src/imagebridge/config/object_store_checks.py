@@ -7,9 +7,8 @@ it; ``backend = "s3"`` needs a bucket.
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
-from imagebridge.config._net import ENV_NAME_RULE, is_env_name
+from imagebridge.config._net import ENV_NAME_RULE, is_env_name, valid_service_endpoint
 from imagebridge.config.model import (
     ARTIFACT_BACKENDS,
     ARTIFACT_URL_MODES,
@@ -33,24 +32,6 @@ _MAX_PREFIX_BYTES = 512
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")
 _REGION = re.compile(r"[a-z0-9-]{1,32}")
-
-
-def _valid_endpoint(value: str) -> bool:
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises on a malformed port
-    except ValueError:
-        return False
-    return (
-        parts.scheme in {"http", "https"}
-        and bool(parts.hostname)
-        and parts.username is None
-        and parts.password is None
-        and not parts.query
-        and not parts.fragment
-        and "?" not in value
-        and "#" not in value
-    )
 
 
 def _valid_prefix(value: str) -> bool:
@@ -79,7 +60,7 @@ def check_object_store(config: BridgeConfig, report: Report) -> None:
             "inconsistent",
             'presigned URLs need backend "s3" (a filesystem has no object store to sign for)',
         )
-    if s3.endpoint is not None and not _valid_endpoint(s3.endpoint):
+    if s3.endpoint is not None and not valid_service_endpoint(s3.endpoint):
         report(
             "artifacts.s3.endpoint",
             "invalid_url",

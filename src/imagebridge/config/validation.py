@@ -9,7 +9,8 @@ for the commands that cannot run with a broken configuration.
 The checks are grouped by subject: this module holds the root, ``[runtime]``, inputs and
 artifacts and ``[server]``; :mod:`.object_store_checks` ``artifacts.backend`` and
 ``[artifacts.s3]``, :mod:`.provider_checks` the providers, :mod:`.account_checks` the
-accounts, :mod:`.store_checks` store locations and shared mode.
+accounts, :mod:`.store_checks` store locations and shared mode, :mod:`.tracing_checks`
+``[server.tracing.otel]``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from imagebridge.config.model import (
 from imagebridge.config.object_store_checks import check_object_store
 from imagebridge.config.provider_checks import check_providers
 from imagebridge.config.store_checks import Report, check_shared_jobs, check_store_location
+from imagebridge.config.tracing_checks import check_tracing
 from imagebridge.config.webhook_checks import check_webhooks
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
@@ -93,6 +95,7 @@ def check(config: BridgeConfig) -> list[ConfigIssue]:
     check_object_store(config, report)
     check_providers(config, report)
     _check_server(config, report)
+    check_tracing(config, report)
     _check_openai_api(config, report)
     check_keys(config, report)
     check_webhooks(config, report)

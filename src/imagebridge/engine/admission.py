@@ -11,6 +11,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.engine import tracing
 from imagebridge.engine.cancellation import CancelToken, Deadline
 
 __all__ = ["REJECTION_RETRY_AFTER_MS", "AdmissionGate", "GateLimits", "GatePermit"]
@@ -98,11 +99,20 @@ class AdmissionGate:
         return self.max_concurrent is None or self._active < self.max_concurrent
 
     async def acquire(self, deadline: Deadline, cancellation: CancelToken) -> GatePermit:
+        """A slot, at once or after waiting in line until the deadline or cancellation.
+
+        Only a caller that has to get in line gets an ``admission`` span (the wait, or the
+        refusal of a full line): one admitted at once has nothing to show, and pays nothing.
+        """
         if self._closed:
             raise BridgeError(ErrorCode.CANCELLED, "runtime is shutting down")
         if self._has_room() and not self._waiters:
             self._active += 1
             return GatePermit(self)
+        with tracing.span(tracing.ADMISSION, {tracing.GATE: self.label}):
+            return await self._wait(deadline, cancellation)
+
+    async def _wait(self, deadline: Deadline, cancellation: CancelToken) -> GatePermit:
         if self.max_queued is not None and self.queued >= self.max_queued:
             raise BridgeError(
                 ErrorCode.OVERLOADED,

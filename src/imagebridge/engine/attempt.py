@@ -20,6 +20,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import CompletedEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
+from imagebridge.engine import tracing
 from imagebridge.engine.admission import AdmissionGate
 from imagebridge.engine.breaker import CircuitBreaker
 from imagebridge.engine.masking import MaskPlan, check_request_mask, plan_mask_emulation
@@ -30,6 +31,7 @@ from imagebridge.engine.provider import Provider, ProviderContext
 from imagebridge.engine.registry import ProviderRegistry
 from imagebridge.engine.size_stats import SizeMatchStats
 from imagebridge.engine.sizes import SizeReport
+from imagebridge.engine.spans import describe_answer, describe_failure
 from imagebridge.engine.transparency import prepare_transparency
 from imagebridge.engine.validation import (
     RequestLimits,
@@ -81,7 +83,23 @@ class RouteRunner:
         self, provider_name: str, model: str | None, request: ImageRequest, op: Operation
     ) -> RouteResult:
         """One attempt of ``request`` on the route ``(provider_name, model)``; a failure
-        names the provider (and counts against its breaker)."""
+        names the provider (and counts against its breaker). The attempt is one
+        ``provider.attempt`` span saying how it ended."""
+        attributes = {tracing.PROVIDER: provider_name}
+        if model is not None:
+            attributes[tracing.MODEL] = model
+        with tracing.span(tracing.ATTEMPT, attributes) as span:
+            try:
+                result = await self._attempt(provider_name, model, request, op)
+            except BridgeError as error:
+                describe_failure(span, error)
+                raise
+            describe_answer(span, result.response)
+            return result
+
+    async def _attempt(
+        self, provider_name: str, model: str | None, request: ImageRequest, op: Operation
+    ) -> RouteResult:
         provider = self.registry.resolve(provider_name)
         name = provider.name  # a property that builds the descriptor: read it once
         breaker_permit = self.breakers[name].acquire()

@@ -41,11 +41,13 @@ from imagebridge.contract.response import (
     Timings,
     Usage,
 )
+from imagebridge.engine import tracing
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.decorator import ProviderDecorator
 from imagebridge.engine.negotiation import NegotiationResult, copy_parameters, negotiate_request
 from imagebridge.engine.provider import Provider, ProviderContext, ProviderEventT
 from imagebridge.engine.served import merge_served
+from imagebridge.engine.spans import describe_answer, describe_failure
 from imagebridge.engine.validation import RequestLimits, validate_request
 
 __all__ = ["FAILED_SIBLING_GRACE", "FanoutProvider", "chunk_plan", "subrequest_id"]
@@ -330,15 +332,19 @@ class FanoutProvider(ProviderDecorator):
             events=forward if outer is not None else None,
             inputs=context.inputs,  # loaded once by the engine, shared by every chunk
         )
-        try:
-            async with self._permit(context, batch_cancel):
-                response = await self.inner.execute(chunk_request, chunk_context)
-        except BridgeError as error:
-            return _ChunkResult(offset, count, _elapsed_ms(started), error=error)
-        except Exception as exc:  # a provider bug must not strand the batch
-            internal = BridgeError(ErrorCode.INTERNAL, "provider failed unexpectedly")
-            internal.__cause__ = exc
-            return _ChunkResult(offset, count, _elapsed_ms(started), error=internal)
+        with tracing.span(tracing.FANOUT_CHILD, _child_attributes(offset, count)) as span:
+            try:
+                async with self._permit(context, batch_cancel):
+                    response = await self.inner.execute(chunk_request, chunk_context)
+            except BridgeError as error:
+                describe_failure(span, error)
+                return _ChunkResult(offset, count, _elapsed_ms(started), error=error)
+            except Exception as exc:  # a provider bug must not strand the batch
+                internal = BridgeError(ErrorCode.INTERNAL, "provider failed unexpectedly")
+                internal.__cause__ = exc
+                describe_failure(span, internal)
+                return _ChunkResult(offset, count, _elapsed_ms(started), error=internal)
+            describe_answer(span, response)
         return _ChunkResult(offset, count, _elapsed_ms(started), response=response)
 
     def _aggregate(
@@ -442,6 +448,10 @@ class FanoutProvider(ProviderDecorator):
         )
         merge_served(merged, successful)
         return merged
+
+
+def _child_attributes(offset: int, count: int) -> dict[str, int]:
+    return {tracing.FANOUT_OFFSET: offset, tracing.FANOUT_COUNT: count}
 
 
 def _sum(left: int | None, right: int | None) -> int | None:

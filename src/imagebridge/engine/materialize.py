@@ -22,6 +22,7 @@ from imagebridge.contract.enums import Background, ResponseFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Normalization
+from imagebridge.engine import tracing
 from imagebridge.engine.finishing import (
     DIMENSIONS_WARNING,
     apply_chroma,
@@ -123,18 +124,19 @@ class Materializer:
         ``response`` is consumed: its items' base64 text is released once decoded.
         """
         image_limits = self.limits.image
-        check_output_set(response, effective)
-        budget = ResponseBudget(response, self.limits.max_response_bytes)
-        verified = await _each(
-            [
-                verify_output(
-                    item, max_base64_chars=self.limits.max_base64_chars, limits=image_limits
-                )
-                for item in response.data
-            ]
-        )
-        for image in verified:
-            budget.add(len(image.data))
+        with tracing.span(tracing.VERIFICATION, {tracing.IMAGES: len(response.data)}):
+            check_output_set(response, effective)
+            budget = ResponseBudget(response, self.limits.max_response_bytes)
+            verified = await _each(
+                [
+                    verify_output(
+                        item, max_base64_chars=self.limits.max_base64_chars, limits=image_limits
+                    )
+                    for item in response.data
+                ]
+            )
+            for image in verified:
+                budget.add(len(image.data))
         normalizations: list[Normalization] = []
         encoder_notes = await _each(
             [check_encoding(image, effective, image_limits) for image in verified]

@@ -28,6 +28,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.events import ProgressEvent
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
+from imagebridge.engine import tracing
 from imagebridge.engine.admission import AdmissionGate, GateLimits
 from imagebridge.engine.attempt import RouteRunner
 from imagebridge.engine.breaker import BreakerConfig, CircuitBreaker
@@ -345,8 +346,9 @@ class ImageRuntime:
         if op.events is not None:
             with contextlib.suppress(Exception):  # a failing sink never fails the request
                 await op.events(ProgressEvent(stage="loading_inputs"))
-        return await self._stages.controlled(
-            load_request_inputs(request, self.inputs),
-            op,
-            "request was cancelled while loading input images",
-        )
+        with tracing.span(tracing.INPUTS, {tracing.IMAGES: len(request.all_inputs())}):
+            return await self._stages.controlled(
+                load_request_inputs(request, self.inputs),
+                op,
+                "request was cancelled while loading input images",
+            )

@@ -52,6 +52,7 @@ from imagebridge.jobs.shared_mode import (
     SharedQueueSettings,
     default_instance_id,
 )
+from imagebridge.jobs.tracing import JobTrace, claim_clock, describe_outcome
 from imagebridge.jobs.trimming import result_text
 from imagebridge.jobs.views import job_view, page_view
 from imagebridge.keys import KeyService
@@ -548,6 +549,7 @@ class JobManager:
         self._tokens[key] = token
         try:
             try:
+                claim_started = claim_clock()
                 claimed = await self._store.claim(scope, job_id, now=self._now())
             except BridgeError as error:
                 logger.error(
@@ -557,37 +559,46 @@ class JobManager:
                 return
             if not claimed:  # cancelled while queued, or already taken
                 return
-            await self._run_claimed(key, token, None)
+            trace = JobTrace.claimed(
+                job_id, claim_started, instance=self._instance_id, shared=False
+            )
+            await self._run_claimed(key, token, None, trace)
         finally:
             self._tokens.pop(key, None)
         self._pruning.request()
 
-    def _launch_claimed(self, record: JobRecord) -> None:
+    def _launch_claimed(self, record: JobRecord, trace: JobTrace) -> None:
         """Shared mode: run a job the store just gave this instance (its slot is held)."""
         key = (record.auth_scope, record.id)
         token = CancelToken()
         self._tokens[key] = token
         self._running_ids[record.id] = token
         task = asyncio.create_task(
-            self._work_claimed(key, token, record.provider), name="imagebridge-job"
+            self._work_claimed(key, token, record.provider, trace), name="imagebridge-job"
         )
         self._tasks.add(task)
         task.add_done_callback(functools.partial(self._work_done, key=key))
 
-    async def _work_claimed(self, key: JobKey, token: CancelToken, route: str | None) -> None:
+    async def _work_claimed(
+        self, key: JobKey, token: CancelToken, route: str | None, trace: JobTrace
+    ) -> None:
         try:
-            await self._run_claimed(key, token, route)
+            await self._run_claimed(key, token, route, trace)
         finally:
             self._tokens.pop(key, None)
             self._running_ids.pop(key[1], None)
         self._pruning.request()
 
-    async def _run_claimed(self, key: JobKey, token: CancelToken, route: str | None) -> None:
-        self._previews.open(key)
-        try:
-            outcome = await self._runner.execute(key, token, route)
-        finally:
-            self._previews.close(key)
-            # Settled here: heartbeats stop renewing it while its outcome is written.
-            self._running_ids.pop(key[1], None)
-        await self._runner.record(key, token, outcome)
+    async def _run_claimed(
+        self, key: JobKey, token: CancelToken, route: str | None, trace: JobTrace
+    ) -> None:
+        with trace.running() as span:  # the job's trace: job → job.run → the engine's spans
+            self._previews.open(key)
+            try:
+                outcome = await self._runner.execute(key, token, route)
+            finally:
+                self._previews.close(key)
+                # Settled here: heartbeats stop renewing it while its outcome is written.
+                self._running_ids.pop(key[1], None)
+            describe_outcome(span, outcome)
+            await self._runner.record(key, token, outcome)

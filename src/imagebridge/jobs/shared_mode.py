@@ -43,6 +43,7 @@ from typing import Protocol
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.cancellation import CancelToken
+from imagebridge.jobs.tracing import JobTrace, claim_clock
 from imagebridge.storage.interfaces import SharedJobStore
 from imagebridge.storage.records import JobEvent, JobEventKind, JobRecord
 
@@ -133,8 +134,9 @@ class SharedQueueSettings:
         )
 
 
-Launch = Callable[[JobRecord], None]
-"""Starts local work on a job this instance just claimed (a worker slot is already held)."""
+Launch = Callable[[JobRecord, JobTrace], None]
+"""Starts local work on a job this instance just claimed (a worker slot is already held),
+under the job's trace, begun with the claim."""
 
 
 class SharedQueue:
@@ -166,6 +168,7 @@ class SharedQueue:
         self._closing = False
         self._late: JobRecord | None = None
         self._claims_failing = False
+        self._claim_started = 0
         self._listening = False
         self._claimer: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -231,7 +234,10 @@ class SharedQueue:
                 late, self._late = self._late, None
                 record = record or late
                 if record is not None:
-                    self._launch(record)  # the slot now belongs to that job's worker
+                    trace = JobTrace.claimed(
+                        record.id, self._claim_started, instance=self.instance_id, shared=True
+                    )
+                    self._launch(record, trace)  # the slot now belongs to that job's worker
                 else:
                     self._slots.release()
 
@@ -249,6 +255,7 @@ class SharedQueue:
         return None
 
     async def _claim_once(self) -> JobRecord | None:
+        self._claim_started = claim_clock()  # a claimed job's trace begins here
         claim = asyncio.ensure_future(
             self._store.claim_next(
                 self.instance_id,

@@ -41,6 +41,7 @@ from imagebridge.server.openai import images as openai_images
 from imagebridge.server.openai import models as openai_models
 from imagebridge.server.openai import responses as openai_responses
 from imagebridge.server.openapi import TITLE, build_openapi
+from imagebridge.server.otel import start_tracing, with_tracing
 from imagebridge.server.readiness import ReadinessMonitor
 from imagebridge.server.recovery import ArtifactRecovery
 from imagebridge.server.routes import (
@@ -307,6 +308,9 @@ def create_app(
     """
     options = options or ServerOptions()
     token = read_bearer_token(config, options.env if options.env is not None else os.environ)
+    traces = start_tracing(
+        config.server.tracing.otel, options.env if options.env is not None else os.environ
+    )
     access = AccessPolicy.with_token(token) if token else AccessPolicy.open()
     engine = application if application is not None else build_application(config)
     runtime = engine.runtime
@@ -392,7 +396,7 @@ def create_app(
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
-        lifespan=lifespan,
+        lifespan=with_tracing(lifespan, traces),
         separate_input_output_schemas=False,
     )
     app.state.bridge = state
@@ -404,6 +408,7 @@ def create_app(
         settings=_middleware_settings(config),
         events=state.events,
         drain=state.drain,
+        spans=traces.requests if traces is not None else None,
     )
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app

@@ -9,6 +9,7 @@ headers, the operator event and the single completion log line.
 from __future__ import annotations
 
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,14 @@ from starlette.types import Scope
 
 from imagebridge.server.ids import TraceContext
 
-__all__ = ["CONTEXT_KEY", "OperationOutcome", "RequestContext", "context_of", "request_context"]
+__all__ = [
+    "CONTEXT_KEY",
+    "CURRENT_REQUEST",
+    "OperationOutcome",
+    "RequestContext",
+    "context_of",
+    "request_context",
+]
 
 CONTEXT_KEY = "imagebridge.context"
 
@@ -49,6 +57,11 @@ class RequestContext:
 
     def elapsed_ms(self) -> int:
         return max(0, int((time.monotonic() - self.started) * 1000))
+
+
+CURRENT_REQUEST: ContextVar[RequestContext | None] = ContextVar("imagebridge_request", default=None)
+"""The request being served (set by the middleware): log lines written while serving it,
+and in the tasks it starts, carry its trace and span ids."""
 
 
 def context_of(scope: Scope) -> RequestContext:

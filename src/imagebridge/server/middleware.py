@@ -3,7 +3,9 @@
 Pure ASGI (not ``BaseHTTPMiddleware``) so streamed responses pass through unbuffered and
 client disconnects reach the route. Per request it:
 
-* assigns the request id and trace context and stamps both on every response;
+* assigns the request id and trace context and stamps both on every response (with
+  OpenTelemetry traces on, the trace context is the request's server span, continuing the
+  caller's ``traceparent``: :mod:`imagebridge.server.otel`);
 * refuses oversized header sets (431) and bodies (413: by ``Content-Length`` up front and
   by counting streamed bytes, so chunked uploads are bounded too);
 * bounds concurrent requests (``server.max_connections``: excess requests wait), body
@@ -19,16 +21,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.server.context import CONTEXT_KEY, RequestContext
+from imagebridge.server.context import CONTEXT_KEY, CURRENT_REQUEST, RequestContext
 from imagebridge.server.errors import HttpError, body_too_large, error_response
 from imagebridge.server.events import OperatorEvents, route_template
 from imagebridge.server.ids import request_id_from, trace_context_from
 from imagebridge.server.shutdown import Drain
 from imagebridge.server.tracing import ACCESS_LOGGER
+
+if TYPE_CHECKING:
+    from imagebridge.server.otel.requests import RequestSpans
 
 __all__ = ["BridgeMiddleware", "MiddlewareSettings"]
 
@@ -101,11 +107,14 @@ class BridgeMiddleware:
         settings: MiddlewareSettings,
         events: OperatorEvents,
         drain: Drain | None = None,
+        spans: RequestSpans | None = None,
     ) -> None:
         self.app = app
         self.settings = settings
         self.events = events
         self.drain = drain or Drain()
+        self.spans = spans
+        """Server spans when OpenTelemetry traces are on (:mod:`imagebridge.server.otel`)."""
         self._slots = (
             asyncio.Semaphore(settings.max_connections)
             if settings.max_connections is not None
@@ -132,13 +141,35 @@ class BridgeMiddleware:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
+        traceparent = _first(headers, b"traceparent")
         context = RequestContext(
             request_id=request_id_from(_first(headers, b"x-request-id")),
-            trace=trace_context_from(_first(headers, b"traceparent")),
+            trace=trace_context_from(traceparent),
             method=scope.get("method", "GET"),
             path=scope.get("path", "/"),
         )
         scope[CONTEXT_KEY] = context
+        bound = CURRENT_REQUEST.set(context)
+        try:
+            spans = self.spans
+            if spans is None or not spans.traces(context.path):
+                await self._serve(scope, receive, send, context, headers)
+                return
+            route = route_template(context.path) or _public_route(context.path)
+            tracestate = _first(headers, b"tracestate")
+            with spans.request(context, route, traceparent, tracestate):
+                await self._serve(scope, receive, send, context, headers)
+        finally:
+            CURRENT_REQUEST.reset(bound)
+
+    async def _serve(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        context: RequestContext,
+        headers: list[tuple[bytes, bytes]],
+    ) -> None:
         status = CLIENT_CLOSED_STATUS
         started = False
         stamp = [
@@ -227,6 +258,8 @@ class BridgeMiddleware:
                 queue_ms=outcome.queue_ms,
             )
         access_logger.info("request completed", extra=extra)
+        if self.spans is not None:
+            self.spans.answered(status)
 
 
 def _public_route(path: str) -> str:

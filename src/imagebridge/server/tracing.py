@@ -5,6 +5,10 @@ fields the caller attached through ``extra`` (request id, trace id, route, statu
 provider, error code, timings). Call sites pass identifiers and numbers only; the
 formatter never serializes arguments it was not given explicitly, and prompts, tokens,
 bodies and image bytes are never handed to a logger in the first place.
+
+A line that names no trace gets the current one's ``trace_id`` and ``span_id``: the
+innermost OpenTelemetry span when traces are on (:mod:`imagebridge.server.otel`), else
+the ids of the request being served (the ``traceparent`` its answer carries).
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import logging
 import sys
 import time
 from typing import IO, Any
+
+from imagebridge.engine import tracing
+from imagebridge.server.context import CURRENT_REQUEST
 
 __all__ = ["ACCESS_LOGGER", "JsonFormatter", "configure_logging"]
 
@@ -51,9 +58,24 @@ class JsonFormatter(logging.Formatter):
             value = record.__dict__.get(name)
             if value is not None:
                 entry[name] = value
+        if "trace_id" not in entry:
+            ids = _current_ids()
+            if ids is not None:
+                entry["trace_id"], entry["span_id"] = ids
         if record.exc_info and record.exc_info[0] is not None:
             entry["error_type"] = record.exc_info[0].__name__
         return json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _current_ids() -> tuple[str, str] | None:
+    """The current span's ids, else the served request's, else ``None``."""
+    ids = tracing.current_ids()
+    if ids is not None:
+        return ids
+    request = CURRENT_REQUEST.get()
+    if request is None:
+        return None
+    return request.trace.trace_id, request.trace.span_id
 
 
 def configure_logging(enabled: bool, stream: IO[str] | None = None) -> None:

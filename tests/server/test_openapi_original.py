@@ -25,6 +25,8 @@ OUR_OPERATIONS: dict[tuple[str, str], str] = {
     ("GET", "/v1/artifact-links/{id}/{filename}"): "getSignedArtifact",
     # deleting one's own artifact (its objects too, on S3): the original cannot (api-decisions)
     ("DELETE", "/v1/artifacts/{id}"): "deleteImageArtifact",
+    # the history read as images, a cursor page at a time: the dashboard's gallery (issue 41)
+    ("GET", "/v1/gallery"): "listGalleryImages",
 }
 
 # Components only imagebridge documents, with why (each an addition or a named part the
@@ -46,6 +48,11 @@ OUR_COMPONENTS: dict[str, str] = {
     "CompatTokenDetails": "CompatUsage's input/output token split",
     "CompatModel": "an entry of GET /v1/models (OpenAI's Model)",
     "CompatModelList": "body of GET /v1/models (OpenAI's list shape)",
+    "GalleryPage": "body of GET /v1/gallery (issue 41)",
+    "GalleryItem": "one image (or imageless history row) of a GalleryPage",
+    "GalleryImage": "the stored image a GalleryItem shows",
+    "GalleryJob": "what a GalleryPage shows of one history row",
+    "GalleryError": "a failed row's error code and message inside GalleryJob",
     # The four ProviderEvent variants, which the original inlines in its oneOf.
     "StartedEvent": "ProviderEvent variant",
     "ProgressEvent": "ProviderEvent variant",

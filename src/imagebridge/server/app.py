@@ -42,6 +42,7 @@ from imagebridge.server.routes import (
     artifacts,
     compat,
     diagnostics,
+    gallery,
     health,
     images,
     jobs,
@@ -83,7 +84,9 @@ def _routers(state: BridgeState) -> list[APIRouter]:
     if state.config.server.keys.enabled:
         mounted.append(key_routes.router)
     if state.jobs_enabled:
-        mounted.extend([jobs.router, presets.router, artifacts.router, dashboard.router])
+        mounted.extend(
+            [jobs.router, gallery.router, presets.router, artifacts.router, dashboard.router]
+        )
     return mounted
 
 

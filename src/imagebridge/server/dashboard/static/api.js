@@ -235,16 +235,44 @@ export class BridgeApi extends EventTarget {
     return this.json("PATCH", `/v1/jobs/${segment(id)}`, { json: update });
   }
 
-  partialPreview(id) {
-    return this.blob(`/v1/jobs/${segment(id)}/partial`, { query: this._viewing(), allowMissing: true });
+  /** The latest partial preview of a running job with the output it belongs to
+   *  ({blob, output}), or null when there is none (yet, or any more). */
+  async partialPreview(id) {
+    try {
+      const response = await this._fetch("GET", `/v1/jobs/${segment(id)}/partial`, { query: this._viewing(), headers: { Accept: "image/*" } });
+      const output = Number.parseInt(response.headers.get("x-image-output-index") || "0", 10);
+      return { blob: await response.blob(), output: Number.isNaN(output) ? 0 : output };
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return null;
+      throw error;
+    }
   }
 
-  artifact(id) {
-    return this.blob(`/v1/artifacts/${segment(id)}`, { query: this._viewing() });
+  // -- the gallery and artifacts -----------------------------------------------------------
+  /** One page of the history as images (GET /v1/gallery), newest first. */
+  gallery({ limit = 60, cursor, status, hidden = false, favorite = false, search } = {}) {
+    return this.json("GET", "/v1/gallery", {
+      query: this._viewing({
+        limit,
+        cursor,
+        status,
+        visibility: hidden ? "hidden" : "active",
+        favorite: favorite ? "true" : undefined,
+        search,
+      }),
+    });
   }
 
-  thumbnail(id, edge = 640) {
-    return this.blob(`/v1/artifacts/${segment(id)}/thumbnail`, { query: this._viewing({ edge }) });
+  artifact(id, options = {}) {
+    return this.blob(`/v1/artifacts/${segment(id)}`, { ...options, query: this._viewing() });
+  }
+
+  thumbnail(id, edge = 640, options = {}) {
+    return this.blob(`/v1/artifacts/${segment(id)}/thumbnail`, { ...options, query: this._viewing({ edge }) });
+  }
+
+  deleteArtifact(id) {
+    return this.json("DELETE", `/v1/artifacts/${segment(id)}`);
   }
 
   // -- presets ---------------------------------------------------------------------------

@@ -280,8 +280,17 @@ def browser_context(browser: Any) -> Iterator[Any]:
     context.close()
 
 
+@pytest.fixture(scope="module")
+def touch_context(browser: Any) -> Iterator[Any]:
+    """A phone-like context: touch input, the 390 × 844 screen."""
+    context = browser.new_context(viewport=dict(MOBILE), has_touch=True, is_mobile=True)
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    yield context
+    context.close()
+
+
 @pytest.fixture
-def open_page(browser_context: Any) -> Iterator[OpenPage]:
+def open_page(browser_context: Any, request: pytest.FixtureRequest) -> Iterator[OpenPage]:
     pages: list[Any] = []
 
     def opener(
@@ -291,10 +300,12 @@ def open_page(browser_context: Any) -> Iterator[OpenPage]:
         allow: tuple[tuple[int, str], ...] = (),
         wait_for_connection: bool = True,
         color_scheme: str = "light",
+        touch: bool = False,
     ) -> Dashboard:
-        page = browser_context.new_page()
+        context = request.getfixturevalue("touch_context") if touch else browser_context
+        page = context.new_page()
         pages.append(page)
-        page.set_viewport_size(dict(viewport))
+        page.set_viewport_size(dict(MOBILE if touch else viewport))
         page.emulate_media(color_scheme=color_scheme)
         watch = PageWatch()
         for status, pattern in allow:

@@ -156,11 +156,11 @@ def test_search_status_filter_and_the_next_pages(server: LiveServer, open_page: 
     page = dashboard.page
     with page.expect_response(lambda response: "search=batch-of-many" in response.url):
         page.fill("#search", "batch-of-many")
-    # The newest 60 images match anyway: wait for the searched page itself, not the first one.
+    # The newest 32 images match anyway: wait for the searched page itself, not the first one.
     expect(page.locator("#gallery-grid")).to_have_attribute("aria-busy", "false")
     tiles = page.locator(".tile")
     expect(tiles.filter(has_not_text="batch-of-many")).to_have_count(0)
-    expect(tiles).to_have_count(60)  # one page: 79 images and a failure wait beyond it
+    expect(tiles).to_have_count(32)  # the first page: 46 images and a failure wait beyond it
     expect(page.locator("#gallery-status")).to_contain_text("scroll for older ones")
     page.locator("#gallery-sentinel").scroll_into_view_if_needed()
     expect(tiles).to_have_count(79)  # the next page came as the end came near
@@ -185,7 +185,7 @@ def test_search_status_filter_and_the_next_pages(server: LiveServer, open_page: 
     expect(tiles).to_have_count(0)
     expect(page.locator("#gallery-status")).to_have_text("Nothing matches these filters yet.")
     searches = [url for method, url in dashboard.watch.requests if "search=" in url]
-    assert all("limit=60" in url for url in searches)
+    assert all("limit=32" in url for url in searches)  # the first page, again and again
     # Typing is debounced: far fewer list calls than keystrokes.
     assert len(searches) < len("batch-of-many") + len("number 7")
     dashboard.watch.assert_clean()

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from imagebridge.contract.enums import ImageJobStatus
+from imagebridge.contract.enums import ImageJobStatus, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.gallery import (
     GalleryError,
@@ -141,25 +141,40 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _images(response: dict[str, Any]) -> list[GalleryImage]:
-    """The result's stored images in output order (inline outputs have no artifact to show)."""
-    found: list[GalleryImage] = []
+_IMAGE_COUNTS = ("index", "width", "height", "bytes")
+
+
+def _images(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The result's stored images in output order (inline outputs have no artifact to show),
+    checked by shape only: a page builds the few it shows (:func:`_image`)."""
+    found: list[dict[str, Any]] = []
+    formats = {item.value for item in OutputFormat}
     for item in response.get("data") or ():
         entry = _mapping(item)
-        if entry.get("type") != "artifact" or not isinstance(entry.get("id"), str):
-            continue
-        try:
-            found.append(
-                GalleryImage.model_validate(
-                    {key: entry.get(key) for key in GalleryImage.model_fields}
-                )
+        if (
+            entry.get("type") == "artifact"
+            and isinstance(entry.get("id"), str)
+            and isinstance(entry.get("name"), str)
+            and entry.get("format") in formats
+            and all(
+                isinstance(entry.get(key), int) and not isinstance(entry.get(key), bool)
+                for key in _IMAGE_COUNTS
             )
-        except ValidationError:
-            continue  # a row written by something else: show what can be shown
+        ):
+            found.append(entry)  # anything else was written by something else: not shown
     return found
 
 
-def _row(record: JobRecord) -> tuple[GalleryJob, list[GalleryImage]]:
+def _image(entry: dict[str, Any]) -> GalleryImage:
+    try:
+        return GalleryImage.model_validate({key: entry[key] for key in GalleryImage.model_fields})
+    except ValidationError as exc:
+        raise BridgeError(
+            ErrorCode.INTERNAL, "durable job record could not be read", details={"part": "image"}
+        ) from exc
+
+
+def _row(record: JobRecord) -> tuple[GalleryJob, list[dict[str, Any]]]:
     """Blocking (JSON of a request that may hold inline images): a row as the gallery shows it."""
     try:
         request = record.request()
@@ -230,7 +245,7 @@ class _Builder:
         self.items: list[GalleryItem] = []
         self.jobs: dict[str, GalleryJob] = {}
 
-    def add(self, job: GalleryJob, images: list[GalleryImage], start: int) -> int | None:
+    def add(self, job: GalleryJob, images: list[dict[str, Any]], start: int) -> int | None:
         """Add the row's entries from ``start``; the position to resume at when they did
         not all fit, else ``None``."""
         self.jobs.setdefault(job.id, job)
@@ -241,7 +256,8 @@ class _Builder:
             return None
         end = min(len(images), start + self.remaining)
         for position in range(start, end):
-            self.items.append(GalleryItem(job=job.id, position=position, image=images[position]))
+            image = _image(images[position])
+            self.items.append(GalleryItem(job=job.id, position=position, image=image))
         self.remaining -= end - start
         return end if end < len(images) else None
 

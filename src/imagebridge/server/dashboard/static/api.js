@@ -124,6 +124,23 @@ export class BridgeApi extends EventTarget {
     this.dispatchEvent(new CustomEvent("connection", { detail: state }));
   }
 
+  /** Decode an answer fetched outside this client (boot.js's first gallery page) the way
+   *  its own are: connection state, the 401 event, errors; the JSON body. */
+  async adopt(response) {
+    this._answered(response);
+    if (!response.ok) throw await ApiError.fromResponse(response);
+    return response.json();
+  }
+
+  _answered(response) {
+    if (response.status === 401) {
+      this._setState("unauthorized");
+      this.dispatchEvent(new CustomEvent("unauthorized"));
+    } else {
+      this._setState("online");
+    }
+  }
+
   async _fetch(method, path, { query, json, headers = {}, signal } = {}) {
     const sent = { Accept: "application/json", ...headers };
     const token = this.token;
@@ -142,12 +159,7 @@ export class BridgeApi extends EventTarget {
       const timedOut = cause && cause.name === "TimeoutError";
       throw new ApiError(0, timedOut ? "The bridge did not answer in time." : "The bridge could not be reached.", { code: timedOut ? "timeout" : "network" });
     }
-    if (response.status === 401) {
-      this._setState("unauthorized");
-      this.dispatchEvent(new CustomEvent("unauthorized"));
-    } else {
-      this._setState("online");
-    }
+    this._answered(response);
     if (!response.ok) throw await ApiError.fromResponse(response);
     return response;
   }

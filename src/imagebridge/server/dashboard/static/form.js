@@ -10,7 +10,6 @@ export const MAX_FALLBACKS = 4;
 export const DEFAULT_MAX_IMAGES = 16;
 export const PRESET_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const PRESET_DESCRIPTION_MAX = 512;
-export const SEARCH_MAX_BYTES = 512;
 export const SIZE_PRESETS = ["auto", "1024x1024", "1536x1024", "1024x1536", "512x512"];
 export const IMAGE_TYPES = ["image/png", "image/jpeg", "image/webp"];
 

@@ -7,11 +7,14 @@
 import { ApiError } from "./api.js";
 import { api } from "./bridge.js";
 import { utf8Length } from "./bytes.js";
-import { SEARCH_MAX_BYTES } from "./form.js";
 import * as store from "./store.js";
 import { $, describeError, plural } from "./ui.js";
 
 const PAGE_SIZE = 60;
+/** The first page is smaller: it is what the first screen waits for (boot.js asks for it). */
+export const FIRST_PAGE_SIZE = 32;
+/** The bridge's bound on a history search (storage/rules/history.py). */
+export const SEARCH_MAX_BYTES = 512;
 const POLL_ACTIVE_MS = 2500;
 const POLL_IDLE_MS = 15000;
 const POLL_HIDDEN_MS = 5000;
@@ -143,7 +146,7 @@ class Gallery extends EventTarget {
     }
     let page;
     try {
-      page = await api.gallery({ ...filters, limit: PAGE_SIZE });
+      page = (await this.prefetched(filters)) || (await api.gallery({ ...filters, limit: FIRST_PAGE_SIZE }));
     } catch (error) {
       if (generation === this.generation) this.showError(error);
       return;
@@ -164,6 +167,17 @@ class Gallery extends EventTarget {
     this.lastError = "";
     this.loaded = true;
     this.changed();
+  }
+
+  /** The first page boot.js asked for while the modules loaded, when it answers the query
+   *  wanted now (the default filters, mine); used once. */
+  async prefetched(filters) {
+    const early = window.imagebridgeFirstGallery;
+    window.imagebridgeFirstGallery = null;
+    const plain = !filters.status && !filters.favorite && !filters.hidden && !filters.search && !api.viewKey;
+    if (!early || !plain) return null;
+    const response = await early;
+    return response ? api.adopt(response) : null;
   }
 
   /** The next page after what is shown; one at a time. */

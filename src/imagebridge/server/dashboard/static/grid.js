@@ -5,20 +5,23 @@
 // LOAD_MARGIN of the screen and has stayed there DWELL_MS (so a fast scroll past a thousand
 // tiles fetches none of them), at most THUMB_CONCURRENCY at a time, and gives its object URL
 // back when it is RELEASE_MARGIN away (a fetch already under way finishes and is dropped:
-// aborting it would save little and show as a failed request). What a click opens is the
-// page's (connect()).
+// aborting it would save little and show as a failed request). Tiles on the screen are
+// fetched before those in the margin. What a click opens is the page's (connect()).
 
 import { api } from "./bridge.js";
 import { ACTIVE, gallery } from "./gallery.js";
 import { selection } from "./selection.js";
 import { $, h, icon, plural } from "./ui.js";
 
-const LOAD_MARGIN = "600px 0px";
+const LOAD_MARGIN = "400px 0px";
 const RELEASE_MARGIN = "3000px 0px";
-const MORE_MARGIN = "1500px 0px";
+const MORE_MARGIN_PX = 800;
+const MORE_MARGIN = `${MORE_MARGIN_PX}px 0px`;
 const DWELL_MS = 90;
-const THUMB_CONCURRENCY = 6;
+const SCROLL_QUIET_MS = 150;
+const THUMB_CONCURRENCY = 8;
 const PROMPT_LABEL_CHARS = 90;
+const FIRST_SCREEN_WAIT_MS = 1500;
 
 function short(text, limit = PROMPT_LABEL_CHARS) {
   const flat = String(text || "").replace(/\s+/g, " ").trim();
@@ -40,11 +43,33 @@ class Grid {
     this.focusKey = null;
     this.edge = 0;
     this.queue = [];
+    this.urgent = [];
     this.running = 0;
     this.thumbRequests = 0;
     this.handlers = { open: () => {}, openJob: () => {}, cancel: () => {} };
     this.near = null;
     this.far = null;
+    this.scrolled = 0;
+    this.urgentRunning = 0;
+    this.settled = [];
+  }
+
+  /** Resolves once the thumbnails of the tiles on the screen have arrived (or failed), or
+   *  after FIRST_SCREEN_WAIT_MS: app.js loads the other views after that. */
+  firstScreen() {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, FIRST_SCREEN_WAIT_MS);
+      this.settled.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.checkSettled();
+    });
+  }
+
+  checkSettled() {
+    if (this.urgent.length || this.urgentRunning) return;
+    for (const resolve of this.settled.splice(0)) resolve();
   }
 
   /** What a click on a tile does: open(key) for an image, openJob(id) otherwise. */
@@ -63,6 +88,9 @@ class Grid {
       if (records.some((record) => record.isIntersecting)) this.loadMoreWhileVisible();
     }, { rootMargin: MORE_MARGIN });
     more.observe($("gallery-sentinel"));
+    window.addEventListener("scroll", () => {
+      this.scrolled = performance.now();
+    }, { passive: true });
     gallery.addEventListener("change", () => this.render());
     selection.addEventListener("change", () => this.renderSelection());
     this.list.addEventListener("keydown", (event) => this.onKey(event));
@@ -71,13 +99,12 @@ class Grid {
 
   /** Keep loading pages while the end of the grid is near the screen. */
   async loadMoreWhileVisible() {
-    while (gallery.cursor) {
+    const near = () => $("gallery-sentinel").getBoundingClientRect().top < window.innerHeight + MORE_MARGIN_PX;
+    while (gallery.cursor && near()) {
       const before = gallery.entries.length;
       await gallery.loadMore();
       if (gallery.entries.length === before) return;
       await new Promise((resolve) => requestAnimationFrame(resolve));
-      const rect = $("gallery-sentinel").getBoundingClientRect();
-      if (rect.top > window.innerHeight + 1500) return;
     }
   }
 
@@ -106,6 +133,22 @@ class Grid {
     $("load-more").hidden = !gallery.cursor;
     $("gallery-status").textContent = gallery.status();
     this.renderSelection();
+    this.startVisible();
+  }
+
+  /** Ask at once for the thumbnails of the tiles on the screen, without waiting a frame for
+   *  the observers (which still handle every later change). */
+  startVisible() {
+    const bottom = window.innerHeight;
+    for (const node of this.list.children) {
+      const box = node.getBoundingClientRect();
+      if (box.top >= bottom) break;
+      const tile = this.tiles.get(node.dataset.key);
+      if (box.bottom <= 0 || !tile || !tile.entry || !tile.entry.image || tile.state !== "idle") continue;
+      tile.state = "queued";
+      this.urgent.push(tile);
+    }
+    this.pump();
   }
 
   createTile(entry) {
@@ -239,11 +282,17 @@ class Grid {
         continue;
       }
       if (tile.state !== "idle") continue;
-      tile.timer = setTimeout(() => {
+      const box = record.boundingClientRect;
+      const onScreen = box.bottom > 0 && box.top < window.innerHeight;
+      const enqueue = () => {
         tile.state = "queued";
-        this.queue.push(tile);
+        (onScreen ? this.urgent : this.queue).push(tile);
         this.pump();
-      }, DWELL_MS);
+      };
+      // A tile must stay near the screen a moment before it costs a request, unless it is on
+      // the screen of a page at rest (the first screen, after a jump).
+      if (onScreen && performance.now() - this.scrolled >= SCROLL_QUIET_MS) enqueue();
+      else tile.timer = setTimeout(enqueue, DWELL_MS);
     }
   }
 
@@ -256,16 +305,19 @@ class Grid {
   }
 
   pump() {
-    while (this.running < THUMB_CONCURRENCY && this.queue.length) {
-      const tile = this.queue.shift();
+    while (this.running < THUMB_CONCURRENCY && (this.urgent.length || this.queue.length)) {
+      const urgent = this.urgent.length > 0;
+      const tile = urgent ? this.urgent.shift() : this.queue.shift();
       if (tile.state !== "queued" || !this.tiles.has(tile.key)) continue;
-      this.fetchThumb(tile);
+      this.fetchThumb(tile, urgent);
     }
+    this.checkSettled();
   }
 
-  async fetchThumb(tile) {
+  async fetchThumb(tile, urgent = false) {
     tile.state = "loading";
     this.running += 1;
+    if (urgent) this.urgentRunning += 1;
     this.thumbRequests += 1;
     const image = tile.entry.image;
     try {
@@ -288,6 +340,7 @@ class Grid {
       }
     } finally {
       this.running -= 1;
+      if (urgent) this.urgentRunning -= 1;
       this.pump();
     }
   }

@@ -1,5 +1,5 @@
-// The lightbox: one image at full size over the page, ←/→ through the gallery (older pages
-// load as it reaches them), a counter, zoom and pan, and beside it the prompt and every
+// The lightbox: one image at full size over the page, ←/→ (or a swipe) through the gallery
+// (older pages load as it reaches them), a counter, zoom and pan, and beside it the prompt and every
 // parameter asked against delivered, with what to do next: copy, download, open the job,
 // edit this, vary, reuse the settings, compare, favourite, delete.
 //
@@ -26,6 +26,7 @@ class Lightbox {
     this.full = new Map();
     this.zoom = null;
     this.token = 0;
+    this.removing = false;
   }
 
   get dialog() {
@@ -161,14 +162,18 @@ class Lightbox {
       ),
       h("p", { class: "muted info-meta", text: [formatTime(row.created), `${image.width}×${image.height}`, image.format.toUpperCase(), formatBytes(image.bytes)].join(" · ") }),
       h("div", { class: "button-row actions" },
-        iconButton("edit", "Edit this", async () => {
-          if (await editThis(image)) this.dialog.close();
+        // These continue in the composer: the lightbox closes first, so focus can go there.
+        iconButton("edit", "Edit this", () => {
+          this.dialog.close();
+          editThis(image);
         }, { className: "small primary-soft" }),
-        iconButton("vary", "Vary", async () => {
-          if (await vary(entry.job)) this.dialog.close();
+        iconButton("vary", "Vary", () => {
+          this.dialog.close();
+          vary(entry.job);
         }, { className: "small" }),
-        iconButton("reuse", "Reuse settings", async () => {
-          if (await reuseSettings(entry.job)) this.dialog.close();
+        iconButton("reuse", "Reuse settings", () => {
+          this.dialog.close();
+          reuseSettings(entry.job);
         }, { className: "small" }),
         iconButton("compare", "Compare", () => this.compare(entry, full), { className: "small" }),
         iconButton("download", "Download", () => this.download(entry), { className: "small" }),
@@ -220,7 +225,14 @@ class Lightbox {
     const images = this.images();
     const index = images.findIndex((item) => item.key === entry.key);
     const after = images[index + 1] || images[index - 1] || null;
-    if (!(await deleteImages([entry.image.id]))) return;
+    this.removing = true;
+    let deleted;
+    try {
+      deleted = await deleteImages([entry.image.id]);
+    } finally {
+      this.removing = false;
+    }
+    if (!deleted) return;
     if (after) {
       this.key = after.key;
       this.show();
@@ -245,6 +257,8 @@ export function wireLightbox() {
   lightbox.zoom.addEventListener("change", () => {
     $("lb-zoom").textContent = lightbox.zoom.label();
   });
+  // A swipe leftwards brings the next image, as on a phone's photo viewer.
+  lightbox.zoom.addEventListener("swipe", (event) => lightbox.step(-event.detail));
   $("lb-prev").addEventListener("click", () => lightbox.step(-1));
   $("lb-next").addEventListener("click", () => lightbox.step(1));
   $("lb-zoom-in").addEventListener("click", () => lightbox.zoom.zoomBy(1.25));
@@ -258,7 +272,7 @@ export function wireLightbox() {
   $("lightbox").addEventListener("keydown", (event) => lightbox.onKey(event));
   $("lightbox").addEventListener("close", () => lightbox.close());
   gallery.addEventListener("change", () => {
-    if (!lightbox.key || !$("lightbox").open) return;
+    if (!lightbox.key || !$("lightbox").open || lightbox.removing) return;
     const entry = gallery.entry(lightbox.key);
     if (!entry) {
       lightbox.dialog.close();

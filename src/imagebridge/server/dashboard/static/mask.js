@@ -10,6 +10,18 @@ const OVERLAY_COLOR = [255, 56, 96];
 
 let session = null;
 
+/** Show the source as large as the stage allows (small sources are scaled up, so a brush
+ *  can be placed precisely), through the CSSOM. */
+function fitFrame() {
+  if (!session) return;
+  const stage = $("mask-stage").getBoundingClientRect();
+  const { width, height } = session.bitmap;
+  const scale = Math.max(0.01, Math.min((stage.width - 24) / width, (stage.height - 24) / height));
+  const frame = $("mask-frame");
+  frame.style.width = `${Math.floor(width * scale)}px`;
+  frame.style.height = `${Math.floor(height * scale)}px`;
+}
+
 function sizeLabel(value) {
   return `${value} px`;
 }
@@ -155,6 +167,7 @@ export function paintMask(source, bitmap = null) {
   $("mask-size-value").textContent = sizeLabel(size.value);
   updateStatus();
   dialog.showModal();
+  fitFrame();
   return new Promise((resolve) => {
     dialog.addEventListener("close", () => {
       const done = session;
@@ -198,4 +211,5 @@ export function wireMask() {
     $("mask-dialog").close();
   });
   $("mask-dialog").addEventListener("keydown", onKey);
+  window.addEventListener("resize", fitFrame);
 }

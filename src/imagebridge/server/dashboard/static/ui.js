@@ -68,9 +68,11 @@ export function describeError(error) {
 }
 
 export function table(headers, rows, { caption, rowClass } = {}) {
+  // A wide table scrolls inside its wrapper, which the keyboard can therefore reach.
+  const name = caption || `Table: ${headers.filter(Boolean).slice(0, 3).join(", ")}`;
   return h(
     "div",
-    { class: "table-wrap" },
+    { class: "table-wrap", tabindex: "0", role: "region", "aria-label": name },
     h(
       "table",
       {},

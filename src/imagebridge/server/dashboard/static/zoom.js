@@ -1,6 +1,7 @@
 // Zoom and pan over one or more stages kept in step (the lightbox has one; compare has two,
 // or two layers of one slider): the wheel or +/− zoom at a point, a drag pans, two fingers
-// pinch, a double click toggles between fitting and 2×.
+// pinch, a double click toggles between fitting and 2×. At the fitted size a sideways swipe
+// is a "swipe" event (detail: -1 leftwards, 1 rightwards) for the lightbox to step.
 //
 // Each stage is an element with overflow hidden holding `.zoom-layer` children that fill it;
 // the image inside a layer fits it (object-fit: contain). Zooming scales the layers with a
@@ -9,6 +10,7 @@
 const MIN_SCALE = 1;
 const MAX_SCALE = 16;
 const STEP = 1.25;
+const SWIPE_PX = 60;
 
 export class ZoomPan extends EventTarget {
   constructor(stages) {
@@ -19,6 +21,7 @@ export class ZoomPan extends EventTarget {
     this.y = 0;
     this.pointers = new Map();
     this.pinch = null;
+    this.start = null;
     for (const stage of stages) this.attach(stage);
   }
 
@@ -92,6 +95,7 @@ export class ZoomPan extends EventTarget {
       if (event.button !== 0 && event.pointerType === "mouse") return;
       stage.setPointerCapture(event.pointerId);
       this.pointers.set(event.pointerId, { x: event.clientX, y: event.clientY });
+      this.start = this.pointers.size === 1 ? { x: event.clientX, y: event.clientY } : null;
       if (this.pointers.size === 2) this.pinch = this.spread();
     });
     stage.addEventListener("pointermove", (event) => {
@@ -112,7 +116,16 @@ export class ZoomPan extends EventTarget {
       this.pointers.delete(event.pointerId);
       if (this.pointers.size < 2) this.pinch = null;
     };
-    stage.addEventListener("pointerup", end);
+    stage.addEventListener("pointerup", (event) => {
+      const start = this.start;
+      this.start = null;
+      end(event);
+      if (!start || this.scale > 1 || this.pointers.size) return;
+      const dx = event.clientX - start.x;
+      if (Math.abs(dx) > SWIPE_PX && Math.abs(dx) > 2 * Math.abs(event.clientY - start.y)) {
+        this.dispatchEvent(new CustomEvent("swipe", { detail: dx < 0 ? -1 : 1 }));
+      }
+    });
     stage.addEventListener("pointercancel", end);
   }
 

@@ -100,7 +100,7 @@ def test_edit_this_and_a_painted_mask_reach_the_bridge_and_the_composite(
     expect(page.locator("#mask-eraser")).to_be_checked()
     page.locator("#mask-size").fill("8")
     mouse_stroke(page, (36, 20), (36, 20), SOURCE)
-    dashboard.screenshot("desktop-mask-painter", full_page=False)
+    dashboard.screenshot("desktop-mask-painted", full_page=False)
     page.locator("#mask-apply").click()
     expect(painter).to_be_hidden()
     expect(page.locator("#hint-mask")).to_contain_text("Painted mask:")

@@ -87,6 +87,13 @@ def main(dashboard: Dashboard) -> None:
     expect(dashboard.page.locator(".tile-image[src^='blob:']").first).to_be_visible()
 
 
+def gallery(dashboard: Dashboard) -> None:
+    dashboard.page.locator("#gallery").scroll_into_view_if_needed()
+    dashboard.page.wait_for_function(
+        "() => [...document.querySelectorAll('.tile-image')].filter((img) => img.src).length >= 6"
+    )
+
+
 def composer_more(dashboard: Dashboard) -> None:
     dashboard.open_more()
     dashboard.page.locator("#more").scroll_into_view_if_needed()
@@ -156,6 +163,7 @@ def confirm(dashboard: Dashboard) -> None:
 
 VIEWS: list[tuple[str, Step]] = [
     ("main", main),
+    ("gallery", gallery),
     ("composer-more", composer_more),
     ("selection", selection),
     ("lightbox", lightbox),

@@ -13,8 +13,11 @@ import { ACTIVE, gallery } from "./gallery.js";
 import { selection } from "./selection.js";
 import { $, h, icon, plural } from "./ui.js";
 
-const LOAD_MARGIN = "400px 0px";
-const RELEASE_MARGIN = "3000px 0px";
+const LOAD_PX = 400;
+const RELEASE_PX = 3000;
+const LOAD_MARGIN = `${LOAD_PX}px 0px`;
+const RELEASE_MARGIN = `${RELEASE_PX}px 0px`;
+const SWEEP_MS = 200;
 const MORE_MARGIN_PX = 800;
 const MORE_MARGIN = `${MORE_MARGIN_PX}px 0px`;
 const DWELL_MS = 90;
@@ -26,6 +29,14 @@ const FIRST_SCREEN_WAIT_MS = 1500;
 function short(text, limit = PROMPT_LABEL_CHARS) {
   const flat = String(text || "").replace(/\s+/g, " ").trim();
   return flat.length > limit ? `${flat.slice(0, limit - 1)}…` : flat;
+}
+
+/** How far `node` is from the screen, vertically (0 when on it). */
+function distance(node) {
+  const box = node.getBoundingClientRect();
+  if (box.bottom < 0) return -box.bottom;
+  if (box.top > window.innerHeight) return box.top - window.innerHeight;
+  return 0;
 }
 
 function stage(job) {
@@ -88,8 +99,11 @@ class Grid {
       if (records.some((record) => record.isIntersecting)) this.loadMoreWhileVisible();
     }, { rootMargin: MORE_MARGIN });
     more.observe($("gallery-sentinel"));
+    let sweep = null;
     window.addEventListener("scroll", () => {
       this.scrolled = performance.now();
+      clearTimeout(sweep);
+      sweep = setTimeout(() => this.startVisible(), SWEEP_MS);
     }, { passive: true });
     gallery.addEventListener("change", () => this.render());
     selection.addEventListener("change", () => this.renderSelection());
@@ -136,15 +150,24 @@ class Grid {
     this.startVisible();
   }
 
-  /** Ask at once for the thumbnails of the tiles on the screen, without waiting a frame for
-   *  the observers (which still handle every later change). */
+  /** Ask at once for the thumbnails of the tiles on the screen: after a render, without
+   *  waiting a frame for the observers, and when a scroll stops, in case a record arrived
+   *  too late to matter. */
   startVisible() {
-    const bottom = window.innerHeight;
-    for (const node of this.list.children) {
-      const box = node.getBoundingClientRect();
-      if (box.top >= bottom) break;
-      const tile = this.tiles.get(node.dataset.key);
+    const nodes = this.list.children;
+    let low = 0;
+    let high = nodes.length;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if (nodes[middle].getBoundingClientRect().bottom <= 0) low = middle + 1;
+      else high = middle;
+    }
+    for (let index = low; index < nodes.length; index += 1) {
+      const box = nodes[index].getBoundingClientRect();
+      if (box.top >= window.innerHeight) break;
+      const tile = this.tiles.get(nodes[index].dataset.key);
       if (box.bottom <= 0 || !tile || !tile.entry || !tile.entry.image || tile.state !== "idle") continue;
+      clearTimeout(tile.timer);
       tile.state = "queued";
       this.urgent.push(tile);
     }
@@ -272,18 +295,19 @@ class Grid {
     return this.edge;
   }
 
+  // Observer records arrive a little after they were taken; each tile's distance is measured
+  // again when its record is handled, so a late record never undoes what is true now.
   onNear(records) {
     for (const record of records) {
       const tile = this.tiles.get(record.target.dataset.key);
       if (!tile || !tile.entry || !tile.entry.image) continue;
       clearTimeout(tile.timer);
-      if (!record.isIntersecting) {
+      if (distance(tile.node) > LOAD_PX) {
         if (tile.state === "queued") tile.state = "idle";
         continue;
       }
       if (tile.state !== "idle") continue;
-      const box = record.boundingClientRect;
-      const onScreen = box.bottom > 0 && box.top < window.innerHeight;
+      const onScreen = distance(tile.node) === 0;
       const enqueue = () => {
         tile.state = "queued";
         (onScreen ? this.urgent : this.queue).push(tile);
@@ -298,9 +322,8 @@ class Grid {
 
   onFar(records) {
     for (const record of records) {
-      if (record.isIntersecting) continue;
       const tile = this.tiles.get(record.target.dataset.key);
-      if (tile && tile.entry && tile.entry.image) this.releaseThumb(tile);
+      if (tile && tile.entry && tile.entry.image && distance(tile.node) > RELEASE_PX) this.releaseThumb(tile);
     }
   }
 

@@ -98,6 +98,9 @@ def test_a_stopped_bridge_shows_as_offline(bridge: BridgeFactory, open_page: Ope
     server = bridge()
     dashboard = open_page(server)
     page = dashboard.page
+    expect(page.locator("#gallery-empty")).to_contain_text("Your images will appear here")
+    expect(page.locator("#gallery-status")).to_have_text("No images yet.")
+    dashboard.screenshot("desktop-empty", full_page=False)
     connection = page.locator("#connection")
     expect(connection).to_have_attribute("data-state", "online")
     server.stop()
@@ -105,6 +108,7 @@ def test_a_stopped_bridge_shows_as_offline(bridge: BridgeFactory, open_page: Ope
     expect(connection).to_have_attribute("data-state", "offline")
     expect(connection).to_have_text("Offline: the bridge cannot be reached")
     expect(page.locator("#gallery-status")).to_contain_text("could not be loaded")
+    expect(page.locator("#gallery-empty")).to_be_hidden()
     assert dashboard.watch.failed and all("/v1/" in url for url in dashboard.watch.failed)
     assert dashboard.watch.errors == []
 

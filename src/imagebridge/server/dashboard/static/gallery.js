@@ -249,7 +249,7 @@ class Gallery extends EventTarget {
     if (!this.loaded) return "Loading…";
     const images = this.entries.filter((item) => item.image).length;
     const rows = new Set(this.entries.map((item) => item.job)).size;
-    if (!this.entries.length) return "Nothing matches these filters yet.";
+    if (!this.entries.length) return Object.values(this.filters()).some(Boolean) ? "Nothing matches these filters yet." : "No images yet.";
     return `${plural(images, "image")} from ${plural(rows, "request")}${this.cursor ? "; scroll for older ones" : ""}.`;
   }
 

@@ -146,6 +146,8 @@ class Grid {
     for (const [key, tile] of this.tiles) tile.open.tabIndex = key === this.focusKey ? 0 : -1;
     $("load-more").hidden = !gallery.cursor;
     $("gallery-status").textContent = gallery.status();
+    const filtered = Object.values(gallery.filters()).some(Boolean);
+    $("gallery-empty").hidden = entries.length > 0 || !gallery.loaded || Boolean(gallery.lastError) || filtered;
     this.renderSelection();
     this.startVisible();
   }

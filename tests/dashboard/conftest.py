@@ -344,6 +344,14 @@ def create_job(server: LiveServer, prompt: str, **parameters: Any) -> str:
     return str(response.json()["id"])
 
 
+def artifact_bytes(server: LiveServer, artifact_id: str) -> bytes:
+    """An artifact's bytes as the API serves them (to compare with what the page saved)."""
+    with server.client() as client:
+        response = client.get(f"/v1/artifacts/{artifact_id}")
+    assert response.status_code == 200, response.text
+    return bytes(response.content)
+
+
 def job(server: LiveServer, job_id: str) -> dict[str, Any]:
     with server.client() as client:
         response = client.get(f"/v1/jobs/{job_id}")

@@ -18,6 +18,7 @@ from tests.dashboard.conftest import (
     BridgeFactory,
     Dashboard,
     OpenPage,
+    artifact_bytes,
     create_job,
     jobs_with_prompt,
     wait_terminal,
@@ -47,13 +48,6 @@ def server(bridge: BridgeFactory) -> LiveServer:
     return live
 
 
-def artifact(server: LiveServer, artifact_id: str) -> bytes:
-    with server.client() as client:
-        response = client.get(f"/v1/artifacts/{artifact_id}")
-    assert response.status_code == 200, response.text
-    return response.content
-
-
 def open_lightbox(dashboard: Dashboard, prompt: str, index: int = 0) -> Any:
     dashboard.tile(prompt).nth(index).locator(".tile-open").click()
     lightbox = dashboard.page.locator("#lightbox")
@@ -69,7 +63,7 @@ def test_edit_this_and_a_painted_mask_reach_the_bridge_and_the_composite(
     page = dashboard.page
     [source_job] = jobs_with_prompt(server, SOURCE_PROMPT)
     source_id = source_job["result"]["data"][0]["id"]
-    source = Image.open(io.BytesIO(artifact(server, source_id))).convert("RGB")
+    source = Image.open(io.BytesIO(artifact_bytes(server, source_id))).convert("RGB")
 
     lightbox = open_lightbox(dashboard, SOURCE_PROMPT)
     lightbox.get_by_role("button", name="Edit this").click()
@@ -116,7 +110,7 @@ def test_edit_this_and_a_painted_mask_reach_the_bridge_and_the_composite(
     assert body["operation"] == "edit"
     assert body["routing"]["provider"] == "painter"
     sent_source = body["images"][0]["data_url"]
-    assert base64.b64decode(sent_source.split(",", 1)[1]) == artifact(server, source_id)
+    assert base64.b64decode(sent_source.split(",", 1)[1]) == artifact_bytes(server, source_id)
     mask = decode_data_url(body["mask"]["data_url"])
     assert mask.size == SOURCE
     strokes = [
@@ -135,7 +129,7 @@ def test_edit_this_and_a_painted_mask_reach_the_bridge_and_the_composite(
     assert "mask_emulated" in result["warnings"]
     [composite] = [item for item in result["normalizations"] if item["field"] == "data[0].mask"]
     assert composite["effective"]["composited"] is True
-    edited = Image.open(io.BytesIO(artifact(server, result["data"][0]["id"]))).convert("RGB")
+    edited = Image.open(io.BytesIO(artifact_bytes(server, result["data"][0]["id"]))).convert("RGB")
     assert edited.size == SOURCE
     alpha = mask.getchannel("A")
     kept = alpha.point(lambda value: 255 if value == 255 else 0)

@@ -41,6 +41,8 @@ def test_the_page_loads_cleanly_and_fits_the_screen(
     page = dashboard.page
     expect(page).to_have_title("Imagegen Bridge")
     expect(page.locator(".tile")).to_have_count(3)  # two images of one request, one failure
+    # Thumbnails come as tiles near the screen; on a phone the gallery is below the composer.
+    page.locator("#gallery").scroll_into_view_if_needed()
     images = page.locator(".tile[data-kind='image'] .tile-image")
     expect(images).to_have_count(2)
     for index in range(2):
@@ -53,6 +55,8 @@ def test_the_page_loads_cleanly_and_fits_the_screen(
     page.reload()
     page.wait_for_selector("#connection[data-state='online']")
     expect(page.locator(".tile")).to_have_count(3)
+    page.locator("#gallery").scroll_into_view_if_needed()
+    expect(images.first).to_have_attribute("src", re.compile(r"^blob:"))
     page.wait_for_load_state("networkidle")
     assert dashboard.no_horizontal_overflow()
     dashboard.screenshot(f"{label}-main")

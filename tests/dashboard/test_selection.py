@@ -16,6 +16,7 @@ from tests.dashboard.conftest import (
     BridgeFactory,
     Dashboard,
     OpenPage,
+    artifact_bytes,
     create_job,
     jobs_with_prompt,
     wait_terminal,
@@ -31,13 +32,6 @@ def server(bridge: BridgeFactory) -> LiveServer:
     for prompt, n in (("zip fox alone", 1), ("zip three herons", 3), ("zip owl alone", 1)):
         wait_terminal(live, create_job(live, prompt, n=n, size="24x16"))
     return live
-
-
-def artifact_bytes(server: LiveServer, artifact_id: str) -> bytes:
-    with server.client() as client:
-        response = client.get(f"/v1/artifacts/{artifact_id}")
-    assert response.status_code == 200, response.text
-    return response.content
 
 
 def images_of(server: LiveServer, prompt: str) -> list[dict[str, Any]]:

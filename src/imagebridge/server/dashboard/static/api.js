@@ -216,19 +216,6 @@ export class BridgeApi extends EventTarget {
   }
 
   // -- jobs ------------------------------------------------------------------------------
-  listJobs({ limit = 24, cursor, status, hidden = false, favorite = false, search } = {}) {
-    return this.json("GET", "/v1/jobs", {
-      query: this._viewing({
-        limit,
-        cursor,
-        status,
-        visibility: hidden ? "hidden" : "active",
-        favorite: favorite ? "true" : undefined,
-        search,
-      }),
-    });
-  }
-
   getJob(id, options = {}) {
     return this.json("GET", `/v1/jobs/${segment(id)}`, { ...options, query: this._viewing(options.query) });
   }

@@ -6,13 +6,20 @@ Playwright; tests that need it are marked ``browser`` and are skipped, with the 
 only when ``/usr/bin/chromium`` is absent. ``open_page`` opens the dashboard in a fresh
 context and returns a :class:`PageWatch` that records every console error or warning,
 uncaught exception, failed request and unexpected HTTP error, so a test can end with
-``watch.assert_clean()``.
+``watch.assert_clean()``. ``axe`` runs @axe-core/playwright (``.cache/axe``, installed by
+``scripts/install-test-deps``) on a page as it is, in the same Chromium (axe_check.cjs
+attaches over the DevTools protocol).
 """
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import socket
+import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +41,13 @@ CHROMIUM_ARGS = [
 ]
 DESKTOP = {"width": 1280, "height": 800}
 MOBILE = {"width": 390, "height": 844}
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "dashboard"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO_ROOT / "test-output" / "dashboard"
 UI_TIMEOUT_MS = 15_000
+AXE_PREFIX = REPO_ROOT / ".cache" / "axe"
+AXE_VERSION = "4.13.0"
+AXE_SCRIPT = Path(__file__).with_name("axe_check.cjs")
+AXE_TIMEOUT_S = 120.0
 
 BridgeFactory = Callable[..., LiveServer]
 
@@ -65,9 +77,22 @@ def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeFactory]:
         live.stop()
 
 
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Chromium:
+    browser: Any
+    cdp_endpoint: str
+    """Where the DevTools protocol answers on 127.0.0.1 (for the accessibility runner)."""
+
+
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Chromium for one test module.
+def chromium() -> Iterator[Chromium]:
+    """Chromium for one test module, with its DevTools endpoint on loopback.
 
     Module scope, not session: Playwright's sync API keeps an event loop running in this
     thread while it is open, which would break asyncio tests collected after it.
@@ -78,14 +103,21 @@ def browser() -> Iterator[Any]:
         )
     from playwright.sync_api import sync_playwright
 
+    port = _free_port()
+    debugging = ["--remote-debugging-address=127.0.0.1", f"--remote-debugging-port={port}"]
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=[*CHROMIUM_ARGS, *debugging]
         )
         try:
-            yield chromium
+            yield Chromium(launched, f"http://127.0.0.1:{port}")
         finally:
-            chromium.close()
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Chromium) -> Any:
+    return chromium.browser
 
 
 @dataclass
@@ -142,11 +174,97 @@ class Dashboard:
         """Write ``test-output/dashboard/<name>.png`` (the viewport only for modal views)."""
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         path = SCREENSHOTS / f"{name}.png"
-        self.page.screenshot(path=str(path), full_page=full_page)
+        self.page.screenshot(path=str(path), full_page=full_page, animations="disabled")
         return path
 
     def no_horizontal_overflow(self) -> bool:
         return bool(self.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
+
+    def tile(self, prompt: str) -> Any:
+        """The gallery tiles of requests whose prompt contains ``prompt``."""
+        return self.page.locator(".tile", has=self.page.locator(".tile-prompt", has_text=prompt))
+
+    def open_more(self) -> None:
+        """Open the composer's "More settings" panel (every advanced control is inside)."""
+        more = self.page.locator("#more")
+        if more.get_attribute("open") is None:
+            more.locator("summary").click()
+
+
+# -- accessibility: @axe-core/playwright in the same Chromium -----------------------------
+
+
+def _axe_version() -> str | None:
+    package = AXE_PREFIX / "node_modules" / "@axe-core" / "playwright" / "package.json"
+    try:
+        return str(json.loads(package.read_text(encoding="utf-8"))["version"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+class Axe:
+    """One ``node axe_check.cjs`` attached to the module's Chromium, answering per page."""
+
+    def __init__(self, endpoint: str) -> None:
+        self._process = subprocess.Popen(
+            ["node", str(AXE_SCRIPT), str(AXE_PREFIX), endpoint],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        ready = self._answer()
+        assert ready.get("ready"), ready
+
+    def _answer(self) -> dict[str, Any]:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        assert line, "the accessibility runner stopped"
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def violations(self, page: Any) -> list[dict[str, Any]]:
+        """Every violation axe finds on ``page`` as it is now."""
+        marker = f"axe-{uuid.uuid4().hex}"
+        page.evaluate("(name) => { window.name = name; }", marker)
+        assert self._process.stdin is not None
+        self._process.stdin.write(marker + "\n")
+        self._process.stdin.flush()
+        answer = self._answer()
+        assert "error" not in answer, answer.get("error", "")
+        found: list[dict[str, Any]] = answer["violations"]
+        return found
+
+    def serious(self, page: Any) -> list[str]:
+        """The serious and critical violations, one readable line each."""
+        return [
+            f"{item['impact']}: {item['id']} ({item['help']}) at "
+            + "; ".join(f"{node['target']} {node['summary']}" for node in item["nodes"][:4])
+            for item in self.violations(page)
+            if item["impact"] in ("serious", "critical")
+        ]
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+@pytest.fixture(scope="module")
+def axe(chromium: Chromium) -> Iterator[Axe]:
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed (the accessibility check runs @axe-core/playwright)")
+    if _axe_version() != AXE_VERSION:
+        pytest.fail(
+            f"@axe-core/playwright {AXE_VERSION} is not in .cache/axe "
+            "(run scripts/install-test-deps)"
+        )
+    runner = Axe(chromium.cdp_endpoint)
+    yield runner
+    runner.close()
 
 
 OpenPage = Callable[..., Dashboard]
@@ -162,8 +280,17 @@ def browser_context(browser: Any) -> Iterator[Any]:
     context.close()
 
 
+@pytest.fixture(scope="module")
+def touch_context(browser: Any) -> Iterator[Any]:
+    """A phone-like context: touch input, the 390 × 844 screen."""
+    context = browser.new_context(viewport=dict(MOBILE), has_touch=True, is_mobile=True)
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    yield context
+    context.close()
+
+
 @pytest.fixture
-def open_page(browser_context: Any) -> Iterator[OpenPage]:
+def open_page(browser_context: Any, request: pytest.FixtureRequest) -> Iterator[OpenPage]:
     pages: list[Any] = []
 
     def opener(
@@ -173,10 +300,12 @@ def open_page(browser_context: Any) -> Iterator[OpenPage]:
         allow: tuple[tuple[int, str], ...] = (),
         wait_for_connection: bool = True,
         color_scheme: str = "light",
+        touch: bool = False,
     ) -> Dashboard:
-        page = browser_context.new_page()
+        context = request.getfixturevalue("touch_context") if touch else browser_context
+        page = context.new_page()
         pages.append(page)
-        page.set_viewport_size(dict(viewport))
+        page.set_viewport_size(dict(MOBILE if touch else viewport))
         page.emulate_media(color_scheme=color_scheme)
         watch = PageWatch()
         for status, pattern in allow:
@@ -213,6 +342,14 @@ def create_job(server: LiveServer, prompt: str, **parameters: Any) -> str:
         response = client.post("/v1/jobs", json=body)
     assert response.status_code == 202, response.text
     return str(response.json()["id"])
+
+
+def artifact_bytes(server: LiveServer, artifact_id: str) -> bytes:
+    """An artifact's bytes as the API serves them (to compare with what the page saved)."""
+    with server.client() as client:
+        response = client.get(f"/v1/artifacts/{artifact_id}")
+    assert response.status_code == 200, response.text
+    return bytes(response.content)
 
 
 def job(server: LiveServer, job_id: str) -> dict[str, Any]:

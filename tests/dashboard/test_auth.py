@@ -46,24 +46,27 @@ def test_a_401_asks_for_the_token_and_it_never_appears_in_a_url(
     assert page.evaluate(f"sessionStorage.getItem('{TOKEN_KEY}')") == TOKEN
 
     page.fill("#f-prompt", "an authenticated owl")
-    page.locator("#group-image > summary").click()
     page.select_option("#f-size", "custom")
     page.fill("#f-size_custom", "16x16")
     page.locator("#submit-button").click()
-    item = page.locator(".card", has_text="an authenticated owl")
+    item = dashboard.tile("an authenticated owl")
     expect(item).to_have_attribute("data-status", "succeeded")
-    expect(item.locator(".thumb img")).to_have_attribute("src", re.compile(r"^blob:"))
-    item.get_by_role("button", name="Details").click()
+    expect(item.locator(".tile-image")).to_have_attribute("src", re.compile(r"^blob:"))
+    item.locator(".tile-open").click()
+    expect(page.locator("#lb-image")).to_have_attribute("src", re.compile(r"^blob:"))
+    page.locator("#lightbox").get_by_role("button", name="Open job").click()
     expect(page.locator("#job-dialog figure.output img")).to_have_attribute(
         "src", re.compile(r"^blob:")
     )
     page.keyboard.press("Escape")
+    page.keyboard.press("Escape")
+    expect(page.locator("#lightbox")).to_be_hidden()
 
     requests_before_reload = len(dashboard.watch.requests)
     page.reload()
     expect(page.locator("#connection")).to_have_attribute("data-state", "online")
     expect(page.locator("#auth-dialog")).to_be_hidden()
-    expect(item.locator(".thumb img")).to_have_attribute("src", re.compile(r"^blob:"))
+    expect(item.locator(".tile-image")).to_have_attribute("src", re.compile(r"^blob:"))
     assert len(dashboard.watch.requests) > requests_before_reload
     assert not any(TOKEN in url for _, url in dashboard.watch.requests)
     dashboard.watch.assert_clean()

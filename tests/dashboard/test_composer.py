@@ -55,20 +55,13 @@ def png(width: int, height: int, color: tuple[int, int, int]) -> bytes:
     return buffer.getvalue()
 
 
-def open_group(dashboard: Dashboard, group: str) -> None:
-    details = dashboard.page.locator(f"#group-{group}")
-    if details.get_attribute("open") is None:
-        details.locator("summary").click()
-
-
 def small_size(dashboard: Dashboard, size: str = "32x32") -> None:
-    open_group(dashboard, "image")
     dashboard.page.select_option("#f-size", "custom")
     dashboard.page.fill("#f-size_custom", size)
 
 
-def card(dashboard: Dashboard, prompt: str) -> Any:
-    return dashboard.page.locator(".card", has_text=prompt)
+def run_slots(dashboard: Dashboard, state: str) -> Any:
+    return dashboard.page.locator(f"#run-images .run-slot[data-state='{state}']")
 
 
 def test_a_generation_of_two_images_shows_both(server: LiveServer, open_page: OpenPage) -> None:
@@ -80,12 +73,18 @@ def test_a_generation_of_two_images_shows_both(server: LiveServer, open_page: Op
     small_size(dashboard)
     page.get_by_role("button", name="Generate").click()
     expect(page.locator("#toast")).to_contain_text("Job queued")
-    item = card(dashboard, prompt)
-    expect(item).to_have_attribute("data-status", "succeeded")
-    expect(item.locator(".meta")).to_contain_text("mock · mock-image-1 · 2 images")
-    expect(item.locator(".thumb img")).to_have_attribute("src", re.compile(r"^blob:"))
+    expect(run_slots(dashboard, "done")).to_have_count(2)
+    expect(page.locator("#run-status")).to_contain_text("Done: 2 images from mock · mock-image-1")
+    tiles = dashboard.tile(prompt)
+    expect(tiles).to_have_count(2)
+    expect(tiles.locator(".tile-meta")).to_have_text(["mock · 32×32 · PNG"] * 2)
+    expect(tiles.locator(".tile-count")).to_have_text(["1/2", "2/2"])
+    for index in range(2):
+        expect(tiles.nth(index).locator(".tile-image")).to_have_attribute(
+            "src", re.compile(r"^blob:")
+        )
 
-    item.get_by_role("button", name="Details").click()
+    page.locator("#run-details").click()
     dialog = page.locator("#job-dialog")
     images = dialog.locator("figure.output img")
     expect(images).to_have_count(2)
@@ -166,9 +165,13 @@ def test_an_edit_sends_the_uploaded_image_mask_and_reference(
     )
     expect(page.locator("#hint-references")).to_contain_text("1 image selected")
     small_size(dashboard, "24x24")
+    expect(page.locator("#source-caption")).to_have_text(f"source.png · 24×24 · {len(source)} B")
     page.get_by_role("button", name="Edit", exact=True).click()
-    item = card(dashboard, prompt)
-    expect(item).to_have_attribute("data-status", "succeeded")
+    expect(run_slots(dashboard, "done")).to_have_count(1)
+    expect(page.locator("#run-images .run-source img")).to_have_attribute(
+        "src", re.compile(r"^data:image/png;base64,")
+    )
+    expect(dashboard.tile(prompt)).to_have_attribute("data-status", "succeeded")
 
     stored = jobs_with_prompt(server, prompt)[0]
     assert stored["request"]["operation"] == "edit"
@@ -182,7 +185,7 @@ def test_an_edit_sends_the_uploaded_image_mask_and_reference(
         "data:image/jpeg;base64," + base64.b64encode(reference).decode()
     )
     assert stored["result"]["data"][0]["width"] == 24
-    item.get_by_role("button", name="Details").click()
+    page.locator("#run-details").click()
     expect(page.locator("#job-dialog")).to_contain_text("edit")
     expect(page.locator("#job-dialog figure.output img")).to_have_attribute(
         "src", re.compile(r"^blob:")
@@ -275,15 +278,14 @@ def test_the_composer_counts_against_the_bridge_s_own_prompt_limit(
     [
         ([("select", "#f-operation", "edit")], "An edit needs at least one image.", None),
         (
-            [("fill", "#f-n", "2"), ("group", "files"), ("fill", "#f-filename", "hero.png")],
+            [("fill", "#f-n", "2"), ("more",), ("fill", "#f-filename", "hero.png")],
             "An exact filename needs exactly one image",
             "#f-filename",
         ),
         (
             [
-                ("group", "routing"),
+                ("more",),
                 ("fill", "#f-fallbacks", "ready"),
-                ("group", "session"),
                 ("select", "#f-session_mode", "persistent"),
                 ("fill", "#f-session_key", "k1"),
             ],
@@ -292,7 +294,7 @@ def test_the_composer_counts_against_the_bridge_s_own_prompt_limit(
         ),
         (
             [
-                ("group", "transparency"),
+                ("more",),
                 ("fill", "#f-transparent_threshold", "96"),
                 ("fill", "#f-opaque_threshold", "12"),
             ],
@@ -305,7 +307,7 @@ def test_the_composer_counts_against_the_bridge_s_own_prompt_limit(
 def test_client_side_checks_stop_a_bad_submission(
     server: LiveServer,
     open_page: OpenPage,
-    steps: list[tuple[str, str, str] | tuple[str, str]],
+    steps: list[tuple[str, ...]],
     message: str,
     focused: str | None,
 ) -> None:
@@ -313,12 +315,12 @@ def test_client_side_checks_stop_a_bad_submission(
     page = dashboard.page
     page.fill("#f-prompt", "a checked prompt")
     for step in steps:
-        if step[0] == "group":
-            open_group(dashboard, step[1])
+        if step[0] == "more":
+            dashboard.open_more()
         elif step[0] == "select":
-            page.select_option(step[1], step[2])  # type: ignore[misc]
+            page.select_option(step[1], step[2])
         else:
-            page.fill(step[1], step[2])  # type: ignore[misc]
+            page.fill(step[1], step[2])
     page.locator("#submit-button").click()
     errors = page.locator("#form-errors")
     expect(errors).to_be_visible()
@@ -336,7 +338,7 @@ def test_the_bridge_s_own_refusal_is_explained(server: LiveServer, open_page: Op
     dashboard = open_page(server, allow=((422, r"^/v1/jobs$"),))
     page = dashboard.page
     page.fill("#f-prompt", "long " * 2600)  # 13,000 bytes: fine for a prompt, not for XMP
-    open_group(dashboard, "files")
+    dashboard.open_more()
     page.select_option("#f-metadata", "embedded")
     page.locator("#submit-button").click()
     errors = page.locator("#form-errors")
@@ -351,7 +353,6 @@ def test_the_bridge_s_own_refusal_is_explained(server: LiveServer, open_page: Op
 def test_an_unknown_model_is_explained(server: LiveServer, open_page: OpenPage) -> None:
     dashboard = open_page(server, allow=((400, r"^/v1/providers/mock/capabilities"),))
     page = dashboard.page
-    open_group(dashboard, "image")
     page.fill("#f-model", "no-such-model")
     page.locator("#f-model").dispatch_event("change")
     expect(page.locator("#hint-model")).to_have_text("mock does not serve this model.")
@@ -362,9 +363,7 @@ def test_an_unknown_model_is_explained(server: LiveServer, open_page: OpenPage) 
 def test_capabilities_drive_the_form(server: LiveServer, open_page: OpenPage) -> None:
     dashboard = open_page(server)
     page = dashboard.page
-    open_group(dashboard, "image")
-    open_group(dashboard, "transparency")
-    open_group(dashboard, "session")
+    dashboard.open_more()
     aspect = page.locator("#f-aspect_ratio")
     expect(aspect).to_be_disabled()  # the mock has no aspect ratio either
     expect(page.locator("#hint-aspect_ratio")).to_have_text(
@@ -408,9 +407,8 @@ def test_capabilities_drive_the_form(server: LiveServer, open_page: OpenPage) ->
     page.fill("#f-prompt", prompt)
     page.fill("#f-n", "1")
     page.locator("#submit-button").click()
-    item = card(dashboard, prompt)
-    expect(item).to_have_attribute("data-status", "succeeded")
-    expect(item.locator(".meta")).to_contain_text("ready · test-image · 1 image")
+    expect(page.locator("#run-status")).to_contain_text("Done: 1 image from ready · test-image")
+    expect(dashboard.tile(prompt)).to_have_attribute("data-status", "succeeded")
     request = jobs_with_prompt(server, prompt)[0]["request"]
     assert request["routing"]["provider"] == "ready"
     assert request["parameters"]["quality"] == "auto"  # locked to the provider's only value
@@ -426,12 +424,11 @@ def test_presets_save_apply_edit_and_delete(server: LiveServer, open_page: OpenP
     dashboard = open_page(server, allow=((404, r"^/v1/presets/"),))
     page = dashboard.page
     page.fill("#f-prompt", "a preset prompt")
-    open_group(dashboard, "image")
+    dashboard.open_more()
     page.select_option("#f-quality", "high")
     page.select_option("#f-output_format", "webp")
     page.fill("#f-output_compression", "80")
     small_size(dashboard, "96x64")
-    open_group(dashboard, "files")
     page.select_option("#f-metadata", "none")
 
     page.get_by_role("button", name="Save as…").click()

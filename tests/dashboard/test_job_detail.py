@@ -59,6 +59,20 @@ def explained_job(server: LiveServer) -> dict[str, Any]:
     return finished
 
 
+def open_job(dashboard: Any, prompt: str) -> Any:
+    """The job dialog of the request whose prompt holds ``prompt``, opened from its first
+    tile (through the lightbox when the tile is an image)."""
+    page = dashboard.page
+    tile = dashboard.tile(prompt).first
+    expect(tile).to_be_visible()
+    tile.locator(".tile-open").click()
+    if tile.get_attribute("data-kind") == "image":
+        page.locator("#lightbox").get_by_role("button", name="Open job").click()
+    dialog = page.locator("#job-dialog")
+    expect(dialog).to_be_visible()
+    return dialog
+
+
 def section(dialog: Any, heading: str) -> Any:
     return dialog.locator("section").filter(
         has=dialog.page.get_by_role("heading", name=heading, exact=True)
@@ -76,11 +90,9 @@ def test_the_detail_shows_every_section_of_a_finished_job(
     stored = explained_job(server)
     result = stored["result"]
     dashboard = open_page(server)
-    page = dashboard.page
-    item = page.locator(".card", has_text=PROMPT)
+    item = dashboard.tile(PROMPT)
     expect(item).to_have_attribute("data-status", "succeeded")
-    item.get_by_role("button", name="Details").click()
-    dialog = page.locator("#job-dialog")
+    dialog = open_job(dashboard, PROMPT)
     expect(dialog.locator("figure.output img")).to_have_count(1)
     expect(dialog.locator("figure.output img")).to_have_attribute("src", re.compile(r"^blob:"))
 
@@ -140,7 +152,7 @@ def test_the_dialog_favourites_hides_and_restores(server: LiveServer, open_page:
     wait_terminal(server, job_id)
     dashboard = open_page(server)
     page = dashboard.page
-    page.locator(".card", has_text=prompt).get_by_role("button", name="Details").click()
+    open_job(dashboard, prompt)
     actions = page.locator("#job-dialog-actions")
     favorite = actions.get_by_role("button", name="Favorite")
     expect(favorite).to_have_attribute("aria-pressed", "false")
@@ -148,15 +160,17 @@ def test_the_dialog_favourites_hides_and_restores(server: LiveServer, open_page:
     expect(favorite).to_have_attribute("aria-pressed", "true")
     assert job(server, job_id)["favorite"] is True
 
+    expect(dashboard.tile(prompt).locator(".tile-fav")).to_be_visible()
     actions.get_by_role("button", name="Hide").click()
     expect(actions.get_by_role("button", name="Restore")).to_be_visible()
     assert "deleted" in job(server, job_id)
-    expect(page.locator(".card", has_text=prompt)).to_have_count(0)
+    expect(dashboard.tile(prompt)).to_have_count(0)
     actions.get_by_role("button", name="Restore").click()
     expect(actions.get_by_role("button", name="Hide")).to_be_visible()
     assert "deleted" not in job(server, job_id)
     page.keyboard.press("Escape")
-    expect(page.locator(".card", has_text=prompt)).to_be_visible()
+    expect(page.locator("#job-dialog")).to_be_hidden()
+    expect(dashboard.tile(prompt)).to_be_visible()
     dashboard.watch.assert_clean()
 
 
@@ -169,17 +183,16 @@ def test_the_dialog_cancels_a_running_job_and_follows_it_to_the_end(
     job_id = create_job(server, "[mock:latency=60000] a heron that takes its time")
     dashboard = open_page(server)
     page = dashboard.page
-    item = page.locator(".card", has_text="a heron that takes its time")
+    item = dashboard.tile("a heron that takes its time")
     expect(item).to_have_attribute("data-status", "running")
-    item.get_by_role("button", name="Details").click()
-    dialog = page.locator("#job-dialog")
+    dialog = open_job(dashboard, "a heron that takes its time")
     expect(fact(dialog, "Status")).to_have_text("running")
 
     def list_after_the_job_ended(route: Any) -> None:
         wait_terminal(server, job_id)  # bounded; the page's list answer waits for the end
         route.continue_()
 
-    page.route(re.compile(r"/v1/jobs\?"), list_after_the_job_ended)
+    page.route(re.compile(r"/v1/gallery\?"), list_after_the_job_ended)
     page.locator("#job-dialog-actions").get_by_role("button", name="Cancel").click()
     confirm = page.locator("#confirm-dialog")
     expect(confirm).to_contain_text("best effort")
@@ -188,7 +201,7 @@ def test_the_dialog_cancels_a_running_job_and_follows_it_to_the_end(
     expect(fact(dialog, "Status")).to_have_text("cancelled", timeout=3_000)
     expect(fact(dialog, "Cancel requested")).to_have_text("yes")
     expect(page.locator("#job-dialog-actions").get_by_role("button", name="Hide")).to_be_visible()
-    page.unroute(re.compile(r"/v1/jobs\?"))
+    page.unroute(re.compile(r"/v1/gallery\?"))
     assert job(server, job_id)["status"] == "cancelled"
     dashboard.watch.assert_clean()
 
@@ -212,9 +225,7 @@ def test_raw_metadata_leaves_out_the_uploaded_image_bytes(
     wait_terminal(server, created.json()["id"])
     dashboard = open_page(server)
     page = dashboard.page
-    page.locator(".card", has_text="a raw metadata edit").get_by_role(
-        "button", name="Details"
-    ).click()
+    open_job(dashboard, "a raw metadata edit")
     raw = page.locator("#job-dialog .raw")
     raw.locator("summary").click()
     text = raw.locator("pre").inner_text()

@@ -40,16 +40,23 @@ def test_the_page_loads_cleanly_and_fits_the_screen(
     dashboard = open_page(server, viewport=viewport)
     page = dashboard.page
     expect(page).to_have_title("Imagegen Bridge")
-    expect(page.locator(".card")).to_have_count(2)
-    expect(page.locator(".card[data-status='succeeded'] .thumb img")).to_have_attribute(
-        "src", re.compile(r"^blob:")
-    )
-    expect(page.locator(".card[data-status='failed'] .stage")).to_contain_text("rate_limited")
+    expect(page.locator(".tile")).to_have_count(3)  # two images of one request, one failure
+    # Thumbnails come as tiles near the screen; on a phone the gallery is below the composer.
+    page.locator("#gallery").scroll_into_view_if_needed()
+    images = page.locator(".tile[data-kind='image'] .tile-image")
+    expect(images).to_have_count(2)
+    for index in range(2):
+        expect(images.nth(index)).to_have_attribute("src", re.compile(r"^blob:"))
+    expect(page.locator(".tile[data-kind='image'] .tile-count")).to_have_text(["1/2", "2/2"])
+    expect(page.locator(".tile[data-status='failed'] .tile-meta")).to_contain_text("rate_limited")
+    expect(page.locator("#gallery-status")).to_have_text("2 images from 2 requests.")
     expect(page.locator("#connection")).to_contain_text("1/1 providers ready")
     assert page.locator("#auth-button").is_hidden()  # no bearer configured, no 401 seen
     page.reload()
     page.wait_for_selector("#connection[data-state='online']")
-    expect(page.locator(".card")).to_have_count(2)
+    expect(page.locator(".tile")).to_have_count(3)
+    page.locator("#gallery").scroll_into_view_if_needed()
+    expect(images.first).to_have_attribute("src", re.compile(r"^blob:"))
     page.wait_for_load_state("networkidle")
     assert dashboard.no_horizontal_overflow()
     dashboard.screenshot(f"{label}-main")
@@ -62,8 +69,11 @@ def test_dialogs_fit_the_screen(
 ) -> None:
     dashboard = open_page(server, viewport=viewport)
     page = dashboard.page
-    card = page.locator(".card[data-status='succeeded']")
-    card.get_by_role("button", name="Details").click()
+    page.locator(".tile[data-kind='image'] .tile-open").first.click()
+    lightbox = page.locator("#lightbox")
+    expect(lightbox).to_be_visible()
+    expect(page.locator("#lb-image")).to_have_attribute("src", re.compile(r"^blob:"))
+    lightbox.get_by_role("button", name="Open job").click()
     dialog = page.locator("#job-dialog")
     expect(dialog).to_be_visible()
     expect(dialog.locator("figure.output img[src^='blob:']")).to_have_count(2)
@@ -71,6 +81,8 @@ def test_dialogs_fit_the_screen(
     dashboard.screenshot(f"{label}-job-details", full_page=False)
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
+    page.keyboard.press("Escape")
+    expect(lightbox).to_be_hidden()
 
     page.get_by_role("button", name="System").click()
     system = page.locator("#system-dialog")
@@ -79,8 +91,8 @@ def test_dialogs_fit_the_screen(
     dashboard.screenshot(f"{label}-system", full_page=False)
     page.keyboard.press("Escape")
 
-    for summary in page.locator("details.group > summary").all():
-        summary.click()
+    dashboard.open_more()
+    page.locator("#more").scroll_into_view_if_needed()
     assert dashboard.no_horizontal_overflow()
     dashboard.screenshot(f"{label}-composer-open")
     dashboard.watch.assert_clean()
@@ -90,13 +102,17 @@ def test_a_stopped_bridge_shows_as_offline(bridge: BridgeFactory, open_page: Ope
     server = bridge()
     dashboard = open_page(server)
     page = dashboard.page
+    expect(page.locator("#gallery-empty")).to_contain_text("Your images will appear here")
+    expect(page.locator("#gallery-status")).to_have_text("No images yet.")
+    dashboard.screenshot("desktop-empty", full_page=False)
     connection = page.locator("#connection")
     expect(connection).to_have_attribute("data-state", "online")
     server.stop()
     page.get_by_role("button", name="Refresh").click()
     expect(connection).to_have_attribute("data-state", "offline")
     expect(connection).to_have_text("Offline: the bridge cannot be reached")
-    expect(page.locator("#library-status")).to_contain_text("could not be loaded")
+    expect(page.locator("#gallery-status")).to_contain_text("could not be loaded")
+    expect(page.locator("#gallery-empty")).to_be_hidden()
     assert dashboard.watch.failed and all("/v1/" in url for url in dashboard.watch.failed)
     assert dashboard.watch.errors == []
 
@@ -229,6 +245,7 @@ FULL_REQUEST = {
 
 FORM_SCRIPT = """async ([values]) => {
   const form = await import('/dashboard/form.js');
+  const checks = await import('/dashboard/checks.js');
   const { serverLimits } = await import('/dashboard/limits.js');
   const inputs = {
     images: [{dataUrl: 'data:image/png;base64,AAAA', name: 'a.png', size: 3}],
@@ -242,7 +259,7 @@ FORM_SCRIPT = """async ([values]) => {
     minimal: form.buildRequest({...defaults, prompt: 'hello'}),
     template,
     roundTrip: form.valuesFromTemplate(template),
-    issues: form.checkValues(values, inputs, null, serverLimits()),
+    issues: checks.checkValues(values, inputs, null, serverLimits()),
   };
 }"""
 
@@ -270,10 +287,11 @@ def test_the_form_module_serializes_every_advanced_control(
 
 CHECK_SCRIPT = """async ([cases]) => {
   const form = await import('/dashboard/form.js');
+  const checks = await import('/dashboard/checks.js');
   const { serverLimits } = await import('/dashboard/limits.js');
   return cases.map((overrides) => {
     const values = {...form.defaultValues(), prompt: 'x', ...overrides};
-    return form.checkValues(values, {}, null, serverLimits()).map((issue) => issue.field);
+    return checks.checkValues(values, {}, null, serverLimits()).map((issue) => issue.field);
   });
 }"""
 
@@ -326,8 +344,8 @@ def test_the_form_checks_mirror_the_bridge(server: LiveServer, open_page: OpenPa
 
 
 CONSTRAINTS_SCRIPT = """async ([caps]) => {
-  const form = await import('/dashboard/form.js');
-  return form.constraintsFor(caps);
+  const capabilities = await import('/dashboard/capabilities.js');
+  return capabilities.constraintsFor(caps);
 }"""
 
 

@@ -86,13 +86,13 @@ def test_the_admin_creates_a_key_and_sees_its_usage_then_revokes_it(
 
     page.keyboard.press("Escape")
     # The admin's gallery: its own work, or one key's, chosen by name.
-    card = page.locator(".card", has_text="a team fox")
-    expect(card).to_have_count(0)
+    tile = dashboard.tile("a team fox")
+    expect(tile).to_have_count(0)
     page.select_option("#key-filter", label="newcomer")
-    expect(card).to_have_attribute("data-status", "succeeded")
-    expect(card.locator(".thumb img")).to_have_attribute("src", re.compile(r"^blob:"))
+    expect(tile).to_have_attribute("data-status", "succeeded")
+    expect(tile.locator(".tile-image")).to_have_attribute("src", re.compile(r"^blob:"))
     page.select_option("#key-filter", label="mine")
-    expect(card).to_have_count(0)
+    expect(tile).to_have_count(0)
     team.click()
 
     row.get_by_role("button", name="Revoke").click()

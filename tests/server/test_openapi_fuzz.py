@@ -78,6 +78,7 @@ def test_every_operation_is_documented_and_fuzzed(fuzzed: LiveServer) -> None:
             "DELETE /v1/jobs/{id}",
             "PATCH /v1/jobs/{id}",
             "GET /v1/jobs/{id}/partial",
+            "GET /v1/gallery",
             "GET /v1/presets",
             "POST /v1/presets",
             "GET /v1/presets/{name}",

@@ -27,6 +27,8 @@ OUR_OPERATIONS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/artifacts/{id}"): "deleteImageArtifact",
     # OpenAI's Responses API with the image_generation tool (docs/api-decisions.md, issue 40)
     ("POST", "/v1/responses"): "createResponse",
+    # the history read as images, a cursor page at a time: the dashboard's gallery (issue 41)
+    ("GET", "/v1/gallery"): "listGalleryImages",
 }
 
 # Components only imagebridge documents, with why (each an addition or a named part the
@@ -52,6 +54,11 @@ OUR_COMPONENTS: dict[str, str] = {
     "ResponsesBridgeExtension": "ResponsesCreateRequest.imagegen_bridge",
     "ResponsesStreamOptions": "ResponsesCreateRequest.stream_options",
     "ResponsesTextConfig": "ResponsesCreateRequest.text",
+    "GalleryPage": "body of GET /v1/gallery (issue 41)",
+    "GalleryItem": "one image (or imageless history row) of a GalleryPage",
+    "GalleryImage": "the stored image a GalleryItem shows",
+    "GalleryJob": "what a GalleryPage shows of one history row",
+    "GalleryError": "a failed row's error code and message inside GalleryJob",
     # The four ProviderEvent variants, which the original inlines in its oneOf.
     "StartedEvent": "ProviderEvent variant",
     "ProgressEvent": "ProviderEvent variant",

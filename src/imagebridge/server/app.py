@@ -47,6 +47,7 @@ from imagebridge.server.recovery import ArtifactRecovery
 from imagebridge.server.routes import (
     artifacts,
     diagnostics,
+    gallery,
     health,
     images,
     jobs,
@@ -93,7 +94,9 @@ def _routers(state: BridgeState) -> list[APIRouter]:
     if state.config.server.webhooks.enabled:
         mounted.append(webhook_routes.router)
     if state.jobs_enabled:
-        mounted.extend([jobs.router, presets.router, artifacts.router, dashboard.router])
+        mounted.extend(
+            [jobs.router, gallery.router, presets.router, artifacts.router, dashboard.router]
+        )
     return mounted
 
 

@@ -124,6 +124,23 @@ export class BridgeApi extends EventTarget {
     this.dispatchEvent(new CustomEvent("connection", { detail: state }));
   }
 
+  /** Decode an answer fetched outside this client (boot.js's first gallery page) the way
+   *  its own are: connection state, the 401 event, errors; the JSON body. */
+  async adopt(response) {
+    this._answered(response);
+    if (!response.ok) throw await ApiError.fromResponse(response);
+    return response.json();
+  }
+
+  _answered(response) {
+    if (response.status === 401) {
+      this._setState("unauthorized");
+      this.dispatchEvent(new CustomEvent("unauthorized"));
+    } else {
+      this._setState("online");
+    }
+  }
+
   async _fetch(method, path, { query, json, headers = {}, signal } = {}) {
     const sent = { Accept: "application/json", ...headers };
     const token = this.token;
@@ -142,12 +159,7 @@ export class BridgeApi extends EventTarget {
       const timedOut = cause && cause.name === "TimeoutError";
       throw new ApiError(0, timedOut ? "The bridge did not answer in time." : "The bridge could not be reached.", { code: timedOut ? "timeout" : "network" });
     }
-    if (response.status === 401) {
-      this._setState("unauthorized");
-      this.dispatchEvent(new CustomEvent("unauthorized"));
-    } else {
-      this._setState("online");
-    }
+    this._answered(response);
     if (!response.ok) throw await ApiError.fromResponse(response);
     return response;
   }
@@ -211,19 +223,6 @@ export class BridgeApi extends EventTarget {
   }
 
   // -- jobs ------------------------------------------------------------------------------
-  listJobs({ limit = 24, cursor, status, hidden = false, favorite = false, search } = {}) {
-    return this.json("GET", "/v1/jobs", {
-      query: this._viewing({
-        limit,
-        cursor,
-        status,
-        visibility: hidden ? "hidden" : "active",
-        favorite: favorite ? "true" : undefined,
-        search,
-      }),
-    });
-  }
-
   getJob(id, options = {}) {
     return this.json("GET", `/v1/jobs/${segment(id)}`, { ...options, query: this._viewing(options.query) });
   }
@@ -242,16 +241,44 @@ export class BridgeApi extends EventTarget {
     return this.json("PATCH", `/v1/jobs/${segment(id)}`, { json: update });
   }
 
-  partialPreview(id) {
-    return this.blob(`/v1/jobs/${segment(id)}/partial`, { query: this._viewing(), allowMissing: true });
+  /** The latest partial preview of a running job with the output it belongs to
+   *  ({blob, output}), or null when there is none (yet, or any more). */
+  async partialPreview(id) {
+    try {
+      const response = await this._fetch("GET", `/v1/jobs/${segment(id)}/partial`, { query: this._viewing(), headers: { Accept: "image/*" } });
+      const output = Number.parseInt(response.headers.get("x-image-output-index") || "0", 10);
+      return { blob: await response.blob(), output: Number.isNaN(output) ? 0 : output };
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return null;
+      throw error;
+    }
   }
 
-  artifact(id) {
-    return this.blob(`/v1/artifacts/${segment(id)}`, { query: this._viewing() });
+  // -- the gallery and artifacts -----------------------------------------------------------
+  /** One page of the history as images (GET /v1/gallery), newest first. */
+  gallery({ limit = 60, cursor, status, hidden = false, favorite = false, search } = {}) {
+    return this.json("GET", "/v1/gallery", {
+      query: this._viewing({
+        limit,
+        cursor,
+        status,
+        visibility: hidden ? "hidden" : "active",
+        favorite: favorite ? "true" : undefined,
+        search,
+      }),
+    });
   }
 
-  thumbnail(id, edge = 640) {
-    return this.blob(`/v1/artifacts/${segment(id)}/thumbnail`, { query: this._viewing({ edge }) });
+  artifact(id, options = {}) {
+    return this.blob(`/v1/artifacts/${segment(id)}`, { ...options, query: this._viewing() });
+  }
+
+  thumbnail(id, edge = 640, options = {}) {
+    return this.blob(`/v1/artifacts/${segment(id)}/thumbnail`, { ...options, query: this._viewing({ edge }) });
+  }
+
+  deleteArtifact(id) {
+    return this.json("DELETE", `/v1/artifacts/${segment(id)}`);
   }
 
   // -- presets ---------------------------------------------------------------------------

@@ -1,55 +1,39 @@
-// The dashboard page's entry: wires every view, then loads everything from the bridge.
+// The dashboard page's entry: the gallery first, then everything else.
 //
-// Views (one module each): auth.js (connection, token), composer.js, presets.js,
-// library.js, job_dialog.js, system.js, team.js (the admin's API keys). Shared values live in store.js, the bridge's
-// limits in limits.js, form rules in form.js, the HTTP client in api.js / bridge.js.
+// The first screen needs only the connection state and the gallery (this module's imports:
+// auth.js, gallery.js, grid.js and what they use, 10 modules that index.html preloads). Its
+// first page is asked for at once (boot.js even asks before the modules have loaded);
+// views.js, which wires every other view (the composer, the lightbox, compare, dialogs,
+// presets, system, team), is imported once the thumbnails on the screen have arrived (1.5 s
+// at most), so its 20-odd modules do not queue in front of the gallery's requests on the
+// browser's six connections (docs/dashboard.md, "How the page is built").
 
-import { ApiError } from "./api.js";
 import { wireAuth } from "./auth.js";
-import { applyDynamicRules, forgetCapabilities, loadProviders, wireComposer, writeValues } from "./composer.js";
-import { defaultValues } from "./form.js";
-import { jobDialog, wireJobDialog } from "./job_dialog.js";
-import { library, wireLibrary } from "./library.js";
-import { loadPresets, wirePresets } from "./presets.js";
+import { gallery, wireGallery } from "./gallery.js";
+import { grid } from "./grid.js";
 import * as store from "./store.js";
-import { loadDiagnostics, openSystem, wireSystem } from "./system.js";
-import { loadTeam, wireTeam } from "./team.js";
 import { $, describeError, toast } from "./ui.js";
 
-function wireDialogs() {
-  for (const button of document.querySelectorAll("[data-close]")) {
-    button.addEventListener("click", () => button.closest("dialog").close());
-  }
-}
+let reloadAll = () => gallery.reset();
 
-async function reloadAll() {
-  forgetCapabilities();
-  const diagnostics = loadDiagnostics().catch(() => null);
-  const results = await Promise.allSettled([loadProviders(diagnostics), loadPresets(), library.reset(), loadTeam()]);
-  const failed = results.find((result) => result.status === "rejected");
-  if (failed && !(failed.reason instanceof ApiError && failed.reason.status === 401)) {
-    toast(`Some data could not be loaded: ${describeError(failed.reason)}`);
+async function start() {
+  wireAuth(() => reloadAll());
+  wireGallery();
+  grid.start();
+  const first = gallery.reset();
+  await first;
+  await grid.firstScreen();
+  try {
+    const views = await import("./views.js");
+    reloadAll = views.start(first);
+  } catch (error) {
+    toast(`The page could not be loaded completely: ${describeError(error)}`);
+    return;
   }
-  if ($("system-dialog").open) openSystem();
-}
-
-function start() {
-  library.connectDialog(jobDialog);
-  wireDialogs();
-  wireAuth(reloadAll);
-  wireComposer();
-  wirePresets();
-  wireLibrary();
-  wireJobDialog();
-  wireSystem();
-  wireTeam();
   $("refresh-button").addEventListener("click", () => {
     store.set("paused", false);
     reloadAll();
   });
-  writeValues(defaultValues());
-  applyDynamicRules();
-  reloadAll();
 }
 
 start();

@@ -1,18 +1,24 @@
-// The composer: providers and their capabilities, the controls they allow, file inputs
-// and submission as a durable job. Form rules live in form.js; limits come from the
-// bridge (limits.js).
+// The composer's controls: providers and their capabilities, the controls they allow and
+// why not, the rules that follow the form's own values, the prompt counter and the error
+// panel. Form rules live in form.js, checks.js and capabilities.js; the images an edit
+// sends are sources.js; submission and the run it starts are run.js.
 
 import { ApiError } from "./api.js";
 import { api } from "./bridge.js";
-import { IMAGE_TYPES, buildRequest, checkValues, constraintsFor, defaultValues, describeCapabilities, formatBytes, safeFilename, sniffImageType, utf8Length } from "./form.js";
-import { library } from "./library.js";
+import { utf8Length } from "./bytes.js";
+import { constraintsFor, describeCapabilities } from "./capabilities.js";
 import { serverLimits } from "./limits.js";
 import * as store from "./store.js";
-import { $, describeError, h, plural, toast } from "./ui.js";
+import { $, describeError, h } from "./ui.js";
 
-const DEFAULT_MAX_FILE_BYTES = 32 * 1024 * 1024;
 const capabilityCache = new Map();
-let inputs = { images: [], mask: null, references: [] };
+const ruleListeners = new Set();
+
+/** Call `listener(isEdit)` whenever the form's rules were applied again (sources.js
+ *  describes its inputs then). */
+export function afterRules(listener) {
+  ruleListeners.add(listener);
+}
 
 /** Forget every provider's cached capabilities (a reload may find others). */
 export function forgetCapabilities() {
@@ -133,7 +139,7 @@ export async function loadCapabilities() {
   applyConstraints();
 }
 
-function setHint(name, text, invalid = false) {
+export function setHint(name, text, invalid = false) {
   const hint = hintOf(name);
   if (hint) {
     hint.textContent = text;
@@ -218,16 +224,12 @@ export function applyDynamicRules() {
     const element = fieldOf(name);
     if (element.dataset.unsupported === "1") continue;
     element.disabled = !isEdit;
-    if (!isEdit) {
-      element.title = "Only used by edits.";
-      setHint(name, "Only used by edits.");
-    } else {
-      element.removeAttribute("title");
-      describeInputs(name);
-    }
+    if (!isEdit) element.title = "Only used by edits.";
+    else element.removeAttribute("title");
   }
-  if (fieldOf("references").dataset.unsupported !== "1") describeInputs("references");
-  $("submit-button").textContent = isEdit ? "Edit" : "Generate";
+  $("edit-source").hidden = !isEdit;
+  $("submit-label").textContent = isEdit ? "Edit" : "Generate";
+  for (const listener of ruleListeners) listener(isEdit);
 
   const dynamic = [
     ["size_custom", fieldOf("size").value !== "custom", "Choose Custom… as the size first."],
@@ -258,65 +260,6 @@ function updatePromptCounter() {
   counter.classList.toggle("invalid", bytes > limit);
 }
 
-// -- composer: file inputs ----------------------------------------------------------------
-
-function describeInputs(name) {
-  const items = name === "mask" ? (inputs.mask ? [inputs.mask] : []) : inputs[name];
-  if (!items.length) {
-    setHint(name, "PNG, JPEG or WebP.");
-    return;
-  }
-  const total = items.reduce((sum, item) => sum + item.size, 0);
-  setHint(name, `${plural(items.length, "image")} selected (${formatBytes(total)}).`);
-}
-
-function readDataUrl(file) {
-  return new Promise((resolve, reject) => {
-    const reader = new FileReader();
-    reader.addEventListener("load", () => resolve(String(reader.result)));
-    reader.addEventListener("error", () => reject(reader.error || new Error("the file could not be read")));
-    reader.readAsDataURL(file);
-  });
-}
-
-async function readImage(file) {
-  const head = new Uint8Array(await file.slice(0, 16).arrayBuffer());
-  const type = sniffImageType(head);
-  if (!IMAGE_TYPES.includes(type)) throw new Error(`${file.name} is not a PNG, JPEG or WebP image.`);
-  const dataUrl = await readDataUrl(file);
-  const payload = dataUrl.slice(dataUrl.indexOf(",") + 1);
-  return { name: safeFilename(file.name), size: file.size, type, dataUrl: `data:${type};base64,${payload}` };
-}
-
-/** The largest file of this kind the provider takes; nothing bigger is even read. */
-function maxFileBytes(name) {
-  const caps = store.get("capabilities");
-  const limits = caps ? { images: caps.edit_images, mask: caps.masks, references: caps.reference_images }[name] : null;
-  return limits && limits.max_bytes_each > 0 ? limits.max_bytes_each : DEFAULT_MAX_FILE_BYTES;
-}
-
-async function onFilesChosen(event) {
-  const input = event.target;
-  const name = input.name;
-  const files = [...input.files];
-  try {
-    const limit = maxFileBytes(name);
-    const large = files.find((file) => file.size > limit);
-    if (large) throw new Error(`${large.name} is larger than ${formatBytes(limit)}.`);
-    const items = await Promise.all(files.map(readImage));
-    if (name === "mask") inputs.mask = items[0] || null;
-    else inputs[name] = items;
-    describeInputs(name);
-  } catch (error) {
-    input.value = "";
-    if (name === "mask") inputs.mask = null;
-    else inputs[name] = [];
-    setHint(name, describeError(error), true);
-  }
-}
-
-// -- composer: submission -----------------------------------------------------------------
-
 export function clearFormErrors() {
   const panel = $("form-errors");
   panel.hidden = true;
@@ -324,7 +267,7 @@ export function clearFormErrors() {
   for (const element of form().querySelectorAll("[aria-invalid]")) element.removeAttribute("aria-invalid");
 }
 
-function showFormErrors(title, issues, suggestions = []) {
+export function showFormErrors(title, issues, suggestions = []) {
   const panel = $("form-errors");
   const list = h(
     "ul",
@@ -342,102 +285,35 @@ function showFormErrors(title, issues, suggestions = []) {
   panel.scrollIntoView({ block: "nearest" });
 }
 
-function revealField(element) {
+/**
+ * Fill the form with `values` (a preset's or a job's settings): the provider first, so its
+ * capabilities shape the rest. Returns whether that provider is registered here.
+ */
+export async function applyValues(values) {
+  const provider = values.provider || fieldOf("provider").value;
+  const known = store.get("providers").some((item) => item.name === provider);
+  writeValues(values);
+  if (!known) fieldOf("provider").value = store.get("providers").some((item) => item.name === fieldOf("provider").value) ? fieldOf("provider").value : store.get("defaultProvider");
+  else fieldOf("provider").value = provider;
+  fillModels();
+  fieldOf("model").value = values.model || "";
+  await loadCapabilities();
+  const rest = { ...values };
+  delete rest.provider;
+  writeValues(rest);
+  applyConstraints();
+  clearFormErrors();
+  return known;
+}
+
+/** Show a control, opening the "More settings" panel when it is inside, and focus it. */
+export function revealField(element) {
   const group = element.closest("details");
   if (group) group.open = true;
   element.focus();
 }
 
-function selectedInputs() {
-  return { images: inputs.images, mask: inputs.mask, references: inputs.references };
-}
-
-async function submitComposer(event) {
-  event.preventDefault();
-  clearFormErrors();
-  const values = readValues();
-  const chosen = selectedInputs();
-  const issues = checkValues(values, chosen, store.get("capabilities"), serverLimits());
-  if (issues.length) {
-    showFormErrors("Please fix these before submitting:", issues);
-    const first = issues.find((issue) => fieldOf(issue.field));
-    if (first) revealField(fieldOf(first.field));
-    return;
-  }
-  const request = buildRequest(values, chosen);
-  const maxBody = serverLimits().body_bytes;
-  const size = maxBody ? utf8Length(JSON.stringify(request)) : 0;
-  if (maxBody && size > maxBody) {
-    showFormErrors(`The request is ${formatBytes(size)}; this bridge accepts at most ${formatBytes(maxBody)}.`, [{ field: "images", message: "Send fewer or smaller images." }]);
-    return;
-  }
-  const button = $("submit-button");
-  button.disabled = true;
-  try {
-    await api.createJob(request);
-    toast("Job queued.");
-    fieldOf("idempotency_key").value = "";
-    await library.refresh();
-  } catch (error) {
-    if (error instanceof ApiError) {
-      const issues = error.issues.map((issue) => ({ field: fieldForIssue(issue.field), message: `${issue.field}: ${issue.message}` }));
-      showFormErrors(`The bridge refused the request: ${error.message}${error.code ? ` (${error.code})` : ""}`, issues, error.suggestions);
-    } else {
-      showFormErrors(`The request could not be sent: ${describeError(error)}`, []);
-    }
-  } finally {
-    button.disabled = false;
-  }
-}
-
-/** The composer control behind a wire field path such as "parameters.n" or "images[0]". */
-function fieldForIssue(path) {
-  const wire = String(path || "").replace(/\[\d+\]$/, "");
-  const map = {
-    prompt: "prompt",
-    negative_prompt: "negative_prompt",
-    images: "images",
-    mask: "mask",
-    reference_images: "references",
-    "parameters.n": "n",
-    "parameters.size": "size",
-    "parameters.aspect_ratio": "aspect_ratio",
-    "parameters.resolution": "resolution",
-    "parameters.output_compression": "output_compression",
-    "parameters.partial_images": "partial_images",
-    "parameters.input_fidelity": "input_fidelity",
-    "parameters.action": "action",
-    "routing.model": "model",
-    "routing.fallbacks": "fallbacks",
-    "session.key": "session_key",
-    "session.thread_id": "thread_id",
-    "output.directory": "directory",
-    "output.filename": "filename",
-    "output.filename_prefix": "filename_prefix",
-    "output.collision": "collision",
-    "output.metadata": "metadata",
-    "output.transparency.key_color": "key_color",
-    "output.transparency.transparent_threshold": "transparent_threshold",
-    timeout_ms: "timeout_ms",
-    idempotency_key: "idempotency_key",
-    user: "user",
-  };
-  return map[wire] || null;
-}
-
-function resetComposer() {
-  const provider = fieldOf("provider").value;
-  writeValues(defaultValues());
-  fieldOf("provider").value = provider;
-  for (const name of ["images", "mask", "references"]) fieldOf(name).value = "";
-  inputs = { images: [], mask: null, references: [] };
-  clearFormErrors();
-  loadCapabilities();
-}
-
 export function wireComposer() {
-  form().addEventListener("submit", submitComposer);
-  $("reset-button").addEventListener("click", resetComposer);
   fieldOf("prompt").addEventListener("input", updatePromptCounter);
   fieldOf("provider").addEventListener("change", () => {
     fillModels();
@@ -448,5 +324,4 @@ export function wireComposer() {
   for (const name of ["operation", "size", "output_format", "session_mode"]) {
     fieldOf(name).addEventListener("change", applyDynamicRules);
   }
-  for (const name of ["images", "mask", "references"]) fieldOf(name).addEventListener("change", onFilesChosen);
 }

@@ -1,9 +1,12 @@
-// The job detail dialog: status, timings, parameters, attempts, images and actions of one job.
+// The job detail dialog: status, timings, parameters, attempts, images and actions of one
+// job. It follows the job while it runs (its own poll, and whatever the gallery learns first).
 
 import { api } from "./bridge.js";
-import { formatBytes } from "./form.js";
-import { ACTIVE, cancelJob, library, toggleFavorite, toggleHidden } from "./library.js";
-import { $, blobs, definitionList, describeError, formatMs, formatTime, h, table, toast } from "./ui.js";
+import { formatBytes } from "./bytes.js";
+import { ACTIVE, gallery } from "./gallery.js";
+import { cancelJob, onJobChanged, toggleFavorite, toggleHidden } from "./job_actions.js";
+import { errorPanel, normalizationTable, parameterTable, warningList } from "./job_facts.js";
+import { $, blobs, copyText, definitionList, describeError, formatMs, formatTime, h, saveUrl, table, toast } from "./ui.js";
 
 const DETAIL_PREVIEW_EDGE = 1024;
 
@@ -12,6 +15,8 @@ class JobDialog {
     this.id = null;
     this.job = null;
     this.previewFigure = null;
+    this.previewUrl = null;
+    this.previews = 0;
     this.imageKeys = [];
   }
 
@@ -21,18 +26,18 @@ class JobDialog {
 
   async open(id) {
     this.id = id;
-    this.job = library.details.get(id) || null;
-    if (this.job) this.render();
-    else $("job-dialog-body").replaceChildren(h("p", { class: "muted", text: "Loading…" }));
+    this.job = null;
+    this.previews = 0;
+    $("job-dialog-title").textContent = "Job";
+    $("job-dialog-actions").replaceChildren();
+    $("job-dialog-body").replaceChildren(h("p", { class: "muted", text: "Loading…" }));
     if (!this.dialog.open) this.dialog.showModal();
-    const job = await library.reloadJob(id);
-    if (this.id !== id) return;
-    if (job) {
-      this.job = job;
-      this.render();
-      library.render();
-    } else if (!this.job) {
-      $("job-dialog-body").replaceChildren(h("p", { class: "error-text", text: "This job is no longer available." }));
+    try {
+      const job = await gallery.fullJob(id);
+      if (this.id !== id) return;
+      this.update(job);
+    } catch {
+      if (this.id === id) $("job-dialog-body").replaceChildren(h("p", { class: "error-text", text: "This job is no longer available." }));
     }
   }
 
@@ -40,16 +45,31 @@ class JobDialog {
     this.id = null;
     this.job = null;
     this.previewFigure = null;
+    if (this.previewUrl) URL.revokeObjectURL(this.previewUrl);
+    this.previewUrl = null;
     for (const key of this.imageKeys) blobs.drop(key);
     this.imageKeys = [];
   }
 
+  /** Read the job again while it can still change (the gallery's poll calls this). */
   async refreshIfActive() {
     if (!this.id || !this.dialog.open || !this.job || !ACTIVE.has(this.job.status)) return;
-    const job = await library.reloadJob(this.id);
-    if (job && this.id === job.id) {
-      this.job = job;
-      this.render();
+    const id = this.id;
+    try {
+      const job = await api.getJob(id);
+      if (this.id === id) this.update(job);
+    } catch {
+      // the next poll tries again
+    }
+  }
+
+  /** The gallery saw the row change (it ended while polls slowed down, say): follow it. */
+  followGallery() {
+    if (!this.id || !this.job || !this.dialog.open) return;
+    const row = gallery.jobs.get(this.id);
+    if (row && (row.updated !== this.job.updated || row.status !== this.job.status || row.favorite !== this.job.favorite)) {
+      const id = this.id;
+      gallery.fullJob(id).then((job) => this.id === id && this.update(job), () => {});
     }
   }
 
@@ -57,12 +77,29 @@ class JobDialog {
     if (this.id !== job.id || !this.dialog.open) return;
     this.job = job;
     this.render();
+    const count = job.progress ? job.progress.partial_images : 0;
+    if (ACTIVE.has(job.status) && count > this.previews) {
+      this.previews = count;
+      this.loadPreview(job.id);
+    }
   }
 
-  showPreview(id, url) {
-    if (this.id !== id || !this.previewFigure) return;
-    const image = this.previewFigure.querySelector("img");
-    image.src = url;
+  async loadPreview(id) {
+    let found;
+    try {
+      found = await api.partialPreview(id);
+    } catch {
+      found = null;
+    }
+    if (!found || this.id !== id) return;
+    if (this.previewUrl) URL.revokeObjectURL(this.previewUrl);
+    this.previewUrl = URL.createObjectURL(found.blob);
+    this.showPreview();
+  }
+
+  showPreview() {
+    if (!this.previewFigure || !this.previewUrl || !this.job || !ACTIVE.has(this.job.status)) return;
+    this.previewFigure.querySelector("img").src = this.previewUrl;
     this.previewFigure.hidden = false;
   }
 
@@ -71,7 +108,7 @@ class JobDialog {
       h("button", { type: "button", class: "favorite", onclick: () => toggleFavorite(job.id), "aria-pressed": job.favorite ? "true" : "false", title: job.favorite ? "Remove from favorites" : "Add to favorites", text: "Favorite" }),
     ];
     if (ACTIVE.has(job.status)) actions.push(h("button", { type: "button", class: "danger", disabled: job.cancel_requested, onclick: () => cancelJob(job.id), text: job.cancel_requested ? "Cancellation requested" : "Cancel" }));
-    else actions.push(h("button", { type: "button", onclick: () => toggleHidden(job.id), text: job.deleted ? "Restore" : "Hide" }));
+    else actions.push(h("button", { type: "button", onclick: () => toggleHidden(job.id, job.deleted), text: job.deleted ? "Restore" : "Hide" }));
     $("job-dialog-actions").replaceChildren(...actions);
   }
 
@@ -125,17 +162,7 @@ class JobDialog {
     if (result) {
       sections.push(parameterTable(result.requested, result.effective));
       if (result.normalizations && result.normalizations.length) {
-        sections.push(
-          h(
-            "section",
-            {},
-            h("h3", { text: "Normalizations" }),
-            table(
-              ["Field", "Requested", "Effective", "Reason"],
-              result.normalizations.map((item) => [item.field, showValue(item.requested), showValue(item.effective), item.reason]),
-            ),
-          ),
-        );
+        sections.push(h("section", {}, h("h3", { text: "Normalizations" }), normalizationTable(result)));
       }
       if (result.attempts && result.attempts.length) {
         sections.push(
@@ -148,7 +175,7 @@ class JobDialog {
         );
       }
       if (result.warnings && result.warnings.length) {
-        sections.push(h("section", {}, h("h3", { text: "Warnings" }), h("ul", {}, result.warnings.map((warning) => h("li", { text: warning.replace(/_/g, " ") })))));
+        sections.push(h("section", {}, h("h3", { text: "Warnings" }), warningList(result)));
       }
       if (result.failures && result.failures.length) {
         sections.push(
@@ -168,7 +195,7 @@ class JobDialog {
   images(job) {
     const section = h("section", { class: "images" }, h("h3", { text: "Images" }));
     const data = job.result ? job.result.data.filter((item) => item.type === "artifact") : [];
-    const preview = library.previewUrl(job.id);
+    const preview = ACTIVE.has(job.status) ? this.previewUrl : null;
     this.previewFigure = h(
       "figure",
       { class: "preview", hidden: !(ACTIVE.has(job.status) && preview) },
@@ -231,18 +258,10 @@ async function downloadFullImage(load, filename) {
   try {
     const url = await load();
     if (!url) throw new Error("the image is no longer available");
-    const link = h("a", { href: url, download: filename, hidden: true });
-    document.body.append(link);
-    link.click();
-    link.remove();
+    saveUrl(url, filename);
   } catch (error) {
     toast(`The image could not be downloaded: ${describeError(error)}`);
   }
-}
-
-function showValue(value) {
-  if (value === undefined) return "–";
-  return typeof value === "string" ? value : JSON.stringify(value);
 }
 
 function redactInputs(job) {
@@ -257,44 +276,11 @@ function redactInputs(job) {
   return copy;
 }
 
-function parameterTable(requested, effective) {
-  const keys = [...new Set([...Object.keys(requested || {}), ...Object.keys(effective || {})])];
-  const rows = keys.map((key) => {
-    const before = showValue((requested || {})[key]);
-    const after = showValue((effective || {})[key]);
-    const changed = before !== after;
-    return { cells: [key, before, changed ? h("span", {}, after, h("span", { class: "visually-hidden", text: " (changed)" })) : after], changed };
-  });
-  return h(
-    "section",
-    {},
-    h("h3", { text: "Requested and effective parameters" }),
-    table(["Parameter", "Requested", "Effective"], rows.map((row) => row.cells), { rowClass: (index) => (rows[index].changed ? "changed" : null) }),
-  );
-}
-
-function errorPanel(error) {
-  return h(
-    "section",
-    { class: "error-panel" },
-    h("h3", { text: "Error" }),
-    h("p", {}, h("strong", { text: error.code }), ` ${error.message}`),
-    h("p", { class: "muted", text: error.retryable ? "Retrying may help." : "Retrying the same request will not help." }),
-    error.suggestions && error.suggestions.length ? h("ul", { class: "suggestions" }, error.suggestions.map((text) => h("li", { text }))) : null,
-  );
-}
-
-async function copyText(text) {
-  try {
-    await navigator.clipboard.writeText(text);
-    toast(`Copied ${text}`);
-  } catch {
-    toast(`Copy this path: ${text}`);
-  }
-}
-
 export const jobDialog = new JobDialog();
 
 export function wireJobDialog() {
   $("job-dialog").addEventListener("close", () => jobDialog.close());
+  onJobChanged((job) => jobDialog.update(job));
+  gallery.addEventListener("change", () => jobDialog.followGallery());
+  gallery.addEventListener("poll", () => jobDialog.refreshIfActive());
 }

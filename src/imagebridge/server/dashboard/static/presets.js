@@ -2,9 +2,9 @@
 
 import { ApiError } from "./api.js";
 import { api } from "./bridge.js";
-import { applyConstraints, clearFormErrors, fieldOf, fillModels, loadCapabilities, readValues, writeValues } from "./composer.js";
-import { checkPreset, templateFromValues, valuesFromTemplate } from "./form.js";
-import * as store from "./store.js";
+import { applyValues, readValues } from "./composer.js";
+import { checkPreset } from "./checks.js";
+import { templateFromValues, valuesFromTemplate } from "./form.js";
 import { $, confirmAction, describeError, h, toast } from "./ui.js";
 
 let presets = [];
@@ -37,23 +37,8 @@ async function applyPreset() {
   const preset = selectedPreset();
   if (!preset) return;
   const values = valuesFromTemplate(preset.template);
-  const provider = values.provider || fieldOf("provider").value;
-  writeValues(values);
-  const known = store.get("providers").some((item) => item.name === provider);
-  fieldOf("provider").value = known ? provider : fieldOf("provider").value;
-  fillModels();
-  fieldOf("model").value = values.model;
-  await loadCapabilities();
-  writeValues(valuesWithout(values, ["provider"]));
-  applyConstraints();
-  clearFormErrors();
-  toast(known ? `Applied preset ${preset.name}.` : `Applied preset ${preset.name}; its provider ${provider} is not available here.`);
-}
-
-function valuesWithout(values, names) {
-  const copy = { ...values };
-  for (const name of names) delete copy[name];
-  return copy;
+  const known = await applyValues(values);
+  toast(known ? `Applied preset ${preset.name}.` : `Applied preset ${preset.name}; its provider ${values.provider} is not available here.`);
 }
 
 function openPresetDialog(mode) {

@@ -4,7 +4,7 @@
 import { ApiError } from "./api.js";
 import { api } from "./bridge.js";
 import { capabilitiesFor } from "./composer.js";
-import { formatBytes } from "./form.js";
+import { formatBytes } from "./bytes.js";
 import * as store from "./store.js";
 import { $, confirmAction, definitionList, describeError, formatMs, formatTime, h, table } from "./ui.js";
 

@@ -5,7 +5,7 @@
 
 import { ApiError } from "./api.js";
 import { api } from "./bridge.js";
-import { library } from "./library.js";
+import { gallery } from "./gallery.js";
 import { serverLimits } from "./limits.js";
 import { $, confirmAction, describeError, formatTime, h, table, toast } from "./ui.js";
 
@@ -116,7 +116,7 @@ function numberField(form, name) {
 export function wireTeam() {
   $("key-filter").addEventListener("change", (event) => {
     api.viewKey = event.currentTarget.value || null;
-    library.reset();
+    gallery.reset();
   });
   $("team-button").addEventListener("click", async () => {
     $("team-secret").hidden = true;

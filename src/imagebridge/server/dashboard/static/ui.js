@@ -1,5 +1,6 @@
-// Small DOM helpers every view uses: element building, formatting, tables, toasts,
-// the confirmation dialog and the object URLs of authenticated image blobs.
+// Small DOM helpers every view uses: element building, icons, formatting, tables, toasts,
+// the confirmation dialog, copying and downloading, and the object URLs of authenticated
+// image blobs.
 //
 // Text from the bridge is only ever set as text, never parsed as HTML.
 
@@ -26,6 +27,27 @@ export function h(tag, props = {}, ...children) {
   return node;
 }
 
+/** An icon of the page's sprite (index.html), hidden from assistive technology: a copy of
+ *  the page's icon template pointing at the symbol `#i-<name>`. */
+export function icon(name) {
+  const svg = $("icon-template").content.firstElementChild.cloneNode(true);
+  svg.querySelector("use").setAttribute("href", `#i-${name}`);
+  return svg;
+}
+
+/** A button with an icon and a visible label (or, with `iconOnly`, the label as its name). */
+export function iconButton(name, label, onclick, { iconOnly = false, className = "", ...props } = {}) {
+  const classes = [iconOnly ? "icon-button" : "", className].filter(Boolean).join(" ") || null;
+  const button = h("button", { type: "button", class: classes, onclick, ...props }, icon(name));
+  if (iconOnly) {
+    button.setAttribute("aria-label", label);
+    button.title = label;
+  } else {
+    button.append(h("span", { text: label }));
+  }
+  return button;
+}
+
 export function formatTime(seconds) {
   if (typeof seconds !== "number") return "–";
   return new Date(seconds * 1000).toLocaleString();
@@ -46,9 +68,11 @@ export function describeError(error) {
 }
 
 export function table(headers, rows, { caption, rowClass } = {}) {
+  // A wide table scrolls inside its wrapper, which the keyboard can therefore reach.
+  const name = caption || `Table: ${headers.filter(Boolean).slice(0, 3).join(", ")}`;
   return h(
     "div",
-    { class: "table-wrap" },
+    { class: "table-wrap", tabindex: "0", role: "region", "aria-label": name },
     h(
       "table",
       {},
@@ -80,6 +104,23 @@ export function toast(message) {
   toastTimer = setTimeout(() => {
     node.hidden = true;
   }, TOAST_MS);
+}
+
+export async function copyText(text, what = text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    toast(`Copied ${what}`);
+  } catch {
+    toast(`Copy this: ${text}`);
+  }
+}
+
+/** Save an object URL (an image, a ZIP) under `filename` through a temporary link. */
+export function saveUrl(url, filename) {
+  const link = h("a", { href: url, download: filename, hidden: true });
+  document.body.append(link);
+  link.click();
+  link.remove();
 }
 
 export function confirmAction(title, message, confirmLabel = "Confirm") {

@@ -1,4 +1,5 @@
-"""The library in Chromium: live previews, cancel, favourite/hide/restore, filters, paging."""
+"""The gallery in Chromium: live previews, cancel, selection (favourite, hide, restore),
+filters, the next pages as the end comes near, and polling."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from playwright.sync_api import expect
 
 from tests.dashboard.conftest import (
     BridgeFactory,
-    Dashboard,
     OpenPage,
     create_job,
     job,
@@ -29,35 +29,43 @@ def server(bridge: BridgeFactory) -> LiveServer:
     return bridge()
 
 
-def card(dashboard: Dashboard, prompt: str) -> Any:
-    return dashboard.page.locator(".card", has_text=prompt)
-
-
 def test_a_running_job_shows_live_partial_previews(server: LiveServer, open_page: OpenPage) -> None:
     dashboard = open_page(server, allow=(PARTIAL_404,))
     page = dashboard.page
     prompt = "[mock:latency=5000] a slowly developing photograph"
     page.fill("#f-prompt", prompt)
-    page.locator("#group-image > summary").click()
+    page.fill("#f-n", "2")
     page.select_option("#f-size", "custom")
     page.fill("#f-size_custom", "64x64")
-    page.locator("#group-transparency > summary").click()
+    dashboard.open_more()
     page.fill("#f-partial_images", "3")
     page.locator("#submit-button").click()
-    item = card(dashboard, "a slowly developing photograph")
+    # Under the composer: one place per requested image, a preview where one arrived.
+    slots = page.locator("#run-images .run-slot")
+    expect(slots).to_have_count(2)
+    preview = page.locator("#run-images .run-slot[data-state='preview'] img").first
+    expect(preview).to_have_attribute("src", re.compile(r"^blob:"))
+    expect(page.locator("#run-status")).to_contain_text("preview")
+    # In the gallery: the running request is one tile showing its latest preview.
+    item = dashboard.tile("a slowly developing photograph")
     expect(item).to_have_attribute("data-status", "running")
-    expect(item.locator(".thumb img")).to_have_attribute("alt", "Partial preview")
-    expect(item.locator(".thumb img")).to_have_attribute("src", re.compile(r"^blob:"))
+    expect(item.locator(".tile-image")).to_have_attribute("alt", "Partial preview")
+    expect(item.locator(".tile-image")).to_have_attribute("src", re.compile(r"^blob:"))
     expect(item).to_have_class(re.compile(r"\bpreviewing\b"))
-    expect(item.locator(".stage")).to_contain_text("preview")
-    item.get_by_role("button", name="Details").click()
-    preview = page.locator("#job-dialog figure.preview")
-    expect(preview).to_be_visible()
-    expect(preview.locator("img")).to_have_attribute("src", re.compile(r"^blob:"))
+    expect(item.locator(".tile-meta")).to_contain_text("preview")
     dashboard.screenshot("desktop-partial-preview", full_page=False)
+    item.locator(".tile-open").click()
+    dialog_preview = page.locator("#job-dialog figure.preview")
+    expect(dialog_preview).to_be_visible()
+    expect(dialog_preview.locator("img")).to_have_attribute("src", re.compile(r"^blob:"))
     page.keyboard.press("Escape")
-    expect(item).to_have_attribute("data-status", "succeeded", timeout=20_000)
-    expect(item.locator(".thumb img")).not_to_have_attribute("alt", "Partial preview")
+    expect(slots.locator("xpath=self::*[@data-state='done']")).to_have_count(2, timeout=20_000)
+    expect(item).to_have_count(2)  # the two images, each a tile
+    for index in range(2):
+        image = item.nth(index).locator(".tile-image")
+        expect(image).to_have_attribute("src", re.compile(r"^blob:"))
+        expect(image).not_to_have_attribute("alt", "Partial preview")
+        expect(item.nth(index)).to_have_attribute("data-status", "succeeded")
     dashboard.watch.assert_clean()
 
 
@@ -65,63 +73,82 @@ def test_cancelling_a_running_job_asks_first(server: LiveServer, open_page: Open
     job_id = create_job(server, "[mock:latency=60000] a job to cancel")
     dashboard = open_page(server)
     page = dashboard.page
-    item = card(dashboard, "a job to cancel")
+    item = dashboard.tile("a job to cancel")
     expect(item).to_have_attribute("data-status", "running")
-    item.get_by_role("button", name="Cancel").click()
+    item.get_by_role("button", name="Cancel", exact=True).click()
     confirm = page.locator("#confirm-dialog")
     expect(confirm).to_contain_text("best effort")
     confirm.get_by_role("button", name="Keep").click()
     expect(confirm).to_be_hidden()
     assert job(server, job_id)["cancel_requested"] is False
-    item.get_by_role("button", name="Cancel").click()
+    item.get_by_role("button", name="Cancel", exact=True).click()
     confirm.get_by_role("button", name="Cancel job").click()
     expect(item).to_have_attribute("data-status", "cancelled")
-    expect(item.get_by_role("button", name="Cancel")).to_be_hidden()
-    expect(item.get_by_role("button", name="Hide")).to_be_visible()
+    expect(item.get_by_role("button", name="Cancel", exact=True)).to_be_hidden()
+    expect(item.locator(".tile-placeholder")).to_have_text("Cancelled")
     stored = job(server, job_id)
     assert stored["status"] == "cancelled" and stored["cancel_requested"] is True
     dashboard.watch.assert_clean()
 
 
+def select(item: Any) -> None:
+    item.locator(".tile-check input").click()
+
+
 def test_favourite_hide_and_restore(server: LiveServer, open_page: OpenPage) -> None:
     prompt = "a keeper of a picture"
-    job_id = create_job(server, prompt)
+    job_id = create_job(server, prompt, n=2)
     wait_terminal(server, job_id)
     dashboard = open_page(server)
     page = dashboard.page
-    item = card(dashboard, prompt)
-    expect(item).to_have_attribute("data-status", "succeeded")
-    expect(item.locator(".fav-mark")).to_be_hidden()
-    favorite = item.get_by_role("button", name="Favorite", exact=True)
+    item = dashboard.tile(prompt)
+    expect(item).to_have_count(2)
+    expect(item.locator(".tile-fav")).to_have_count(2)
+    expect(item.locator(".tile-fav").first).to_be_hidden()
+    bar = page.locator("#selection-bar")
+    expect(bar).to_be_hidden()
+    select(item.first)
+    expect(bar).to_be_visible()
+    expect(page.locator("#selection-count")).to_have_text("1 item selected")
+    expect(item.first).to_have_class(re.compile(r"\bselected\b"))
+    favorite = bar.get_by_role("button", name="Favorite")
     expect(favorite).to_have_attribute("aria-pressed", "false")
     favorite.click()
-    expect(item.locator(".fav-mark")).to_be_visible()
+    # Favourite belongs to the request: both of its images show the star.
+    expect(item.locator(".tile-fav").nth(0)).to_be_visible()
+    expect(item.locator(".tile-fav").nth(1)).to_be_visible()
     expect(favorite).to_have_attribute("aria-pressed", "true")
-    expect(favorite).to_have_attribute("title", "Remove from favorites")
     assert job(server, job_id)["favorite"] is True
+    bar.get_by_role("button", name="Clear selection").click()
+    expect(bar).to_be_hidden()
 
     page.check("#favorites-filter")
-    expect(page.locator(".card")).to_have_count(1)
-    expect(item).to_be_visible()
+    expect(page.locator(".tile")).to_have_count(2)
+    expect(item.first).to_be_visible()
     page.uncheck("#favorites-filter")
 
-    item.get_by_role("button", name="Hide").click()
+    select(item.nth(1))
+    bar.get_by_role("button", name="Hide").click()
     expect(item).to_have_count(0)
+    expect(bar).to_be_hidden()
     assert "deleted" in job(server, job_id)
     page.check("#hidden-filter")
-    expect(item).to_be_visible()
-    expect(item.get_by_role("button", name="Restore")).to_be_visible()
-    item.get_by_role("button", name="Restore").click()
+    expect(item).to_have_count(2)
+    select(item.first)
+    expect(bar.get_by_role("button", name="Restore")).to_be_visible()
+    bar.get_by_role("button", name="Restore").click()
     expect(item).to_have_count(0)  # no longer hidden, so not in "Hidden only"
     page.uncheck("#hidden-filter")
-    expect(item).to_be_visible()
+    expect(item).to_have_count(2)
     assert "deleted" not in job(server, job_id)
     assert job(server, job_id)["favorite"] is True
     dashboard.watch.assert_clean()
 
 
-def test_search_status_filter_and_load_older(server: LiveServer, open_page: OpenPage) -> None:
-    ids = [create_job(server, f"batch-of-many number {index}", size="8x8") for index in range(26)]
+def test_search_status_filter_and_the_next_pages(server: LiveServer, open_page: OpenPage) -> None:
+    ids = [
+        create_job(server, f"batch-of-many number {index}", size="8x8", n=3) for index in range(26)
+    ]
     failed = create_job(server, "[mock:fail=upstream] batch-of-many that fails", size="8x8")
     for job_id in [*ids, failed]:
         wait_terminal(server, job_id)
@@ -129,21 +156,23 @@ def test_search_status_filter_and_load_older(server: LiveServer, open_page: Open
     page = dashboard.page
     with page.expect_response(lambda response: "search=batch-of-many" in response.url):
         page.fill("#search", "batch-of-many")
-    # The newest 24 jobs match anyway: wait for the searched list itself, not the first one.
-    expect(page.locator("#job-list")).to_have_attribute("aria-busy", "false")
-    expect(page.locator(".card").filter(has_not_text="batch-of-many")).to_have_count(0)
-    expect(page.locator(".card")).to_have_count(24)
-    expect(page.locator("#library-status")).to_contain_text("older jobs are available")
-    page.get_by_role("button", name="Load older").click()
-    expect(page.locator(".card")).to_have_count(27)
-    expect(page.get_by_role("button", name="Load older")).to_be_hidden()
+    # The newest 32 images match anyway: wait for the searched page itself, not the first one.
+    expect(page.locator("#gallery-grid")).to_have_attribute("aria-busy", "false")
+    tiles = page.locator(".tile")
+    expect(tiles.filter(has_not_text="batch-of-many")).to_have_count(0)
+    expect(tiles).to_have_count(32)  # the first page: 46 images and a failure wait beyond it
+    expect(page.locator("#gallery-status")).to_contain_text("scroll for older ones")
+    page.locator("#gallery-sentinel").scroll_into_view_if_needed()
+    expect(tiles).to_have_count(79)  # the next page came as the end came near
+    expect(page.get_by_role("button", name="Load more")).to_be_hidden()
+    expect(page.locator("#gallery-status")).to_have_text("78 images from 27 requests.")
 
     page.select_option("#status-filter", "failed")
-    expect(page.locator(".card")).to_have_count(1)
-    failed_card = page.locator(".card")
-    expect(failed_card).to_have_attribute("data-status", "failed")
-    expect(failed_card.locator(".stage")).to_contain_text("upstream")
-    failed_card.get_by_role("button", name="Details").click()
+    expect(tiles).to_have_count(1)
+    failed_tile = page.locator(".tile")
+    expect(failed_tile).to_have_attribute("data-status", "failed")
+    expect(failed_tile.locator(".tile-meta")).to_contain_text("upstream")
+    failed_tile.locator(".tile-open").click()
     error = page.locator("#job-dialog .error-panel")
     expect(error).to_contain_text("upstream")
     expect(error.locator(".suggestions li").first).not_to_be_empty()
@@ -151,12 +180,13 @@ def test_search_status_filter_and_load_older(server: LiveServer, open_page: Open
 
     page.select_option("#status-filter", "")
     page.fill("#search", "number 7")
-    expect(page.locator(".card .prompt")).to_have_text(["batch-of-many number 7"])
+    expect(page.locator(".tile .tile-prompt")).to_have_text(["batch-of-many number 7"] * 3)
     page.fill("#search", "no prompt looks like this")
-    expect(page.locator(".card")).to_have_count(0)
-    expect(page.locator("#library-status")).to_have_text("No jobs match these filters yet.")
+    expect(tiles).to_have_count(0)
+    expect(page.locator("#gallery-status")).to_have_text("Nothing matches these filters yet.")
     searches = [url for method, url in dashboard.watch.requests if "search=" in url]
-    assert all("limit=24" in url for url in searches)
+    firsts = [url for url in searches if "cursor=" not in url]
+    assert firsts and all("limit=32" in url for url in firsts)  # the first page is 32
     # Typing is debounced: far fewer list calls than keystrokes.
     assert len(searches) < len("batch-of-many") + len("number 7")
     dashboard.watch.assert_clean()
@@ -171,7 +201,9 @@ def test_polling_slows_when_idle_and_hurries_back_when_visible(
 
     def lists() -> int:
         return sum(
-            1 for method, url in dashboard.watch.requests if method == "GET" and "/v1/jobs?" in url
+            1
+            for method, url in dashboard.watch.requests
+            if method == "GET" and "/v1/gallery?" in url
         )
 
     def seconds_until_next_list(limit: float) -> float:
@@ -199,7 +231,7 @@ def test_polling_slows_when_idle_and_hurries_back_when_visible(
 
     job_id = create_job(server, "[mock:latency=20000] keeps the library busy")
     page.get_by_role("button", name="Refresh").click()
-    expect(card(dashboard, "keeps the library busy")).to_have_attribute("data-status", "running")
+    expect(dashboard.tile("keeps the library busy")).to_have_attribute("data-status", "running")
     assert seconds_until_next_list(8.0) < 5.0  # active: every 2.5 s, not 15 s
     set_hidden(True)
     assert 4.0 <= seconds_until_next_list(9.0) < 7.0  # hidden while active: every 5 s

@@ -278,7 +278,7 @@ def test_setup_migrates_postgres_databases_and_creates_no_local_state(
     assert body["state_root"] is None
     assert body["database_schema"]["version"] == body["database_schema"]["current_version"]
     assert body["job_database_schema"]["version"] == body["job_database_schema"]["current_version"]
-    for store, version in (("sessions", 1), ("jobs", 1), ("presets", 2)):
+    for store, version in (("sessions", 1), ("jobs", 2), ("presets", 2)):
         assert _pg_status(postgres_server, postgres_schema, store) == (True, version)
     assert config.read_text() == toml  # the URLs stay; nothing else needed writing
     assert _pg_paths(cli.root) == []

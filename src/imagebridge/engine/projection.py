@@ -5,23 +5,37 @@ canonical text when the bytes did not change), ``metadata`` (every measured fiel
 payload), or a published ``artifact`` and its ``url``. Publication goes through the
 engine's artifact ports (:mod:`.publishing`); a storage fault there comes after the image
 was made and billed, so the image is delivered inline instead and a normalization says why.
+
+A request that keeps its images (:class:`~.keep.KeptImages`) has every output published
+whatever the delivered item: the published artifact is recorded there (an ``artifact`` or
+``url`` delivery's own, or a copy made beside a ``b64_json``/``metadata`` one). Keeping never
+changes the answer: a copy that cannot be stored is recorded as missing and logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
-from imagebridge.contract.enums import ResponseFormat
+from imagebridge.contract.enums import ArtifactCollisionPolicy, ResponseFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Normalization
-from imagebridge.engine.publishing import ArtifactLinker, ArtifactSink, is_storage_fault
+from imagebridge.engine.keep import KeptImages
+from imagebridge.engine.publishing import (
+    ArtifactLinker,
+    ArtifactSink,
+    PublishedArtifact,
+    is_storage_fault,
+)
 from imagebridge.engine.verification import INLINE_BYTES, VerifiedImage
 from imagebridge.imaging.b64 import encode_text
 
 __all__ = ["Delivery", "delivered"]
+
+logger = logging.getLogger("imagebridge.engine")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +71,12 @@ class Delivery:
         effective: ImageRequest,
         owner: str,
         unstored: list[Normalization] | None = None,
+        keep: KeptImages | None = None,
     ) -> GeneratedImage:
         """The delivered item. An ``artifact``/``url`` image whose publication meets a
         storage fault (the image is made and billed by then) is delivered inline instead,
-        within ``max_response_bytes``, with a normalization appended to ``unstored``."""
+        within ``max_response_bytes``, with a normalization appended to ``unstored``.
+        With ``keep``, the image's artifact (its own, or a copy) is recorded there."""
         info = image.info
         common: dict[str, Any] = {
             "index": image.index,
@@ -72,6 +88,11 @@ class Delivery:
             "generation_ms": image.generation_ms,
         }
         response_format = effective.output.response_format
+        if keep is not None and response_format in (
+            ResponseFormat.B64_JSON,
+            ResponseFormat.METADATA,
+        ):
+            keep.keep(image.index, await self._keep_copy(image, owner))
         if response_format is ResponseFormat.B64_JSON:
             if image.encoded is not None:
                 encoded = image.encoded  # verified, canonical: the same text encoding gives
@@ -99,6 +120,8 @@ class Delivery:
             reason = error.details.get("reason")
             if unstored is None or not is_storage_fault(error):
                 raise
+            if keep is not None:
+                keep.keep(image.index, None)
             unstored.append(
                 Normalization(
                     field=f"data[{image.index}].type",
@@ -111,6 +134,8 @@ class Delivery:
             if inline is None:
                 inline = await asyncio.to_thread(encode_text, image.data)
             return GeneratedImage(type="b64_json", b64_json=inline, **common)
+        if keep is not None:
+            keep.keep(image.index, published)
         if response_format is ResponseFormat.URL:
             base, links = self.url_base, self.links
             assert base is not None
@@ -119,6 +144,28 @@ class Delivery:
             url = link if link.startswith(("https://", "http://")) else base + link
             return GeneratedImage(type="url", url=url, **common)
         return GeneratedImage(type="artifact", id=published.id, name=published.name, **common)
+
+    async def _keep_copy(self, image: VerifiedImage, owner: str) -> PublishedArtifact | None:
+        """The kept copy of an image delivered inline: published under ``owner`` with the
+        store's own naming; a failure costs the copy only (logged, never the answer)."""
+        if self.artifacts is None:
+            return None
+        try:
+            return await self.artifacts.publish(
+                image.data,
+                expected_format=image.info.format,
+                owner=owner,
+                filename_prefix=None,
+                directory=None,
+                filename=None,
+                collision=ArtifactCollisionPolicy.SUFFIX,
+            )
+        except BridgeError as error:
+            logger.warning(
+                "a kept copy of a delivered image could not be stored",
+                extra={"code": error.code.value, "reason": error.details.get("reason")},
+            )
+            return None
 
 
 def delivered(response: ImageResponse, projected: list[GeneratedImage]) -> ImageResponse:

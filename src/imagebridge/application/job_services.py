@@ -21,6 +21,7 @@ from imagebridge.jobs.manager import JobManager
 from imagebridge.jobs.presets import PresetService
 from imagebridge.jobs.settings import JobManagerSettings
 from imagebridge.jobs.shared_mode import SharedQueueSettings
+from imagebridge.jobs.sync_records import SyncRecordSettings
 from imagebridge.keys import KeyService
 from imagebridge.storage import (
     PostgresOptions,
@@ -54,6 +55,7 @@ class JobServices:
         shared: bool | None = None,
         settle_timeout_s: float = 30.0,
         keys: KeyService | None = None,
+        sync: SyncRecordSettings | None = None,
     ) -> Self:
         """Open both stores (not yet started: call :meth:`start` when ready to serve).
 
@@ -61,7 +63,8 @@ class JobServices:
         PostgreSQL location. ``shared`` forces shared mode on or off (default: on exactly
         for PostgreSQL; SQLite supports it on one host, which tests use).
         ``settle_timeout_s`` bounds the wait for interrupted jobs at shutdown. ``keys``
-        makes a key's jobs reserve its images when they run.
+        makes a key's jobs reserve its images when they run; ``sync`` times the joining
+        of synchronous requests' retries (``[server.sync]``).
         """
         job_store = await open_job_store(database, postgres=postgres)
         try:
@@ -81,6 +84,7 @@ class JobServices:
             shared=queue if shared else None,
             instance_id=queue.instance_id,
             keys=keys,
+            sync=sync,
         )
         return cls(
             jobs=manager,

@@ -51,11 +51,18 @@ from imagebridge.jobs.shared_mode import (
     SharedQueueSettings,
     default_instance_id,
 )
+from imagebridge.jobs.sync_records import SyncRecords, SyncRecordSettings
 from imagebridge.jobs.trimming import result_text
 from imagebridge.jobs.views import job_view, page_view
 from imagebridge.keys import KeyService
 from imagebridge.storage.interfaces import JobStore, SharedJobStore
-from imagebridge.storage.records import JobEventKind, JobIdentity, JobRecord, JobVisibility
+from imagebridge.storage.records import (
+    JobEventKind,
+    JobIdentity,
+    JobOrigin,
+    JobRecord,
+    JobVisibility,
+)
 
 __all__ = ["QUEUED_PAGE", "JobManager"]
 
@@ -107,6 +114,7 @@ class JobManager:
         shared: SharedQueueSettings | None = None,
         instance_id: str | None = None,
         keys: KeyService | None = None,
+        sync: SyncRecordSettings | None = None,
     ) -> None:
         self._runtime = runtime
         self._store = store
@@ -162,6 +170,17 @@ class JobManager:
                 running=lambda: self._running_ids,
                 now=self._now,
             )
+        self.sync_records = SyncRecords(
+            store,
+            sync or SyncRecordSettings(),
+            now=self._now,
+            previews=self._previews,
+            tokens=self._tokens,
+            running=self._running_ids,
+            shutting_down=lambda: self._runtime.shutting_down,
+            lease=(shared.instance_id, shared.lease_secs) if shared is not None else None,
+        )
+        """Synchronous requests' records in this history (:mod:`.sync_records`)."""
 
     # -- state -------------------------------------------------------------------------------
 
@@ -394,8 +413,14 @@ class JobManager:
 
     async def get(self, scope: str, job_id: str) -> ImageJob:
         """The job with its request, and result or error; another scope's job is not found."""
+        job, _ = await self.detail(scope, job_id)
+        return job
+
+    async def detail(self, scope: str, job_id: str) -> tuple[ImageJob, JobOrigin]:
+        """:meth:`get`, and which surface started the record (a job, or a synchronous
+        request's record)."""
         record = await self._store.get(scope, job_id)
-        return await asyncio.to_thread(job_view, record)
+        return await asyncio.to_thread(job_view, record), record.origin
 
     async def list(
         self,
@@ -408,8 +433,12 @@ class JobManager:
         favorite: bool | None = None,
         search: str | None = None,
         include_deleted: bool | None = None,
+        origin: JobOrigin | str | None = None,
     ) -> ImageJobPage:
-        """One page of the scope's history, newest first (``None``: the key was absent)."""
+        """One page of the scope's history, newest first (``None``: the key was absent).
+
+        Jobs and synchronous requests' records are listed together; ``origin`` keeps one
+        surface's (``job``, ``sync``, ``stream``, ``openai``)."""
         query = job_query(
             limit=limit,
             cursor=cursor,
@@ -427,6 +456,7 @@ class JobManager:
             search=query.search,
             cursor=query.cursor,
             limit=query.limit,
+            origin=origin,
         )
         return page_view(page)
 

@@ -28,6 +28,7 @@ from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig, JobSettings
 from imagebridge.contract.errors import BridgeError
 from imagebridge.jobs import JobManagerSettings, SharedQueueSettings
+from imagebridge.jobs.sync_records import SyncRecordSettings
 from imagebridge.keys import KeyService
 from imagebridge.server import dashboard
 from imagebridge.server.auth import AccessPolicy, FailureThrottle, read_bearer_token
@@ -109,6 +110,10 @@ async def _open_jobs(
             postgres=postgres,
             settle_timeout_s=settle_seconds(config),
             keys=keys,
+            sync=SyncRecordSettings(
+                retry_join_window_s=config.server.sync.retry_join_window_secs,
+                join_poll_s=config.server.sync.join_poll_ms / 1000,
+            ),
         )
 
     if postgres is None:

@@ -46,6 +46,9 @@ class RequestContext:
     outcome: OperationOutcome | None = None
     extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     """Headers every answer carries (a key's remaining images), stamped by the middleware."""
+    marks: list[tuple[bytes, bytes]] = field(default_factory=list)
+    """Headers an image operation adds when known before its answer starts (its history
+    record's id, that it replays an earlier generation), stamped by the middleware."""
 
     def elapsed_ms(self) -> int:
         return max(0, int((time.monotonic() - self.started) * 1000))

@@ -153,7 +153,12 @@ class BridgeMiddleware:
                 status = int(message["status"])
                 message = {
                     **message,
-                    "headers": [*message.get("headers", []), *stamp, *context.extra_headers],
+                    "headers": [
+                        *message.get("headers", []),
+                        *stamp,
+                        *context.extra_headers,
+                        *context.marks,
+                    ],
                 }
             if self._write_timeout is None:
                 await send(message)

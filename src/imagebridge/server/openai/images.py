@@ -35,6 +35,7 @@ from imagebridge.server.openapi import (
 )
 from imagebridge.server.routes import OFFLOAD_BYTES, large_json_response, protected_router
 from imagebridge.server.state import BridgeState, bridge_state
+from imagebridge.storage.records import JobOrigin
 
 router = protected_router(tags=["openai-compatible"])
 
@@ -88,7 +89,7 @@ async def _run(
 ) -> Response:
     routed = _Routed(state, request, image_request, translation)
     try:
-        response = await execute_image(state, request, routed)
+        response = await execute_image(state, request, routed, origin=JobOrigin.OPENAI)
     except BridgeError as error:
         raise openai_error(error) from None
     return await large_json_response(routed.answer(response))

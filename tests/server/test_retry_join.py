@@ -234,3 +234,23 @@ def test_the_openai_sdk_retrying_a_timed_out_call_joins_instead_of_paying_again(
     image = client.images.generate(prompt="[mock:latency=2500] patience", size="8x8")
     assert image.data is not None and image.data[0].b64_json
     assert mock_of(server).calls == 1
+
+
+def test_without_a_history_keys_replay_in_process_and_marked_retries_run_again(
+    serve: ServeFactory,
+) -> None:
+    """``server.jobs.enabled = false``: nothing is recorded; the engine's in-process cache
+    replays a keyed request (the original's rule), a marked retry is not joined."""
+    server = serve("server.jobs.enabled=false")
+    body = {"operation": "generate", "prompt": "no history", "parameters": {"size": "8x8"}}
+    with server.client() as client:
+        first = client.post("/v1/images", json=body, headers={"Idempotency-Key": "k"})
+        again = client.post("/v1/images", json=body, headers={"Idempotency-Key": "k"})
+        assert first.status_code == again.status_code == 200
+        assert again.json() == first.json()
+        assert "x-imagebridge-record" not in first.headers
+        openai_body = generation("no history either")
+        client.post("/v1/images/generations", json=openai_body)
+        marked = client.post("/v1/images/generations", json=openai_body, headers=RETRY)
+        assert marked.status_code == 200 and "x-imagebridge-replay" not in marked.headers
+    assert mock_of(server).calls == 3

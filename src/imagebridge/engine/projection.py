@@ -6,36 +6,28 @@ payload), or a published ``artifact`` and its ``url``. Publication goes through 
 engine's artifact ports (:mod:`.publishing`); a storage fault there comes after the image
 was made and billed, so the image is delivered inline instead and a normalization says why.
 
-A request that keeps its images (:class:`~.keep.KeptImages`) has every output published
-whatever the delivered item: the published artifact is recorded there (an ``artifact`` or
-``url`` delivery's own, or a copy made beside a ``b64_json``/``metadata`` one). Keeping never
-changes the answer: a copy that cannot be stored is recorded as missing and logged.
+A request that keeps its images (:class:`~.keep.KeptImages`) has every output kept as an
+artifact whatever the delivered item: an ``artifact`` or ``url`` delivery's own is recorded
+there, a ``b64_json``/``metadata`` one is held there to be published once the caller has
+its answer. Keeping never changes the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass
 from typing import Any
 
-from imagebridge.contract.enums import ArtifactCollisionPolicy, ResponseFormat
+from imagebridge.contract.enums import ResponseFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Normalization
 from imagebridge.engine.keep import KeptImages
-from imagebridge.engine.publishing import (
-    ArtifactLinker,
-    ArtifactSink,
-    PublishedArtifact,
-    is_storage_fault,
-)
+from imagebridge.engine.publishing import ArtifactLinker, ArtifactSink, is_storage_fault
 from imagebridge.engine.verification import INLINE_BYTES, VerifiedImage
 from imagebridge.imaging.b64 import encode_text
 
 __all__ = ["Delivery", "delivered"]
-
-logger = logging.getLogger("imagebridge.engine")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +84,7 @@ class Delivery:
             ResponseFormat.B64_JSON,
             ResponseFormat.METADATA,
         ):
-            keep.keep(image.index, await self._keep_copy(image, owner))
+            keep.hold(image.index, image.data, info.format)
         if response_format is ResponseFormat.B64_JSON:
             if image.encoded is not None:
                 encoded = image.encoded  # verified, canonical: the same text encoding gives
@@ -144,28 +136,6 @@ class Delivery:
             url = link if link.startswith(("https://", "http://")) else base + link
             return GeneratedImage(type="url", url=url, **common)
         return GeneratedImage(type="artifact", id=published.id, name=published.name, **common)
-
-    async def _keep_copy(self, image: VerifiedImage, owner: str) -> PublishedArtifact | None:
-        """The kept copy of an image delivered inline: published under ``owner`` with the
-        store's own naming; a failure costs the copy only (logged, never the answer)."""
-        if self.artifacts is None:
-            return None
-        try:
-            return await self.artifacts.publish(
-                image.data,
-                expected_format=image.info.format,
-                owner=owner,
-                filename_prefix=None,
-                directory=None,
-                filename=None,
-                collision=ArtifactCollisionPolicy.SUFFIX,
-            )
-        except BridgeError as error:
-            logger.warning(
-                "a kept copy of a delivered image could not be stored",
-                extra={"code": error.code.value, "reason": error.details.get("reason")},
-            )
-            return None
 
 
 def delivered(response: ImageResponse, projected: list[GeneratedImage]) -> ImageResponse:

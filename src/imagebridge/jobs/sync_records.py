@@ -289,6 +289,14 @@ class SyncRecords:
         registry.leads[record.id] = lead
         return lead
 
+    def answered(self, lead: SyncLead, response: ImageResponse) -> None:
+        """The lead's engine call succeeded: retries waiting for it in this process get
+        ``response`` now, before its kept images and its record are written
+        (:meth:`finish`, once the caller has its answer)."""
+        if not lead.settled.done():
+            done = replace(lead.record, status=ImageJobStatus.SUCCEEDED)
+            lead.settled.set_result(SyncOutcome(done, response))
+
     async def finish(
         self,
         lead: SyncLead,

@@ -17,8 +17,11 @@ on the native stream, whose headers are already sent, by a ``progress`` event wi
 ``replay``); nothing is reserved or charged, and a key's usage row counts them
 ``replayed``. A record that ended before anything was paid for does not hold a retry back:
 the retry runs on its own. Otherwise the request leads: its record is ``running`` while the
-engine runs it, every image is kept as an artifact whatever the response format, and the
-outcome is written before the caller is answered (``x-imagebridge-record: <id>``).
+engine runs it (``x-imagebridge-record: <id>``) and every image is kept as an artifact
+whatever the response format. A failure is written at once; a success is answered first
+(retries waiting here get it at the same moment), then its inline images are published and
+its record written, still inside the request (``RequestContext.deferred``), so the caller
+does not wait for those writes and the shutdown drain does.
 """
 
 from __future__ import annotations
@@ -108,7 +111,14 @@ async def _lead(call: SyncCall, records: SyncRecords, lead: SyncLead) -> ImageRe
         raise
     finally:
         unlink()
-    await asyncio.shield(records.finish(lead, response, kept=keep))
+    records.answered(lead, response)
+
+    async def keep_and_record() -> None:
+        artifacts = call.state.runtime.materializer.artifacts
+        await keep.publish_held(artifacts, call.owner)
+        await records.finish(lead, response, kept=keep)
+
+    call.context.deferred.append(keep_and_record)  # once the caller has its answer
     return response
 
 

@@ -3,10 +3,12 @@
 :func:`nginx_proxy` writes a configuration into a temporary prefix (its pid file, logs and
 temporary directories live there too) and runs ``nginx -g 'daemon off;'`` on a free
 loopback port, proxying every path to one or more bridge upstreams (round robin, so
-successive requests alternate between them). Its read timeout is the one a real
-deployment sets, and everything else is nginx's default: response buffering on (the
-bridge's ``X-Accel-Buffering: no`` turns it off for streams), no retry of a ``POST`` on
-another upstream. The process is stopped when the ``with`` block ends.
+successive requests alternate between them: ``max_fails=0``, so a timed-out upstream is
+not set aside). Its read timeout is the one a real deployment sets, and everything else is
+nginx's default: response buffering on (the bridge's ``X-Accel-Buffering: no`` turns it off
+for streams), no retry of a ``POST`` on another upstream. Its access log records each
+answer's status and upstream (:meth:`NginxProxy.answers`). The process is stopped when the
+``with`` block ends.
 
 ``nginx_binary()`` is ``None`` when nginx is not installed (``scripts/install-test-deps``
 installs Debian's ``nginx-light``); tests then skip and say so.
@@ -60,6 +62,15 @@ class NginxProxy:
         path = self.prefix / "access.log"
         return path.read_text(errors="replace").splitlines() if path.exists() else []
 
+    def answers(self) -> list[tuple[int, str]]:
+        """``(status, upstream address)`` of each request nginx answered, in order (the
+        upstream is ``-`` when none was reached)."""
+        found = []
+        for line in self.access_log():
+            status, upstream = line.split(" ", 2)[:2]
+            found.append((int(status), upstream))
+        return found
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -79,7 +90,8 @@ pid {prefix / "nginx.pid"};
 error_log {prefix / "error.log"} info;
 events {{ worker_connections 256; }}
 http {{
-    access_log {prefix / "access.log"};
+    log_format answers '$status $upstream_addr "$request"';
+    access_log {prefix / "access.log"} answers;
 {temp}
     client_max_body_size 100m;
     client_body_buffer_size 16m;

@@ -314,7 +314,7 @@ def test_setup_state_root_moves_sqlite_files_but_keeps_postgres_urls(
     )
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
     assert sorted(path.name for path in state.iterdir()) == ["sessions.sqlite3"]
-    assert _pg_status(postgres_server, postgres_schema, "jobs") == (True, 1)
+    assert _pg_status(postgres_server, postgres_schema, "jobs") == (True, 2)
     assert _pg_paths(cli.root) == []
 
 

@@ -237,19 +237,14 @@ def test_a_generation_kept_after_its_caller_left_finishes_within_the_grace(
     written before the process exits 0."""
     from tests.server.rawhttp import open_request
 
-    process, url = _start(data_dir)
+    calls = data_dir.parent / "calls.log"
+    process, url = _start(data_dir, f'providers.mock.call_log="{calls}"')
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
             _wait(lambda: client.get("/health/ready").status_code == 200, 30, "ready")
             port = int(url.rsplit(":", 1)[1])
             sock = open_request(port, "/v1/images", _body("kept through a stop", 3_000))
-
-            def generating() -> bool:
-                items = client.get("/v1/jobs").json()["items"]
-                stage = items[0].get("progress", {}).get("stage") if items else None
-                return stage in ("provider", "provider_progress")
-
-            _wait(generating, 30, "the provider call began")
+            _wait(lambda: calls.exists() and calls.read_text(), 30, "the provider call began")
             sock.close()  # the client goes away; then the bridge is told to stop
         process.popen.send_signal(signal.SIGTERM)
         code = process.popen.wait(timeout=(GRACE_MS + SETTLE_MS) / 1000 + 20)

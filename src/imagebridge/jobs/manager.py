@@ -51,6 +51,7 @@ from imagebridge.jobs.shared_mode import (
     SharedQueueSettings,
     default_instance_id,
 )
+from imagebridge.jobs.store_retry import StoreRetry
 from imagebridge.jobs.sync_records import SyncRecords, SyncRecordSettings
 from imagebridge.jobs.trimming import result_text
 from imagebridge.jobs.views import job_view, page_view
@@ -123,22 +124,25 @@ class JobManager:
         self._settle_timeout_s = settle_timeout_s
         self._queued_page = queued_page
         self._previews = PreviewCache(self._settings.partial_preview_max_bytes)
+        # Shared mode: the database may restart under a running job; its lease is how
+        # long an outcome may wait for it (then another instance takes over). One
+        # instance: a full disk may refuse the outcome row; it is written as soon as space
+        # returns within LOCAL_OUTCOME_RETRY_S (else at the next start the row becomes
+        # interrupted). A synchronous request's record is written the same way.
+        outcome_retry = StoreRetry(
+            float(shared.lease_secs) if shared is not None else LOCAL_OUTCOME_RETRY_S,
+            shared.poll_interval_s if shared is not None else 0.5,
+            shared.heartbeat_secs if shared is not None else 5.0,
+        )
         self._runner = JobRunner(
             runtime,
             store,
             self._previews,
             self._now,
             keys,
-            # Shared mode: the database may restart under a running job; its lease is
-            # how long the outcome may wait for it (then another instance takes over).
-            # One instance: a full disk may refuse the outcome row; it is written as soon
-            # as space returns within LOCAL_OUTCOME_RETRY_S (else at the next start the
-            # row becomes interrupted).
-            retry_window_s=float(shared.lease_secs)
-            if shared is not None
-            else LOCAL_OUTCOME_RETRY_S,
-            retry_pause_s=shared.poll_interval_s if shared is not None else 0.5,
-            retry_max_pause_s=shared.heartbeat_secs if shared is not None else 5.0,
+            retry_window_s=outcome_retry.window_s,
+            retry_pause_s=outcome_retry.pause_s,
+            retry_max_pause_s=outcome_retry.max_pause_s,
         )
         self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
         self._scheduled: set[JobKey] = set()
@@ -174,11 +178,11 @@ class JobManager:
             store,
             sync or SyncRecordSettings(),
             now=self._now,
-            previews=self._previews,
             tokens=self._tokens,
             running=self._running_ids,
             shutting_down=lambda: self._runtime.shutting_down,
             lease=(shared.instance_id, shared.lease_secs) if shared is not None else None,
+            retry=outcome_retry,
         )
         """Synchronous requests' records in this history (:mod:`.sync_records`)."""
 

@@ -26,14 +26,15 @@ known failure) lets the retry run on its own.
 A record runs under the same rules as a claimed job: ``DELETE /v1/jobs/{id}`` cancels it
 (its :attr:`SyncLead.token`), in shared mode it is held under this instance's lease and
 renewed by its heartbeat (another instance records it ``interrupted`` if this one dies), and
-a single instance's restart records a record left ``running`` ``interrupted``. Provider
-events become its progress and partial previews as a job's do.
+a single instance's restart records a record left ``running`` ``interrupted``. Its outcome
+is written as a job's is: retried while the store is away, within the job outcome's window.
+Unlike a job's, its provider events are not written as progress (its caller, or its stream,
+gets them): a synchronous request costs the database two writes, its start and its end.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field, replace
@@ -46,11 +47,10 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.keep import KeptImages
-from imagebridge.engine.provider import ProviderEventT
 from imagebridge.imaging.ids import uuid7
-from imagebridge.jobs.previews import JobKey, PreviewCache
-from imagebridge.jobs.progress import ProgressRelay
+from imagebridge.jobs.previews import JobKey
 from imagebridge.jobs.shared_mode import CANCEL_REASON, LEASE_LOST_REASON
+from imagebridge.jobs.store_retry import StoreRetry
 from imagebridge.jobs.sync_shapes import kept_result, record_request, request_identity
 from imagebridge.jobs.trimming import fit_result, result_text
 from imagebridge.storage.interfaces import JobStore
@@ -172,12 +172,11 @@ def _inline_bytes(request: ImageRequest) -> int:
 class SyncLead:
     """A record this process runs: finish it once with :meth:`SyncRecords.finish`."""
 
-    def __init__(self, record: JobRecord, relay: ProgressRelay) -> None:
+    def __init__(self, record: JobRecord) -> None:
         self.record = record
         self.token = CancelToken()
         """Cancelled by ``DELETE /v1/jobs/{id}`` (``cancelled``) or when this instance's
         lease on the record was lost (``lease_lost``: the row is final elsewhere)."""
-        self._relay = relay
         self.settled: asyncio.Future[SyncOutcome] = asyncio.get_running_loop().create_future()
         self.finished = False
 
@@ -188,10 +187,6 @@ class SyncLead:
     @property
     def key(self) -> JobKey:
         return (self.record.auth_scope, self.record.id)
-
-    async def events(self, event: ProviderEventT) -> None:
-        """The record's progress: hand the request's provider events here."""
-        await self._relay.sink(event)
 
 
 @dataclass(slots=True)
@@ -206,9 +201,9 @@ class _Registry:
 class SyncRecords:
     """Records of synchronous requests and the joining of their retries (module docstring).
 
-    The job manager owns it: it shares the manager's store, preview cache, the cancel
-    tokens ``DELETE /v1/jobs/{id}`` reaches, and (in shared mode) the ids its heartbeat
-    renews. ``lease`` is ``(instance id, lease_secs)`` in shared mode.
+    The job manager owns it: it shares the manager's store, the cancel tokens
+    ``DELETE /v1/jobs/{id}`` reaches, and (in shared mode) the ids its heartbeat renews;
+    ``lease`` is ``(instance id, lease_secs)`` in shared mode.
     """
 
     def __init__(
@@ -217,19 +212,19 @@ class SyncRecords:
         settings: SyncRecordSettings,
         *,
         now: Callable[[], int],
-        previews: PreviewCache,
         tokens: MutableMapping[JobKey, CancelToken],
         running: MutableMapping[str, CancelToken],
         shutting_down: Callable[[], bool],
         lease: tuple[str, int] | None = None,
+        retry: StoreRetry | None = None,
     ) -> None:
         self._store = store
         self.settings = settings
         self._now = now
-        self._previews = previews
         self._registry = _Registry(tokens, running)
         self._shutting_down = shutting_down
         self._lease = lease
+        self._retry = retry or StoreRetry()
 
     # -- preparing and finding -----------------------------------------------------------
 
@@ -280,8 +275,7 @@ class SyncRecords:
             return result.job
         record = result.job
         job_key = (record.auth_scope, record.id)
-        self._previews.open(job_key)
-        lead = SyncLead(record, ProgressRelay(self._store, self._previews, job_key, self._now))
+        lead = SyncLead(record)
         registry = self._registry
         registry.tokens[job_key] = lead.token
         if self._lease is not None:
@@ -310,52 +304,55 @@ class SyncRecords:
             return
         lead.finished = True
         record = lead.record
-        final: JobRecord | None = None
         try:
-            with contextlib.suppress(Exception):
-                await lead._relay.close()
             if lead.token.reason == LEASE_LOST_REASON:
                 logger.warning(
                     "synchronous record outcome dropped after its lease was lost",
                     extra={"job_id": record.id},
                 )
             else:
-                final = await self._write(lead, outcome, kept)
+                await self._write(lead, outcome, kept)
         finally:
             self._release(lead)
-            settled = SyncOutcome(
-                final or record,
-                outcome if isinstance(outcome, ImageResponse) else None,
-            )
-            if final is None and isinstance(outcome, BridgeError):
-                settled.record = _failed_copy(record, outcome)
-            if not lead.settled.done():
-                lead.settled.set_result(settled)
+            if not lead.settled.done():  # waiters here: the outcome as it was written
+                if isinstance(outcome, ImageResponse):
+                    done = replace(record, status=ImageJobStatus.SUCCEEDED)
+                    lead.settled.set_result(SyncOutcome(done, outcome))
+                else:
+                    lead.settled.set_result(SyncOutcome(_failed_copy(record, outcome)))
 
     async def _write(
         self, lead: SyncLead, outcome: ImageResponse | BridgeError, kept: KeptImages | None
-    ) -> JobRecord | None:
+    ) -> None:
         record = lead.record
         scope, record_id = record.auth_scope, record.id
+        store = self._store
         try:
             if isinstance(outcome, ImageResponse):
                 text, trimmed = await asyncio.to_thread(
-                    _result_text, outcome, kept, self._store.max_result_bytes
+                    _result_text, outcome, kept, store.max_result_bytes
                 )
                 if trimmed:
                     logger.warning(
                         "synchronous record result trimmed to fit", extra={"job_id": record_id}
                     )
-                return await self._store.succeed(scope, record_id, text, now=self._now())
-            status, failure = self._failure(lead, outcome)
-            return await self._store.fail(
-                scope,
-                record_id,
-                status,
-                failure.to_dict(),
-                now=self._now(),
-                forget_key=not failure.outcome_unknown and status is not ImageJobStatus.INTERRUPTED,
-            )
+                status = ImageJobStatus.SUCCEEDED
+                await self._retry.write_outcome(
+                    record_id,
+                    status,
+                    lambda: store.succeed(scope, record_id, text, now=self._now()),
+                )
+            else:
+                status, failure = self._failure(lead, outcome)
+                body = failure.to_dict()
+                forget = not failure.outcome_unknown and status is not ImageJobStatus.INTERRUPTED
+                await self._retry.write_outcome(
+                    record_id,
+                    status,
+                    lambda: store.fail(
+                        scope, record_id, status, body, now=self._now(), forget_key=forget
+                    ),
+                )
         except BridgeError as error:
             # Left running: a restart (or another instance, once the lease runs out)
             # records it interrupted.
@@ -363,7 +360,6 @@ class SyncRecords:
                 "could not record a synchronous request's outcome",
                 extra={"job_id": record_id, "code": error.code.value},
             )
-            return None
 
     def _failure(self, lead: SyncLead, error: BridgeError) -> tuple[ImageJobStatus, BridgeError]:
         if lead.token.reason == CANCEL_REASON:
@@ -382,7 +378,6 @@ class SyncRecords:
         if registry.running.get(lead.id) is lead.token:
             del registry.running[lead.id]
         registry.leads.pop(lead.id, None)
-        self._previews.close(key)
 
     # -- waiting -------------------------------------------------------------------------
 
@@ -421,7 +416,7 @@ def _result_text(
 
 
 def _failed_copy(record: JobRecord, error: BridgeError) -> JobRecord:
-    """What a waiter sees when the outcome could not be written: the error itself."""
+    """What a waiter in this process sees of a failed record: its error."""
     status = ImageJobStatus.FAILED
     if error.code is ErrorCode.CANCELLED and not error.outcome_unknown:
         status = ImageJobStatus.CANCELLED

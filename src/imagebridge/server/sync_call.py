@@ -5,8 +5,8 @@ the caller, its presence, its event sink) and runs it once through the engine: o
 key's quota when the caller has a key (one :meth:`~imagebridge.keys.KeyService.charge`),
 watching the client unless a stream does that itself, with the key's session names scoped
 and unscoped. Whether the run leads a history record or joins another one is decided above
-it (:mod:`imagebridge.server.joins`); a record's progress and kept images come in as
-arguments.
+it (:mod:`imagebridge.server.joins`); where a record keeps its images comes in as an
+argument.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import Deadline
 from imagebridge.engine.keep import KeptImages, ProviderDispatch
-from imagebridge.engine.provider import EventSink, ProviderEventT
+from imagebridge.engine.provider import EventSink
 from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.keys import KeyService, scope_request_session, unscope_response_session
 from imagebridge.server.auth import quota_headers
@@ -37,19 +37,6 @@ __all__ = ["SyncCall"]
 
 T = TypeVar("T")
 logger = logging.getLogger("imagebridge.server")
-
-
-def _tee(*sinks: EventSink | None) -> EventSink | None:
-    """One sink feeding every given one, in order (``None`` when there is none)."""
-    present = [sink for sink in sinks if sink is not None]
-    if len(present) < 2:
-        return present[0] if present else None
-
-    async def both(event: ProviderEventT) -> None:
-        for sink in present:
-            await sink(event)
-
-    return both
 
 
 class SyncCall:
@@ -114,7 +101,6 @@ class SyncCall:
         *,
         request: ImageRequest | None = None,
         keep: KeptImages | None = None,
-        record_events: EventSink | None = None,
     ) -> ImageResponse:
         """Run ``request`` (default: the checked one) through the engine as the caller."""
         checked = request or self.image_request
@@ -124,7 +110,7 @@ class SyncCall:
             idempotency_scope=context.owner,
             owner=context.owner,
             cancellation=self.presence.token,
-            events=_tee(self.events, record_events),
+            events=self.events,
             link_base=self.link_base,
             dispatch=self.dispatch,
             keep=keep,

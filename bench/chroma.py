@@ -25,7 +25,9 @@ from collections.abc import Callable
 import numpy as np
 from PIL import Image
 
-from imagebridge.imaging.chroma import ChromaOptions, apply_chroma_key, remove_chroma_key
+from imagebridge.imaging.chroma.images import remove_chroma_key
+from imagebridge.imaging.chroma.kernel import apply_chroma_key
+from imagebridge.imaging.chroma.keys import ChromaOptions
 
 
 def synthetic_png(size: int, seed: int = 1) -> bytes:

@@ -59,6 +59,17 @@ def test_update_revoke_rotate_and_audit(cli: Cli) -> None:
     assert bad.code == 2
 
 
+def test_an_expiry_before_1970_is_refused_on_its_field(cli: Cli) -> None:
+    for args in (("create", "eve"), ("update", "dan")):
+        if args[0] == "update":
+            assert cli("--json", "keys", "create", "dan").code == 0
+        refused = cli("--json", "keys", *args, "--expires", "1960-01-01")
+        assert refused.code == 2, refused.stderr
+        error = refused.error()
+        assert (error["code"], error["details"]["field"]) == ("invalid_request", "expires_at")
+    assert [k["name"] for k in cli("--json", "keys", "list").json()["items"]] == ["dan"]
+
+
 def test_usage_as_json_and_csv(cli: Cli) -> None:
     key_id = cli("--json", "keys", "create", "dan").json()["key"]["id"]
 

@@ -123,6 +123,16 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
         ("server.jobs.postgres_startup_wait_ms", "out_of_range"),
     ),
     (
+        "metrics-scrape-timeout-zero",
+        _cfg(**{"server.metrics.scrape_timeout_ms": 0}),
+        ("server.metrics.scrape_timeout_ms", "out_of_range"),
+    ),
+    (
+        "metrics-scrape-cache-high",
+        _cfg(**{"server.metrics.scrape_cache_ms": 3_600_001}),
+        ("server.metrics.scrape_cache_ms", "out_of_range"),
+    ),
+    (
         "global-zero",
         _cfg(**{"runtime.global.max_concurrent": 0}),
         ("runtime.global.max_concurrent", "out_of_range"),

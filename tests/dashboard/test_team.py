@@ -1,7 +1,9 @@
 """The Team view in Chromium (docs/keys.md): the admin creates a key (its secret shown once),
 a job made with it shows up in the per-day usage chart and, chosen by name, in the admin's
 gallery, and the admin revokes it; a
-non-admin key signs in, sees no Team view and gets 403 on ``/v1/keys``."""
+non-admin key signs in, sees no Team view and gets 403 on ``/v1/keys`` and on the
+operator's extended diagnostics, and the page reads the key's view of ``/v1/diagnostics``
+instead (providers ready)."""
 
 from __future__ import annotations
 
@@ -113,11 +115,11 @@ def test_a_key_signs_in_without_a_team_view_and_is_refused_the_keys_api(
         assert (
             client.get("/v1/keys", headers={"authorization": f"Bearer {secret}"}).status_code == 403
         )
-    dashboard = open_page(
-        server, allow=((401, r"^/v1/"), (403, r"^/v1/keys$")), wait_for_connection=False
-    )
+    operator_only = (403, r"^/v1/(keys|diagnostics/extended)$")
+    dashboard = open_page(server, allow=((401, r"^/v1/"), operator_only), wait_for_connection=False)
     page = dashboard.page
     _sign_in(page, secret)
     page.wait_for_selector("#f-provider option", state="attached")
     expect(page.locator("#team-button")).to_be_hidden()
+    expect(page.locator("#connection")).to_contain_text("providers ready")
     dashboard.watch.assert_clean()

@@ -141,7 +141,7 @@ async def test_a_sidecar_failure_after_a_fallback_carries_every_attempt() -> Non
     """The original dropped the attempts when the sidecar failed after the images were made."""
 
     class NoSidecars:
-        async def publish(self, data: bytes, **options: object) -> PublishedArtifact:
+        async def publish(self, publication: object) -> PublishedArtifact:
             return PublishedArtifact(id="0190-id", name="a.png")
 
         async def attach_metadata(self, artifact_id: str, name: str, record: object) -> str:

@@ -12,7 +12,7 @@ from PIL import Image
 
 from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.engine.materialize import Materializer
-from imagebridge.engine.publishing import PublishedArtifact
+from imagebridge.engine.publishing import Publication, PublishedArtifact
 from tests.engine.outputs import ONE, request, response, store_runtime
 from tests.support.fakes import image_item, png_bytes
 
@@ -94,7 +94,7 @@ async def test_sidecars_need_a_store_and_named_artifact_outputs() -> None:
     assert caught.value.code is ErrorCode.CONFIGURATION
 
     class Sink:
-        async def publish(self, data: bytes, **options: Any) -> PublishedArtifact:
+        async def publish(self, publication: Publication) -> PublishedArtifact:
             raise AssertionError("not called")
 
         async def attach_metadata(self, artifact_id: str, name: str, record: Any) -> str:

@@ -9,7 +9,7 @@ import pytest
 
 from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.engine.materialize import Materializer
-from imagebridge.engine.publishing import PublishedArtifact
+from imagebridge.engine.publishing import Publication, PublishedArtifact
 from tests.engine.outputs import ONE, request, response, store_runtime
 from tests.support.fakes import image_item, png_bytes
 
@@ -38,8 +38,8 @@ async def test_artifact_and_url_projection_use_the_sink() -> None:
     published: list[dict[str, Any]] = []
 
     class Sink:
-        async def publish(self, data: bytes, **options: Any) -> PublishedArtifact:
-            published.append(options)
+        async def publish(self, publication: Publication) -> PublishedArtifact:
+            published.append(publication)
             return PublishedArtifact(id="0190-id", name="portraits/woman.png")
 
     eff = request(
@@ -49,7 +49,7 @@ async def test_artifact_and_url_projection_use_the_sink() -> None:
         response([image_item(0, png_bytes())]), eff, None, owner="scope-a"
     )
     assert result.data[0].type == "artifact" and result.data[0].name == "portraits/woman.png"
-    assert published[0]["owner"] == "scope-a" and published[0]["directory"] == "portraits"
+    assert published[0].owner == "scope-a" and published[0].directory == "portraits"
     url_request = request(output={"response_format": "url"})
     with pytest.raises(BridgeError) as caught:
         await Materializer(artifacts=Sink(), links=Links()).materialize(

@@ -76,12 +76,12 @@ class MemorySink:
     def __init__(self) -> None:
         self.published: list[tuple[str, bytes]] = []
 
-    async def publish(self, data: bytes, **options: Any) -> Any:
+    async def publish(self, publication: Any) -> Any:
         from imagebridge.engine.publishing import PublishedArtifact
 
-        prefix = (options["filename_prefix"] or "image").lower()
+        prefix = (publication.filename_prefix or "image").lower()
         name = f"{prefix}-{len(self.published)}.png"
-        self.published.append((name, data))
+        self.published.append((name, publication.data))
         return PublishedArtifact(id=f"id-{len(self.published)}", name=name)
 
     async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:

@@ -21,7 +21,9 @@ from tests.keys.conftest import make_key
         ({"images_per_month": "5"}, "images_per_month", "must be an integer from 0"),
         ({"max_concurrent": 0}, "max_concurrent", "must be an integer from 1"),
         ({"providers": []}, "providers", "providers must be a list of 1 to 32 provider names"),
-        ({"expires_at": "2030"}, "expires_at", "expires_at must be a Unix time"),
+        ({"expires_at": "2030"}, "expires_at", "expires_at must be a Unix time from 0"),
+        ({"expires_at": -1}, "expires_at", "expires_at must be a Unix time from 0"),
+        ({"expires_at": 2**63}, "expires_at", "to 9223372036854775807"),
         ({"colour": "red", "b": 1}, "b", "unknown key field: b"),  # the first, sorted
         ({"name": "bob"}, "name", "unknown key field: name"),  # an update has no name
     ],

@@ -158,6 +158,21 @@ def test_admin_api_is_admin_only_and_never_shows_secrets(serve: ServeFactory) ->
         assert anonymous.get("/v1/providers").status_code == 401
 
 
+def test_an_expiry_before_1970_is_refused_on_its_field(serve: ServeFactory) -> None:
+    server = serve(*KEYS_ON, env=ENV)
+    key_id, _ = create_key(server, "eve")
+    with admin(server) as client:
+        created = client.post("/v1/keys", json={"name": "fay", "expires_at": -1})
+        patched = client.patch(f"/v1/keys/{key_id}", json={"expires_at": -86400})
+        listed = client.get("/v1/keys").json()["data"]
+    for refused in (created, patched):
+        assert refused.status_code == 422, refused.text
+        error = refused.json()["error"]
+        assert (error["code"], error["param"]) == ("invalid_request", "expires_at")
+        assert "expires_at must be a Unix time from 0" in error["message"]
+    assert [(k["name"], k["expires_at"]) for k in listed] == [("eve", None)]
+
+
 def test_revoked_and_expired_keys_are_refused_at_once(serve: ServeFactory) -> None:
     server = serve(*KEYS_ON, env=ENV)
     key_id, secret = create_key(server, "eve")
@@ -323,7 +338,9 @@ def test_a_key_never_sees_another_keys_jobs_artifacts_sessions_or_changes_preset
             assert boss.get(path, params={"key": other_id}).status_code == 404
 
 
-def test_metrics_count_images_per_key_name_for_the_admin_only(serve: ServeFactory) -> None:
+def test_metrics_count_images_and_quota_per_key_name_for_the_admin_only(
+    serve: ServeFactory,
+) -> None:
     server = serve(*KEYS_ON, "server.metrics.enabled=true", env=ENV)
     _, secret = create_key(server, "metered", images_per_day=5)
     with as_key(server, secret) as client:
@@ -333,9 +350,14 @@ def test_metrics_count_images_per_key_name_for_the_admin_only(serve: ServeFactor
         assert client.get("/metrics").status_code == 403
     with admin(server) as client:
         text = client.get("/metrics").text
-    assert 'imagebridge_key_images_total{key="metered",outcome="requested"} 3.0' in text
-    assert 'imagebridge_key_images_total{key="metered",outcome="delivered"} 2.0' in text
-    assert 'imagebridge_key_images_total{key="metered",outcome="failed"} 1.0' in text
+    images = 'imagegen_bridge_images_total{account="(none)",key="metered",model="%s",'
+    images += 'outcome="%s",provider="mock",route="images"} %s'
+    assert images % ("mock-image-1", "delivered", "2.0") in text
+    assert images % ("(default)", "failed", "1.0") in text
+    # the failed image was given back: 2 of 5 used
+    assert 'imagegen_bridge_key_quota_used{key="metered",window="day"} 2.0' in text
+    assert 'imagegen_bridge_key_quota_remaining{key="metered",window="day"} 3.0' in text
+    assert "imagebridge_key_images" not in text  # renamed (docs/operations.md §4)
     assert secret not in text and secret[:12] not in text
 
 

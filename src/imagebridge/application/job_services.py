@@ -18,6 +18,7 @@ from typing import Self
 
 from imagebridge.engine.runtime import ImageRuntime
 from imagebridge.jobs.manager import JobManager
+from imagebridge.jobs.outcomes import OutcomeObserver
 from imagebridge.jobs.presets import PresetService
 from imagebridge.jobs.settings import JobManagerSettings
 from imagebridge.jobs.shared_mode import SharedQueueSettings
@@ -55,6 +56,7 @@ class JobServices:
         shared: bool | None = None,
         settle_timeout_s: float = 30.0,
         keys: KeyService | None = None,
+        observer: OutcomeObserver | None = None,
         sync: SyncRecordSettings | None = None,
     ) -> Self:
         """Open both stores (not yet started: call :meth:`start` when ready to serve).
@@ -63,8 +65,9 @@ class JobServices:
         PostgreSQL location. ``shared`` forces shared mode on or off (default: on exactly
         for PostgreSQL; SQLite supports it on one host, which tests use).
         ``settle_timeout_s`` bounds the wait for interrupted jobs at shutdown. ``keys``
-        makes a key's jobs reserve its images when they run; ``sync`` times the joining
-        of synchronous requests' retries (``[server.sync]``).
+        makes a key's jobs reserve its images when they run; ``observer`` is told every
+        job run's outcome (the server's metrics); ``sync`` times the joining of
+        synchronous requests' retries (``[server.sync]``).
         """
         job_store = await open_job_store(database, postgres=postgres)
         try:
@@ -84,6 +87,7 @@ class JobServices:
             shared=queue if shared else None,
             instance_id=queue.instance_id,
             keys=keys,
+            observer=observer,
             sync=sync,
         )
         return cls(

@@ -32,7 +32,6 @@ from imagebridge.artifacts.s3.links import PresignedArtifactLinks
 from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.config.model import BridgeConfig
-from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
@@ -229,35 +228,15 @@ class StoreSink:
     """The artifact store as the materializer's publication target.
 
     An adapter, not a copy: the chosen backend does the work (the filesystem store in a
-    thread, or the S3 bucket), taking the engine's options as one
-    :class:`~imagebridge.artifacts.publication.Publication`, and only the artifact's public
+    thread, or the S3 bucket), taking the engine's one
+    :class:`~imagebridge.engine.publishing.Publication`, and only the artifact's public
     id and name reach the engine.
     """
 
     store: ArtifactBackend
 
-    async def publish(
-        self,
-        data: bytes,
-        *,
-        expected_format: OutputFormat,
-        owner: str,
-        filename_prefix: str | None,
-        directory: str | None,
-        filename: str | None,
-        collision: ArtifactCollisionPolicy,
-    ) -> PublishedArtifact:
-        published = await self.store.publish(
-            Publication(
-                data,
-                expected_format=expected_format,
-                owner=owner,
-                filename_prefix=filename_prefix,
-                directory=directory,
-                filename=filename,
-                collision=collision,
-            )
-        )
+    async def publish(self, publication: Publication) -> PublishedArtifact:
+        published = await self.store.publish(publication)
         return PublishedArtifact(id=published.id, name=published.name)
 
     async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:

@@ -1,14 +1,15 @@
 """What is published, and what every backend checks before it writes a byte.
 
-A :class:`Publication` is one image and how to store it (owner scope, expected format,
-name, directory, collision policy): the one value ``publish`` takes on every backend.
+A :class:`~imagebridge.engine.publishing.Publication` (the engine's port value) is one image
+and how to store it (owner scope, expected format, name, directory, collision policy): the
+one value ``publish`` takes on every backend.
 :func:`plan_publication` verifies the image and checks the options the same way for the
 filesystem and the S3 store (same refusals, same errors), and names the artifact.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from imagebridge.artifacts.markers import Marker, valid_owner
 from imagebridge.artifacts.naming import (
@@ -17,32 +18,14 @@ from imagebridge.artifacts.naming import (
     sanitize_prefix,
     with_extension,
 )
-from imagebridge.artifacts.rules import artifact_error, as_artifact_error
+from imagebridge.artifacts.rules import as_artifact_error
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError
+from imagebridge.engine.publishing import Publication
 from imagebridge.imaging.ids import uuid7
 from imagebridge.imaging.inspect import ImageInfo, ImageLimits, inspect_image
 
 __all__ = ["Publication", "PublicationPlan", "plan_publication"]
-
-
-@dataclass(frozen=True, slots=True)
-class Publication:
-    """An image to publish: its bytes, the scope that owns it and how to name it.
-
-    ``expected_format`` (when given) must be the image's; ``filename`` (extension appended
-    if missing) replaces the ``<filename_prefix>-<id>.<ext>`` name; ``directory`` is a
-    portable relative path below the store's root; ``collision`` says what a taken name
-    does on a filesystem (``error`` or ``suffix``: ``name-2.ext`` …).
-    """
-
-    data: bytes = field(repr=False)
-    expected_format: OutputFormat | str | None
-    owner: str
-    filename_prefix: str | None = None
-    directory: str | None = None
-    filename: str | None = None
-    collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,20 +73,20 @@ def plan_publication(publication: Publication, limits: ImageLimits) -> Publicati
         expected = None if declared is None else OutputFormat(declared)
         policy = ArtifactCollisionPolicy(publication.collision)
     except ValueError as exc:
-        raise artifact_error("artifact publication options are invalid") from exc
+        raise BridgeError.artifact("artifact publication options are invalid") from exc
     if expected is not None and info.format is not expected:
-        raise artifact_error(
+        raise BridgeError.artifact(
             "generated image format does not match the effective request",
             expected_format=expected.value,
             actual_format=info.format.value,
         )
     if not valid_owner(publication.owner):
-        raise artifact_error("artifact owner scope is invalid")
+        raise BridgeError.artifact("artifact owner scope is invalid")
     directory, filename = publication.directory, publication.filename
     if directory is not None and not is_safe_relative(directory):
-        raise artifact_error("output directory is not a safe relative path")
+        raise BridgeError.artifact("output directory is not a safe relative path")
     if filename is not None and not is_safe_filename(filename, info.format):
-        raise artifact_error(
+        raise BridgeError.artifact(
             "output filename must be a safe component with a matching image extension"
         )
     artifact_id = str(uuid7())

@@ -15,23 +15,18 @@ from typing import Any
 
 from imagebridge.artifacts.markers import Marker
 from imagebridge.contract.errors import BridgeError, ErrorCode
+from imagebridge.contract.response import MAX_SIDECAR_BYTES
 from imagebridge.imaging.ids import canonical_uuid
-from imagebridge.imaging.inspect import (
-    MAX_THUMBNAIL_EDGE,
-    MIN_THUMBNAIL_EDGE,
-    ImageLimits,
-    make_thumbnail,
-)
+from imagebridge.imaging.inspect import ImageLimits
+from imagebridge.imaging.thumbnails import MAX_THUMBNAIL_EDGE, MIN_THUMBNAIL_EDGE, make_thumbnail
 
 __all__ = [
     "DEFAULT_MAX_AGE_SECS",
     "DEFAULT_MAX_SCAN_ENTRIES",
     "DEFAULT_STALE_TEMP_SECS",
-    "MAX_SIDECAR_BYTES",
     "MIN_STALE_TEMP_SECS",
     "NOT_FOUND",
     "THUMBNAIL_EDGE_MESSAGE",
-    "artifact_error",
     "as_artifact_error",
     "canonical_id",
     "check_cleanup",
@@ -50,7 +45,6 @@ __all__ = [
 
 NOT_FOUND = "artifact was not found or is invalid"
 THUMBNAIL_EDGE_MESSAGE = "thumbnail edge must be between 32 and 2048 pixels"
-MAX_SIDECAR_BYTES = 1024 * 1024
 DEFAULT_MAX_AGE_SECS = 7 * 24 * 60 * 60
 DEFAULT_MAX_SCAN_ENTRIES = 100_000
 DEFAULT_STALE_TEMP_SECS = 60 * 60
@@ -61,14 +55,9 @@ MIN_STALE_TEMP_SECS = 60
 # -- errors -----------------------------------------------------------------------------------
 
 
-def artifact_error(message: str, **details: Any) -> BridgeError:
-    """The ``artifact`` error every refusal of a store is."""
-    return BridgeError(ErrorCode.ARTIFACT, message, details=details or None)
-
-
 def not_found() -> BridgeError:
     """Unknown, foreign, altered and invalid artifacts all get this one answer."""
-    return artifact_error(NOT_FOUND)
+    return BridgeError.artifact(NOT_FOUND)
 
 
 def as_artifact_error(error: BridgeError) -> BridgeError:
@@ -108,9 +97,9 @@ def encode_sidecar(record: Mapping[str, Any] | bytes) -> bytes:
             text = json.dumps(dict(record), indent=2, ensure_ascii=False, allow_nan=False)
             encoded = (text + "\n").encode("utf-8")
         except (TypeError, ValueError, RecursionError) as exc:
-            raise artifact_error("artifact metadata must be a bounded JSON object") from exc
+            raise BridgeError.artifact("artifact metadata must be a bounded JSON object") from exc
     if not encoded or len(encoded) > MAX_SIDECAR_BYTES or not is_json_object(encoded):
-        raise artifact_error(
+        raise BridgeError.artifact(
             "artifact metadata must be a bounded JSON object", maximum_bytes=MAX_SIDECAR_BYTES
         )
     return encoded
@@ -178,18 +167,18 @@ def check_cleanup(
 ) -> None:
     """The arguments of ``cleanup``, refused before anything is looked at."""
     if max_scan_entries <= 0:
-        raise artifact_error("retention scan limit must be greater than zero")
+        raise BridgeError.artifact("retention scan limit must be greater than zero")
     if max_artifacts is not None and max_artifacts <= 0:
-        raise artifact_error("retention max_artifacts must be greater than zero")
+        raise BridgeError.artifact("retention max_artifacts must be greater than zero")
     if max_age_secs < 0:
-        raise artifact_error("retention max_age_secs must not be negative")
+        raise BridgeError.artifact("retention max_age_secs must not be negative")
     check_grace(stale_temp_secs)
 
 
 def check_repair(max_scan: int, stale_temp_secs: int) -> None:
     """The arguments of ``repair_orphans``, refused before anything is looked at."""
     if max_scan <= 0:
-        raise artifact_error("artifact repair scan limit must be greater than zero")
+        raise BridgeError.artifact("artifact repair scan limit must be greater than zero")
     check_grace(stale_temp_secs)
 
 

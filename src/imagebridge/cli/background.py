@@ -32,7 +32,7 @@ def remove_background_command(
     from imagebridge.application import image_limits
     from imagebridge.cli.atomic import write_atomic
     from imagebridge.cli.files import read_bounded
-    from imagebridge.imaging.chroma import remove_background
+    from imagebridge.imaging.chroma.images import remove_background
 
     target = Path(output)
     if not target.is_absolute():

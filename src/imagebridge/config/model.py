@@ -615,6 +615,17 @@ class ProviderSettings(_Section):
 class MetricsSettings(_Section):
     enabled: Bool = False
     """Serve bearer-protected ``GET /metrics``."""
+    max_key_labels: U32 = 100
+    """Added: API key names with series of their own (the first seen, or in creation
+    order at a scrape); later names share ``key="(other)"``."""
+    max_model_labels: U32 = 50
+    """Added: model names with series of their own; later ones share ``(other)``."""
+    scrape_cache_ms: U64 = 10_000
+    """Added: gauges read from the stores (key quotas, jobs, pool accounts) are read at
+    most this often, however many scrapers there are."""
+    scrape_timeout_ms: U64 = 2_000
+    """Added: how long a scrape waits for each such source; a late one keeps its last
+    reading (``imagegen_bridge_scrape_source_up`` 0)."""
 
 
 class TracingSettings(_Section):
@@ -754,7 +765,7 @@ class KeySettings(_Section):
     """The IANA zone of the calendar quota windows (day from midnight, week from Monday,
     month from the 1st) and of the days usage is counted under."""
     max_keys: U64 = 1_000
-    """Most keys the store holds (bounds the metric labels, one per key name)."""
+    """Most keys the store holds."""
     auth_failure_limit: U64 = 20
     """Failed authentications one client address may make per window; after that its
     requests are refused (429 ``rate_limited``, ``Retry-After``) until the window ends."""

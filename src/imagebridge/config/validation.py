@@ -360,6 +360,10 @@ def _check_openai_api(config: BridgeConfig, report: Report) -> None:
             )
 
 
+_MAX_SCRAPE_CACHE_MS = 3_600_000
+_MAX_SCRAPE_TIMEOUT_MS = 60_000
+
+
 def _check_server(config: BridgeConfig, report: Report) -> None:
     server = config.server
     if server.bearer_token_env is not None and not is_env_name(server.bearer_token_env):
@@ -421,6 +425,11 @@ def _check_server(config: BridgeConfig, report: Report) -> None:
             "out_of_range",
             'connection limit must be a positive integer or "unlimited"',
         )
+    metrics = server.metrics
+    if metrics.scrape_cache_ms > _MAX_SCRAPE_CACHE_MS:
+        report("server.metrics.scrape_cache_ms", "out_of_range", "must be at most 3600000 (1 h)")
+    if not 1 <= metrics.scrape_timeout_ms <= _MAX_SCRAPE_TIMEOUT_MS:
+        report("server.metrics.scrape_timeout_ms", "out_of_range", "must be 1 to 60000 (1 min)")
     malloc = server.malloc
     if malloc.enabled:
         if not 0 < malloc.mmap_threshold_bytes <= MAX_MMAP_THRESHOLD_BYTES:

@@ -225,6 +225,14 @@ class BridgeError(Exception):
         return cls(ErrorCode.INVALID_REQUEST, message, details=details)
 
     @classmethod
+    def artifact(cls, message: str, **details: Any) -> BridgeError:
+        """A refused artifact: missing, altered, too large, not one, or not writable.
+
+        Every artifact store raises it, and so does the CLI checking a saved file on disk
+        (without importing the stores and their image stack)."""
+        return cls(ErrorCode.ARTIFACT, message, details=details)
+
+    @classmethod
     def unsupported(cls, message: str, **details: Any) -> BridgeError:
         return cls(ErrorCode.UNSUPPORTED_CAPABILITY, message, details=details)
 

@@ -23,6 +23,7 @@ from imagebridge.contract.request import GenerationParameters
 
 __all__ = [
     "KNOWN_WARNINGS",
+    "MAX_SIDECAR_BYTES",
     "BridgeErrorBody",
     "GeneratedImage",
     "ImageFailure",
@@ -56,6 +57,11 @@ KNOWN_WARNINGS = (
 )
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+MAX_SIDECAR_BYTES = 1024 * 1024
+"""The metadata sidecar a generated image's ``metadata_name`` names is a JSON object of at
+most this many bytes (the original's bound): the artifact stores write and read no larger
+one, and the CLI refuses a larger one on disk."""
 
 
 class ValidationIssue(ContractModel):

@@ -19,7 +19,7 @@ from imagebridge.contract.response import ImageResponse, Normalization
 from imagebridge.engine.masking import MaskPlan
 from imagebridge.engine.transparency import ChromaPlan
 from imagebridge.engine.verification import VerifiedImage, verification_failure
-from imagebridge.imaging.chroma import inspect_transparent_alpha, remove_background
+from imagebridge.imaging.chroma.images import inspect_transparent_alpha, remove_background
 from imagebridge.imaging.inspect import ImageLimits
 from imagebridge.imaging.masks import composite_masked
 from imagebridge.imaging.recode import estimate_jpeg_quality, recode, see_through_pixels

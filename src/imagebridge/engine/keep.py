@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
 from imagebridge.contract.errors import BridgeError
-from imagebridge.engine.publishing import ArtifactSink, PublishedArtifact
+from imagebridge.engine.publishing import ArtifactSink, Publication, PublishedArtifact
 
 __all__ = ["KeptImages", "ProviderDispatch"]
 
@@ -87,13 +87,12 @@ async def _published(
         return None
     try:
         return await artifacts.publish(
-            data,
-            expected_format=image_format,
-            owner=owner,
-            filename_prefix=None,
-            directory=None,
-            filename=None,
-            collision=ArtifactCollisionPolicy.SUFFIX,
+            Publication(
+                data,
+                expected_format=image_format,
+                owner=owner,
+                collision=ArtifactCollisionPolicy.SUFFIX,
+            )
         )
     except BridgeError as error:
         logger.warning(

@@ -23,7 +23,12 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Normalization
 from imagebridge.engine.keep import KeptImages
-from imagebridge.engine.publishing import ArtifactLinker, ArtifactSink, is_storage_fault
+from imagebridge.engine.publishing import (
+    ArtifactLinker,
+    ArtifactSink,
+    Publication,
+    is_storage_fault,
+)
 from imagebridge.engine.verification import INLINE_BYTES, VerifiedImage
 from imagebridge.imaging.b64 import encode_text
 
@@ -100,13 +105,15 @@ class Delivery:
         output = effective.output
         try:
             published = await self.artifacts.publish(
-                image.data,
-                expected_format=info.format,
-                owner=owner,
-                filename_prefix=output.filename_prefix,
-                directory=output.directory,
-                filename=output.filename,
-                collision=output.collision,
+                Publication(
+                    image.data,
+                    expected_format=info.format,
+                    owner=owner,
+                    filename_prefix=output.filename_prefix,
+                    directory=output.directory,
+                    filename=output.filename,
+                    collision=output.collision,
+                )
             )
         except BridgeError as error:
             reason = error.details.get("reason")

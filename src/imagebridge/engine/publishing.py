@@ -9,7 +9,7 @@ after the image was made and paid for, so it degrades the delivery instead of fa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from imagebridge.contract.enums import ArtifactCollisionPolicy, OutputFormat
@@ -21,9 +21,30 @@ __all__ = [
     "SIDECAR_NOT_STORED",
     "ArtifactLinker",
     "ArtifactSink",
+    "Publication",
     "PublishedArtifact",
     "is_storage_fault",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """An image to publish: its bytes, the scope that owns it and how to name it.
+
+    The one value every artifact backend's ``publish`` takes. ``expected_format`` (when
+    given) must be the image's; ``filename`` (extension appended if missing) replaces the
+    ``<filename_prefix>-<id>.<ext>`` name; ``directory`` is a portable relative path below
+    the store's root; ``collision`` says what a taken name does on a filesystem (``error``
+    or ``suffix``: ``name-2.ext`` …).
+    """
+
+    data: bytes = field(repr=False)
+    expected_format: OutputFormat | str | None
+    owner: str
+    filename_prefix: str | None = None
+    directory: str | None = None
+    filename: str | None = None
+    collision: ArtifactCollisionPolicy | str = ArtifactCollisionPolicy.ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,17 +56,7 @@ class PublishedArtifact:
 class ArtifactSink(Protocol):
     """Where ``artifact``/``url`` outputs are published (the artifact store implements it)."""
 
-    async def publish(
-        self,
-        data: bytes,
-        *,
-        expected_format: OutputFormat,
-        owner: str,
-        filename_prefix: str | None,
-        directory: str | None,
-        filename: str | None,
-        collision: ArtifactCollisionPolicy,
-    ) -> PublishedArtifact: ...
+    async def publish(self, publication: Publication) -> PublishedArtifact: ...
 
     async def attach_metadata(self, artifact_id: str, name: str, record: dict[str, Any]) -> str:
         """Write the sidecar beside the artifact; returns its portable name."""

@@ -21,7 +21,7 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import Normalization
 from imagebridge.engine.validation import parse_key_color
-from imagebridge.imaging.chroma import choose_key_for_prompt
+from imagebridge.imaging.chroma.keys import choose_key_for_prompt
 
 __all__ = [
     "ChromaPlan",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
@@ -33,6 +34,7 @@ from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.crash_points import crash_point
 from imagebridge.engine.publishing import ARTIFACT_NOT_STORED
 from imagebridge.engine.runtime import ExecutionContext, ImageRuntime
+from imagebridge.jobs.outcomes import OutcomeObserver, report_job_run
 from imagebridge.jobs.previews import JobKey, PreviewCache
 from imagebridge.jobs.progress import ProgressRelay
 from imagebridge.jobs.shared_mode import CANCEL_REASON, LEASE_LOST_REASON
@@ -107,8 +109,11 @@ class JobRunner:
         retry_window_s: float = 0.0,
         retry_pause_s: float = 0.5,
         retry_max_pause_s: float = 10.0,
+        observer: OutcomeObserver | None = None,
     ) -> None:
         self._runtime = runtime
+        self.observer = observer
+        """Told every run's outcome (the server's metrics), when set."""
         self._store = store
         self._previews = previews
         self._now = now
@@ -124,6 +129,7 @@ class JobRunner:
     ) -> ImageResponse | BridgeError:
         """The job's response, or the error it ended with (never raised)."""
         scope, job_id = key
+        started = time.monotonic()
         try:
             record = await self._retrying(lambda: self._store.get(scope, job_id), job_id)
             if record.cancel_requested:
@@ -132,7 +138,11 @@ class JobRunner:
         except BridgeError as error:
             return error
         if token.cancelled:
-            return BridgeError(ErrorCode.CANCELLED, "durable job was cancelled before it started")
+            cancelled = BridgeError(
+                ErrorCode.CANCELLED, "durable job was cancelled before it started"
+            )
+            await self._count(record, request, cancelled, None, started)
+            return cancelled
         relay = ProgressRelay(self._store, self._previews, key, self._now)
         context = ExecutionContext(
             request_id=job_id,
@@ -146,9 +156,11 @@ class JobRunner:
             request = scope_request_session(request, key_id)
         outcome: ImageResponse | BridgeError
         ran = False
+        key_name: str | None = None
         try:
             async with self._charged(key_id, request) as charge:
                 ran = True
+                key_name = charge.key.name if charge is not None else None
                 outcome = await self._run(request, context, relay, job_id)
                 if charge is not None:
                     charge.record(outcome)
@@ -156,7 +168,9 @@ class JobRunner:
             if ran:
                 raise
             await relay.close()  # the key refused the job before it ran
+            await self._count(record, request, refused, None, started)
             return refused
+        await self._count(record, request, outcome, key_name, started)
         if key_id is not None and isinstance(outcome, ImageResponse):
             outcome = unscope_response_session(outcome, key_id)
         return outcome
@@ -187,6 +201,27 @@ class JobRunner:
         default = self._runtime.registry.default
         async with self._keys.charge(record, request, default_provider=default) as charge:
             yield charge
+
+    async def _count(
+        self,
+        record: JobRecord,
+        request: ImageRequest,
+        outcome: ImageResponse | BridgeError,
+        key_name: str | None,
+        started: float,
+    ) -> None:
+        """Tell the observer how this run ended (jobs/outcomes.py)."""
+        if self.observer is not None:
+            await report_job_run(
+                self.observer,
+                record,
+                request,
+                outcome,
+                key=key_name,
+                keys=self._keys,
+                default_provider=self._runtime.registry.default,
+                seconds=time.monotonic() - started,
+            )
 
     def _failure_status(self, token: CancelToken) -> ImageJobStatus:
         if token.cancelled:

@@ -41,6 +41,7 @@ from imagebridge.engine.runtime import ImageRuntime
 from imagebridge.engine.validation import RequestLimits, validate_request
 from imagebridge.imaging.ids import uuid7
 from imagebridge.jobs.execution import SHUTDOWN_REASON, JobRunner
+from imagebridge.jobs.outcomes import OutcomeObserver
 from imagebridge.jobs.previews import JobKey, PartialPreview, PreviewCache
 from imagebridge.jobs.query import job_query
 from imagebridge.jobs.retention import Retention
@@ -115,6 +116,7 @@ class JobManager:
         shared: SharedQueueSettings | None = None,
         instance_id: str | None = None,
         keys: KeyService | None = None,
+        observer: OutcomeObserver | None = None,
         sync: SyncRecordSettings | None = None,
     ) -> None:
         self._runtime = runtime
@@ -143,6 +145,7 @@ class JobManager:
             retry_window_s=outcome_retry.window_s,
             retry_pause_s=outcome_retry.pause_s,
             retry_max_pause_s=outcome_retry.max_pause_s,
+            observer=observer,
         )
         self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
         self._scheduled: set[JobKey] = set()

@@ -68,6 +68,11 @@ class QuotaCharge:
         """The key as this charge last read it: after the reservation, its refusal or the
         settlement (``None`` before any), for the caller's quota headers."""
 
+    @property
+    def key(self) -> KeyRecord:
+        """The key this charge is on."""
+        return self._key
+
     def record(self, outcome: ImageResponse | BridgeError, *, kept: bool = False) -> None:
         """How the call ended: its response, or the error it ended with. ``kept``: the
         caller had gone and the images went to the history (usage rows say ``kept``)."""

@@ -73,8 +73,6 @@ class KeyService:
     store: KeyStore
     settings: KeyServiceSettings = field(default_factory=KeyServiceSettings)
     clock: Callable[[], float] = time.time
-    observer: Callable[[KeyRecord, KeyUsage], None] | None = None
-    """Told every settled outcome (the server's per-key Prometheus counters)."""
     holder: str = field(
         default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
     )
@@ -226,8 +224,6 @@ class KeyService:
                 kept=got if kept else 0,
             )
             await self.store.record_usage(usage)
-            if self.observer is not None:
-                self.observer(record, usage)
         return record
 
     async def record_replay(self, record: KeyRecord, *, provider: str, images: int) -> None:
@@ -248,8 +244,6 @@ class KeyService:
             replayed=images,
         )
         await self.store.record_usage(usage)
-        if self.observer is not None:
-            self.observer(record, usage)
 
     # -- administration ----------------------------------------------------------------
 
@@ -298,6 +292,10 @@ class KeyService:
 
     async def show(self, key_id: str) -> BridgeKey:
         return self.view(await self.store.get(key_id))
+
+    async def records(self) -> list[KeyRecord]:
+        """Every key's stored record (the operator's gauges read their windows)."""
+        return await self.store.list()
 
     async def listing(self) -> BridgeKeyList:
         """Every key, in name order."""

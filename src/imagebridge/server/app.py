@@ -28,6 +28,7 @@ from imagebridge.config.loader import ConfigOrigin
 from imagebridge.config.model import BridgeConfig, JobSettings
 from imagebridge.contract.errors import BridgeError
 from imagebridge.jobs import JobManagerSettings, SharedQueueSettings
+from imagebridge.jobs.outcomes import OutcomeObserver
 from imagebridge.jobs.sync_records import SyncRecordSettings
 from imagebridge.keys import KeyService
 from imagebridge.server import dashboard
@@ -94,6 +95,7 @@ async def _open_jobs(
     env: Mapping[str, str],
     keys: KeyService | None,
     drain: Drain,
+    observer: OutcomeObserver | None = None,
 ) -> JobServices:
     """The job services on ``server.jobs.database``: shared mode for a PostgreSQL URL."""
     jobs = config.server.jobs
@@ -110,6 +112,7 @@ async def _open_jobs(
             postgres=postgres,
             settle_timeout_s=settle_seconds(config),
             keys=keys,
+            observer=observer,
             sync=SyncRecordSettings(
                 retry_join_window_s=config.server.sync.retry_join_window_secs,
                 join_poll_s=config.server.sync.join_poll_ms / 1000,
@@ -200,8 +203,6 @@ async def _open_keys(state: BridgeState, env: Mapping[str, str]) -> None:
     """The key service on the jobs database, in the access policy (docs/keys.md)."""
     config = state.config
     service = await open_key_service(config, env)
-    if state.metrics is not None:
-        service.observer = state.metrics.record_key_usage
     keys = config.server.keys
     throttle = FailureThrottle(
         keys.auth_failure_limit, keys.auth_failure_window_secs, keys.auth_failure_max_clients
@@ -245,6 +246,21 @@ def _bucket_answers(objects: S3ObjectStore) -> Callable[[], Awaitable[bool]]:
     return check
 
 
+def _metrics(config: BridgeConfig, engine: Application) -> BridgeMetrics | None:
+    settings = config.server.metrics
+    if not settings.enabled:
+        return None
+    runtime = engine.runtime
+    return BridgeMetrics(
+        runtime,
+        runtime.registry.providers,
+        max_key_labels=settings.max_key_labels,
+        max_model_labels=settings.max_model_labels,
+        scrape_cache_ms=settings.scrape_cache_ms,
+        scrape_timeout_ms=settings.scrape_timeout_ms,
+    )
+
+
 def create_app(
     config: BridgeConfig,
     *,
@@ -280,11 +296,7 @@ def create_app(
             stale_after=options.readiness_stale_after,
         ),
         events=OperatorEvents(options.event_capacity),
-        metrics=(
-            BridgeMetrics(runtime, runtime.registry.providers)
-            if config.server.metrics.enabled
-            else None
-        ),
+        metrics=_metrics(config, engine),
         origins=list(origins or []),
         jobs_enabled=config.server.jobs.enabled,
         recovery=ArtifactRecovery(
@@ -307,7 +319,9 @@ def create_app(
                 raise
         if state.jobs_enabled:
             try:
-                state.jobs = await _open_jobs(config, engine, env, state.access.keys, state.drain)
+                state.jobs = await _open_jobs(
+                    config, engine, env, state.access.keys, state.drain, state.metrics
+                )
             except BridgeError as error:
                 state.startup_error = error
                 await _close(state, engine)
@@ -324,6 +338,8 @@ def create_app(
             if state.recovery is not None:
                 await state.recovery.stop()
             await state.readiness.stop()
+            if state.metrics is not None:
+                state.metrics.gauges.stop()
             await _close(state, engine)
 
     app = FastAPI(

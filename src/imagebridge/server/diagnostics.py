@@ -11,6 +11,12 @@ not show. A provider may add extras (for example its quota windows) through an o
 One snapshot, :func:`build_extended_diagnostics`, holds everything; the original's
 document (:func:`build_diagnostics`) is that snapshot with imagebridge's additions left
 out, so its strict clients decode it.
+
+The extended document is the operator's (the admin's only, with named keys). A named key
+reading ``/v1/diagnostics`` gets the same shape with only what concerns it
+(:func:`key_view`, docs/keys.md "Operator views"): providers' readiness, queues and
+limits as everyone sees them, its own recent requests; not the job manager's counts (the
+whole team's work), not where the operator's settings came from.
 """
 
 from __future__ import annotations
@@ -128,21 +134,39 @@ _ADDED_FIELDS = {
 }
 
 
-async def build_diagnostics(state: BridgeState) -> OperatorDiagnostics:
-    """The original's document: exactly its keys, in every object."""
-    extended = await build_extended_diagnostics(state, provider_details=False)
-    return OperatorDiagnostics.model_validate(
+async def build_diagnostics(
+    state: BridgeState, *, key_owner: str | None = None
+) -> OperatorDiagnostics:
+    """The original's document: exactly its keys, in every object; with ``key_owner``
+    (a named key's scope), that key's view of it (:func:`key_view`)."""
+    extended = await build_extended_diagnostics(
+        state, provider_details=False, job_counts=key_owner is None
+    )
+    document = OperatorDiagnostics.model_validate(
         extended.model_dump(mode="json", include=_BASE_FIELDS, exclude=_ADDED_FIELDS)
+    )
+    return document if key_owner is None else key_view(document, state, key_owner)
+
+
+def key_view(document: OperatorDiagnostics, state: BridgeState, owner: str) -> OperatorDiagnostics:
+    """What a named key sees of the original's document, in the same shape: ``jobs`` left
+    out (it is optional in the original: absent, as with jobs disabled), ``provenance``
+    empty, and ``events`` its own requests only."""
+    configuration = document.configuration.model_copy(update={"provenance": []})
+    events = OperatorEventHistory.model_validate(state.events.snapshot(owner=owner))
+    return document.model_copy(
+        update={"configuration": configuration, "jobs": None, "events": events}
     )
 
 
 async def build_extended_diagnostics(
-    state: BridgeState, *, provider_details: bool = True
+    state: BridgeState, *, provider_details: bool = True, job_counts: bool = True
 ) -> ExtendedDiagnostics:
     """Everything: the original's document plus each addition (``ExtendedDiagnostics``).
 
     ``provider_details=False`` skips the providers' hooks (the base document drops them, so
-    it need not wait up to the hook timeout for them).
+    it need not wait up to the hook timeout for them); ``job_counts=False`` skips the job
+    store's counts (a key's view leaves them out).
     """
     config = state.config
     server = config.server
@@ -161,7 +185,7 @@ async def build_extended_diagnostics(
             if answer is not None
         }
     jobs = None
-    if state.jobs is not None:
+    if state.jobs is not None and job_counts:
         manager = state.jobs.jobs
         jobs = ExtendedJobManagerDiagnostics.model_validate(
             {**await manager.statistics(), **await manager.queue_statistics()}

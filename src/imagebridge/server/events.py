@@ -2,7 +2,9 @@
 
 Only a route *template* is kept, never the concrete path: ``/v1/sessions/private-key``
 is recorded as ``/v1/sessions/{key}``, so the ring can hold no prompt, key, id or path.
-Health probes, the OpenAPI document and dashboard assets are not recorded.
+Health probes, the OpenAPI document and dashboard assets are not recorded. Each entry
+remembers whose request it was (the ownership scope, never shown), so a named API key's
+``/v1/diagnostics`` lists its own requests only (docs/keys.md, "Operator views").
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class RecordedRequest:
     route: str
     status: int
     duration_ms: int
+    owner: str = ""
+    """The caller's ownership scope (for filtering; not part of the document)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,7 +97,9 @@ class OperatorEvents:
         self._sequence = 0
         self.dropped = 0
 
-    def record(self, method: str, path: str, status: int, duration_ms: int) -> None:
+    def record(
+        self, method: str, path: str, status: int, duration_ms: int, *, owner: str = ""
+    ) -> None:
         route = route_template(path)
         if route is None:
             return
@@ -108,12 +114,22 @@ class OperatorEvents:
                 route=route,
                 status=status,
                 duration_ms=max(0, duration_ms),
+                owner=owner,
             )
         )
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, owner: str | None = None) -> dict[str, Any]:
+        """The history; with ``owner``, that caller's entries only (and no dropped count,
+        which would tell how busy everyone else is)."""
+        items = reversed(self._items)
+        if owner is None:
+            return {
+                "capacity": self.capacity,
+                "dropped": self.dropped,
+                "items": [event.to_dict() for event in items],
+            }
         return {
             "capacity": self.capacity,
-            "dropped": self.dropped,
-            "items": [event.to_dict() for event in reversed(self._items)],
+            "dropped": 0,
+            "items": [event.to_dict() for event in items if event.owner == owner],
         }

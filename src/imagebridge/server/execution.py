@@ -31,6 +31,7 @@ from imagebridge.jobs.sync_records import SyncRecords
 from imagebridge.server.context import OperationOutcome, RequestContext, request_context
 from imagebridge.server.errors import provider_not_found
 from imagebridge.server.joins import answer_with_history
+from imagebridge.server.metrics.surfaces import count_operation
 from imagebridge.server.presence import ClientPresence
 from imagebridge.server.state import BridgeState
 from imagebridge.server.sync_call import SyncCall
@@ -159,18 +160,35 @@ async def execute_image(
     except BridgeError as error:
         provider = error.provider or _provider_label(state, image_request)
         _record_failure(state, context, error, started, provider)
+        count_operation(
+            state, request, error, image_request, provider=provider, seconds=_since(started)
+        )
         raise
     if call.replayed:
         _record_replay(context, response, started)
     else:
         _record_success(state, context, response)
+        count_operation(
+            state,
+            request,
+            response,
+            image_request,
+            provider=response.provider,
+            seconds=_since(started),
+        )
     return response
 
 
+def _since(started: float) -> float:
+    return max(0.0, time.monotonic() - started)
+
+
 def _record_replay(context: RequestContext, response: ImageResponse, started: float) -> None:
-    """A joined retry's answer: the log line names it, metrics count no new generation."""
-    total_ms = max(0, int((time.monotonic() - started) * 1000))
-    context.outcome = OperationOutcome(provider=response.provider, total_ms=total_ms)
+    """A joined retry's answer: the log line names it; the images were counted once, when
+    they were made, so the image metrics count nothing more."""
+    context.outcome = OperationOutcome(
+        provider=response.provider, total_ms=int(_since(started) * 1000)
+    )
 
 
 def _record_failure(

@@ -228,7 +228,7 @@ class BridgeMiddleware:
 
     def _finish(self, context: RequestContext, status: int) -> None:
         duration = context.elapsed_ms()
-        self.events.record(context.method, context.path, status, duration)
+        self.events.record(context.method, context.path, status, duration, owner=context.owner)
         outcome = context.outcome
         extra: dict[str, object] = {
             "request_id": context.request_id,

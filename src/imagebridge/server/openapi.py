@@ -9,7 +9,8 @@ refusals can happen on any route.
 Component names are the original's (``ORIGINAL_NAMES`` renames ours where they differ, and
 the original's standalone schemas are added), so a client generated from either document
 works with both; components only imagebridge has keep their own names
-(tests/server/test_openapi_original.py lists and explains each).
+(tests/server/test_openapi_original.py lists and explains each). The OpenAI-compatible
+surface's models, names and edit form come from :mod:`imagebridge.server.openai.openapi`.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from imagebridge._version import __version__
 from imagebridge.contract.envelope import ErrorEnvelope
 from imagebridge.contract.events import provider_event_adapter
 from imagebridge.contract.jobs import ImageJobUpdate
-from imagebridge.contract.openai.images import CompatibleGenerationRequest
 from imagebridge.contract.presets import ImagePresetCreate, ImagePresetWrite
 from imagebridge.contract.request import ImageRequest
+from imagebridge.server.openai.openapi import OPENAI_MODELS, OPENAI_NAMES, OPENAI_STANDALONE
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -44,7 +45,7 @@ SECURITY_SCHEME = "bridgeBearer"
 _REF = "#/components/schemas/{model}"
 _EXTRA_MODELS: tuple[type[BaseModel], ...] = (
     ImageRequest,
-    CompatibleGenerationRequest,
+    *OPENAI_MODELS,
     ImageJobUpdate,
     ImagePresetCreate,
     ImagePresetWrite,
@@ -73,58 +74,6 @@ def json_request_body(model: str) -> dict[str, Any]:
     }
 
 
-EDIT_FORM_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["prompt", "image"],
-    "properties": {
-        "image": {"type": "array", "items": {"type": "string", "format": "binary"}},
-        "reference_image": {"type": "array", "items": {"type": "string", "format": "binary"}},
-        "mask": {"type": "string", "format": "binary"},
-        "prompt": {"type": "string"},
-        "model": {"type": "string"},
-        "n": {"type": "integer", "minimum": 1, "maximum": 255},
-        "size": {"type": "string", "pattern": "^(auto|[1-9][0-9]*x[1-9][0-9]*)$"},
-        "quality": {"enum": ["auto", "low", "medium", "high", "standard", "hd", "xhigh", "max"]},
-        "output_format": {"enum": ["png", "jpeg", "webp", "gif", "svg"]},
-        "output_compression": {"type": "integer", "minimum": 0, "maximum": 100},
-        "background": {"enum": ["auto", "opaque", "transparent"]},
-        "moderation": {"enum": ["auto", "low"]},
-        "input_fidelity": {"enum": ["low", "high"]},
-        "response_format": {"enum": ["b64_json", "url"]},
-        "user": {"type": "string"},
-        # OpenAI's other images.edit fields (docs/api-decisions.md, "OpenAI clients")
-        "safety_identifier": {"type": "string"},
-        "style": {"enum": ["vivid", "natural"]},
-        "complexity": {"enum": ["low", "medium", "high"]},
-        "partial_images": {"type": "integer", "minimum": 0, "maximum": 3},
-        "stream": {"enum": ["true", "false"]},
-        "frame_count": {"type": "integer", "minimum": 2, "maximum": 16},
-        "frame_duration_ms": {"type": "integer", "minimum": 0},
-        "markup": {"type": "string", "format": "binary"},
-        "provider": {"type": "string"},
-        "negative_prompt": {"type": "string"},
-        "compatibility": {"enum": ["strict", "normalize", "best_effort"]},
-        "revised_prompt": {"enum": ["include", "omit", "require"]},
-        "session_key": {"type": "string"},
-    },
-}
-
-edit_request_body: dict[str, Any] = {
-    "required": True,
-    "content": {
-        "multipart/form-data": {
-            "schema": {"$ref": _REF.format(model="CompatibleEditRequest")},
-            "encoding": {
-                "image": {"contentType": "image/png, image/jpeg, image/webp"},
-                "reference_image": {"contentType": "image/png, image/jpeg, image/webp"},
-                "mask": {"contentType": "image/png"},
-            },
-        }
-    },
-}
-
-
 # Our model name -> the original's component name, for the same shape.
 ORIGINAL_NAMES: dict[str, str] = {
     "BridgeErrorBody": "BridgeError",
@@ -133,8 +82,7 @@ ORIGINAL_NAMES: dict[str, str] = {
     "ErrorEnvelope": "OpenAIErrorEnvelope",
     "ReadinessStatus": "ReadinessResponse",
     "ProviderReadinessStatus": "ProviderReadiness",
-    "CompatImagesResponse": "CompatibleImagesResponse",
-    "CompatBridgeExtension": "CompatibleExtensions",
+    **OPENAI_NAMES,
     "Operation": "PresetOperation",
 }
 
@@ -142,7 +90,7 @@ _SIZE_PATTERN = "^(auto|[1-9][0-9]*x[1-9][0-9]*)$"
 
 # The original's standalone schemas that our models inline: added under its names.
 _STANDALONE: dict[str, Any] = {
-    "CompatibleEditRequest": EDIT_FORM_SCHEMA,
+    **OPENAI_STANDALONE,
     "ImageSize": {"type": "string", "pattern": _SIZE_PATTERN, "examples": ["auto", "1024x1024"]},
     "AspectRatio": {"type": "string", "pattern": "^[1-9][0-9]*:[1-9][0-9]*$", "examples": ["3:2"]},
     "ValidationIssue": {

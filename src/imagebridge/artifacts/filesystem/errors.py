@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from imagebridge.artifacts.rules import artifact_error
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.storage_faults import disk_fault, disk_fault_reason
 
@@ -24,4 +23,4 @@ def write_error(message: str, exc: BaseException, **details: Any) -> BridgeError
     reason = disk_fault_reason(exc)
     if reason is not None:
         return disk_fault(ErrorCode.ARTIFACT, message, reason, "artifacts", retryable=False)
-    return artifact_error(message, **details)
+    return BridgeError.artifact(message, **details)

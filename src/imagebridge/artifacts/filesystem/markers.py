@@ -16,7 +16,7 @@ from imagebridge.artifacts.filesystem import objects
 from imagebridge.artifacts.filesystem.errors import write_error
 from imagebridge.artifacts.filesystem.objects import Unsafe
 from imagebridge.artifacts.markers import MAX_MARKER_BYTES, Marker, parse_marker
-from imagebridge.artifacts.rules import artifact_error
+from imagebridge.contract.errors import BridgeError
 
 __all__ = [
     "OWNERSHIP_DIRECTORY",
@@ -44,7 +44,7 @@ def write_marker(own_fd: int, marker: Marker, *, replace: bool = False) -> None:
     """Store ``marker`` durably: a new one never overwrites, ``replace`` swaps atomically."""
     encoded = marker.encode()
     if len(encoded) > MAX_MARKER_BYTES:
-        raise artifact_error("artifact ownership record is too large")
+        raise BridgeError.artifact("artifact ownership record is too large")
     try:
         temp = objects.write_temp(own_fd, encoded, _MARKER_MODE)
     except OSError as exc:
@@ -54,7 +54,7 @@ def write_marker(own_fd: int, marker: Marker, *, replace: bool = False) -> None:
         if replace:
             objects.replace_atomically(own_fd, temp, target)
         elif not objects.link_noclobber(own_fd, temp, target):
-            raise artifact_error("artifact ownership record already exists")
+            raise BridgeError.artifact("artifact ownership record already exists")
     except OSError as exc:
         raise write_error("could not publish artifact ownership record", exc) from exc
     finally:

@@ -21,7 +21,7 @@ from imagebridge.artifacts.filesystem.publish import link_new_file, publication_
 from imagebridge.artifacts.filesystem.reads import verified
 from imagebridge.artifacts.markers import Marker, valid_owner
 from imagebridge.artifacts.naming import is_safe_filename, is_safe_relative
-from imagebridge.artifacts.rules import artifact_error
+from imagebridge.contract.errors import BridgeError
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
 
 __all__ = ["check_import", "list_markers", "move_in"]
@@ -37,12 +37,12 @@ def list_markers(own_fd: int, max_scan: int) -> tuple[list[Marker | None], bool]
 def check_import(marker: Marker, data: bytes, limits: ImageLimits) -> None:
     """Refuse bytes that are not the marker's, or an identity no publication could have."""
     if hashlib.sha256(data).hexdigest() != marker.sha256:
-        raise artifact_error("artifact bytes do not match their recorded SHA-256")
+        raise BridgeError.artifact("artifact bytes do not match their recorded SHA-256")
     if not valid_owner(marker.effective_owner) or not is_safe_relative(marker.name):
-        raise artifact_error("artifact identity is invalid")
+        raise BridgeError.artifact("artifact identity is invalid")
     info = inspect_image(data, limits)
     if not is_safe_filename(marker.name.rpartition("/")[2], info.format):
-        raise artifact_error("artifact identity is invalid")
+        raise BridgeError.artifact("artifact identity is invalid")
 
 
 def move_in(
@@ -55,7 +55,7 @@ def move_in(
     if existing is not None and (
         existing.sha256 != marker.sha256 or verified(root_fd, existing, limits) is None
     ):
-        raise artifact_error("another artifact with this id is already stored")
+        raise BridgeError.artifact("another artifact with this id is already stored")
     if existing is None:
         directory, _, basename = marker.name.rpartition("/")
         dir_fd = publication_dir(root_fd, directory or None)

@@ -21,8 +21,8 @@ from imagebridge.artifacts.filesystem.objects import Unsafe
 from imagebridge.artifacts.markers import Marker
 from imagebridge.artifacts.naming import suffixed_filename
 from imagebridge.artifacts.publication import Publication, PublicationPlan
-from imagebridge.artifacts.rules import artifact_error
 from imagebridge.contract.enums import ArtifactCollisionPolicy
+from imagebridge.contract.errors import BridgeError
 from imagebridge.engine.crash_points import crash_point
 
 __all__ = [
@@ -83,7 +83,9 @@ def publication_dir(root_fd: int, directory: str | None) -> int:
             fd = child
     except Unsafe as exc:
         os.close(fd)
-        raise artifact_error("output directory component must not be a file or symlink") from exc
+        raise BridgeError.artifact(
+            "output directory component must not be a file or symlink"
+        ) from exc
     except OSError as exc:
         os.close(fd)
         raise write_error("could not create output directory component", exc) from exc
@@ -115,8 +117,8 @@ def link_new_file(
     if linked is not None:
         return linked
     if attempts == 1:
-        raise artifact_error("artifact file already exists", name=requested)
-    raise artifact_error("artifact collision suffix limit was reached", name=requested)
+        raise BridgeError.artifact("artifact file already exists", name=requested)
+    raise BridgeError.artifact("artifact collision suffix limit was reached", name=requested)
 
 
 def _name_new_file(

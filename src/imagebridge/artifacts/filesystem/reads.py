@@ -16,8 +16,9 @@ from imagebridge.artifacts.filesystem.markers import load_marker
 from imagebridge.artifacts.filesystem.objects import PathState, Unsafe
 from imagebridge.artifacts.markers import Marker
 from imagebridge.artifacts.records import ArtifactContent
-from imagebridge.artifacts.rules import MAX_SIDECAR_BYTES, is_json_object, not_found
+from imagebridge.artifacts.rules import is_json_object, not_found
 from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.response import MAX_SIDECAR_BYTES
 from imagebridge.imaging.inspect import ImageInfo, ImageLimits, inspect_image
 
 __all__ = [

@@ -19,7 +19,7 @@ from imagebridge.artifacts.filesystem.objects import Unsafe
 from imagebridge.artifacts.filesystem.publish import ARTIFACT_MODE
 from imagebridge.artifacts.filesystem.reads import verified
 from imagebridge.artifacts.markers import Marker
-from imagebridge.artifacts.rules import artifact_error, sidecar_name
+from imagebridge.artifacts.rules import sidecar_name
 from imagebridge.contract.errors import BridgeError
 from imagebridge.engine.crash_points import crash_point
 from imagebridge.imaging.inspect import ImageLimits
@@ -39,7 +39,7 @@ def attach_sidecar(
         or marker.sidecar_name is not None
         or verified(root_fd, marker, limits) is None
     ):
-        raise artifact_error("artifact metadata cannot be attached to this artifact")
+        raise BridgeError.artifact("artifact metadata cannot be attached to this artifact")
     named = sidecar_name(name, canonical)
     try:
         with objects.open_parent(root_fd, name) as (parent, _basename):
@@ -61,7 +61,7 @@ def _publish_sidecar(
             write_marker(own_fd, updated, replace=True)
             crash_point("sidecar.marker_written")
             if not objects.link_noclobber(parent, temp, basename):
-                raise artifact_error("could not publish metadata sidecar without overwrite")
+                raise BridgeError.artifact("could not publish metadata sidecar without overwrite")
             linked = True
         crash_point("sidecar.linked")
         objects.fsync_dir(parent)

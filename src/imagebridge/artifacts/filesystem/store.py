@@ -63,7 +63,6 @@ from imagebridge.artifacts.rules import (
     DEFAULT_MAX_AGE_SECS,
     DEFAULT_MAX_SCAN_ENTRIES,
     DEFAULT_STALE_TEMP_SECS,
-    artifact_error,
     canonical_id,
     check_cleanup,
     check_repair,
@@ -130,12 +129,12 @@ class ArtifactStore:
         try:
             root_fd = objects.open_dir(str(self._root))
         except OSError as exc:
-            raise artifact_error("artifact root is unavailable") from exc
+            raise BridgeError.artifact("artifact root is unavailable") from exc
         try:
             try:
                 own_fd = objects.open_child_dir(root_fd, OWNERSHIP_DIRECTORY)
             except (Unsafe, OSError) as exc:
-                raise artifact_error("artifact ownership root is invalid") from exc
+                raise BridgeError.artifact("artifact ownership root is invalid") from exc
             try:
                 yield root_fd, own_fd
             finally:
@@ -169,7 +168,7 @@ class ArtifactStore:
         """
         canonical = canonical_id(artifact_id)
         if canonical is None or not isinstance(name, str) or not is_safe_relative(name):
-            raise artifact_error("artifact identity is invalid")
+            raise BridgeError.artifact("artifact identity is invalid")
         encoded = encode_sidecar(record)
         with self._root_fds() as (root_fd, own_fd):
             named = attach_sidecar(root_fd, own_fd, canonical, name, encoded, self._limits)
@@ -195,7 +194,7 @@ class ArtifactStore:
             added = True
         copied = self.read(marker.id, None)
         if copied.info.sha256 != marker.sha256:  # pragma: no cover - read verifies it
-            raise artifact_error("the copied artifact does not verify")
+            raise BridgeError.artifact("the copied artifact does not verify")
         return not present or added
 
     # -- reading ---------------------------------------------------------------------------

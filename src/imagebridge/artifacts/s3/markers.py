@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 
 from imagebridge.artifacts.markers import MAX_MARKER_BYTES, Marker, parse_marker
-from imagebridge.artifacts.rules import artifact_error
 from imagebridge.artifacts.s3.errors import write_fault
 from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.contract.errors import BridgeError
@@ -57,7 +56,7 @@ async def put_marker(objects: S3ObjectStore, marker: Marker) -> None:
     """Store ``marker`` (replacing the one of the same id)."""
     encoded = marker.encode()
     if len(encoded) > MAX_MARKER_BYTES:
-        raise artifact_error("artifact ownership record is too large")
+        raise BridgeError.artifact("artifact ownership record is too large")
     await objects.put(marker_key(marker.id), encoded, content_type="application/json")
 
 

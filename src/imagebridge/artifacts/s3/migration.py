@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from imagebridge.artifacts.markers import Marker
-from imagebridge.artifacts.rules import artifact_error, encode_sidecar, sidecar_name
+from imagebridge.artifacts.rules import encode_sidecar, sidecar_name
 from imagebridge.artifacts.s3.markers import (
     image_key,
     list_markers,
@@ -25,6 +25,7 @@ from imagebridge.artifacts.s3.markers import (
 )
 from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.artifacts.s3.reads import read_image
+from imagebridge.contract.errors import BridgeError
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
 
 __all__ = ["list_all", "move_in"]
@@ -46,7 +47,7 @@ async def move_in(
 ) -> bool:
     """Store the artifact unless it is already here (``False``): image, sidecar, marker."""
     if hashlib.sha256(data).hexdigest() != marker.sha256:
-        raise artifact_error("artifact bytes do not match their recorded SHA-256")
+        raise BridgeError.artifact("artifact bytes do not match their recorded SHA-256")
     existing = await load_marker(objects, marker.id)
     if (
         existing is not None

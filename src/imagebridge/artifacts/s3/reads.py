@@ -14,10 +14,11 @@ import hashlib
 
 from imagebridge.artifacts.markers import Marker
 from imagebridge.artifacts.records import ArtifactContent
-from imagebridge.artifacts.rules import MAX_SIDECAR_BYTES, is_json_object, not_found, require_id
+from imagebridge.artifacts.rules import is_json_object, not_found, require_id
 from imagebridge.artifacts.s3.markers import image_key, load_marker, sidecar_key
 from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.response import MAX_SIDECAR_BYTES
 from imagebridge.imaging.inspect import ImageInfo, ImageLimits, inspect_image
 
 __all__ = ["owned_marker", "read_content", "read_image", "sidecar_bytes"]

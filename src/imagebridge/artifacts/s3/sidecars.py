@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 
-from imagebridge.artifacts.rules import artifact_error, sidecar_name
+from imagebridge.artifacts.rules import sidecar_name
 from imagebridge.artifacts.s3.markers import load_marker, put_with_marker, sidecar_key
 from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.artifacts.s3.reads import read_image
+from imagebridge.contract.errors import BridgeError
 from imagebridge.imaging.inspect import ImageLimits
 
 __all__ = ["attach_sidecar"]
@@ -32,7 +33,7 @@ async def attach_sidecar(
         or marker.sidecar_name is not None
         or await read_image(objects, marker, limits) is None
     ):
-        raise artifact_error("artifact metadata cannot be attached to this artifact")
+        raise BridgeError.artifact("artifact metadata cannot be attached to this artifact")
     named = sidecar_name(name, canonical)
     await put_with_marker(
         objects,

@@ -48,7 +48,6 @@ from imagebridge.artifacts.rules import (
     DEFAULT_MAX_SCAN_ENTRIES,
     DEFAULT_STALE_TEMP_SECS,
     NOT_FOUND,
-    artifact_error,
     canonical_id,
     check_cleanup,
     check_repair,
@@ -107,7 +106,7 @@ class S3ArtifactStore:
         """
         canonical = canonical_id(artifact_id)
         if canonical is None or not isinstance(name, str) or not is_safe_relative(name):
-            raise artifact_error("artifact identity is invalid")
+            raise BridgeError.artifact("artifact identity is invalid")
         encoded = encode_sidecar(record)
         return await attach_sidecar(self.objects, canonical, name, encoded, self._limits)
 
@@ -123,7 +122,7 @@ class S3ArtifactStore:
             return False
         copied = await self.read(marker.id, None)
         if copied.info.sha256 != marker.sha256:  # pragma: no cover - read verifies it
-            raise artifact_error("the copied artifact does not verify")
+            raise BridgeError.artifact("the copied artifact does not verify")
         return True
 
     # -- reading ---------------------------------------------------------------------------

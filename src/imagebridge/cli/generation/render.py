@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from imagebridge.cli.output import Output, OutputMode, escape_text
-from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.contract.response import GeneratedImage, ImageResponse
+from imagebridge.contract.errors import BridgeError
+from imagebridge.contract.response import MAX_SIDECAR_BYTES, GeneratedImage, ImageResponse
 
 __all__ = ["LocalFile", "local_artifact_files", "render_response", "verify_artifact_file"]
 
 BASE64_OMITTED = "base64 omitted (use --json with redirected stdout, or -o FILE to save)"
-MAX_SIDECAR_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +31,6 @@ class LocalFile:
     index: int
     path: Path
     metadata_path: Path | None
-
-
-def _artifact_error(message: str, **details: Any) -> BridgeError:
-    return BridgeError(ErrorCode.ARTIFACT, message, details=details or None)
 
 
 def _below(path: Path, root: Path) -> bool:
@@ -52,13 +47,13 @@ def _regular_below(root: Path, name: str) -> Path:
     try:
         info = os.lstat(lexical)
     except OSError:
-        raise _artifact_error("artifact file is missing", name=name) from None
+        raise BridgeError.artifact("artifact file is missing", name=name) from None
     if not stat.S_ISREG(info.st_mode):
-        raise _artifact_error("artifact path is not a regular file", name=name)
+        raise BridgeError.artifact("artifact path is not a regular file", name=name)
     canonical_root = Path(os.path.realpath(root))
     canonical = Path(os.path.realpath(lexical))
     if not _below(canonical, canonical_root):
-        raise _artifact_error("artifact path escapes the artifact root", name=name)
+        raise BridgeError.artifact("artifact path escapes the artifact root", name=name)
     return canonical
 
 
@@ -69,21 +64,23 @@ def verify_artifact_file(root: Path, name: str, sha256: str, max_bytes: int) -> 
     try:
         fd = os.open(path, flags)
     except OSError:
-        raise _artifact_error("artifact file cannot be opened", name=name) from None
+        raise BridgeError.artifact("artifact file cannot be opened", name=name) from None
     digest = hashlib.sha256()
     total = 0
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _artifact_error("artifact path is not a regular file", name=name)
+            raise BridgeError.artifact("artifact path is not a regular file", name=name)
         while chunk := os.read(fd, 1024 * 1024):
             total += len(chunk)
             if total > max_bytes:
-                raise _artifact_error("artifact file exceeds the configured size limit", name=name)
+                raise BridgeError.artifact(
+                    "artifact file exceeds the configured size limit", name=name
+                )
             digest.update(chunk)
     finally:
         os.close(fd)
     if digest.hexdigest() != sha256:
-        raise _artifact_error("artifact file does not match its checksum", name=name)
+        raise BridgeError.artifact("artifact file does not match its checksum", name=name)
     return path
 
 
@@ -92,7 +89,7 @@ def local_artifact_files(response: ImageResponse, root: Path, max_bytes: int) ->
     files: list[LocalFile] = []
     for image in response.data:
         if image.type != "artifact" or image.name is None:
-            raise _artifact_error(
+            raise BridgeError.artifact(
                 "local artifact paths need artifact delivery", index=image.index
             ).with_suggestion("Use --response-format artifact or --output-dir DIR.")
         path = verify_artifact_file(root, image.name, image.sha256, max_bytes)
@@ -100,7 +97,7 @@ def local_artifact_files(response: ImageResponse, root: Path, max_bytes: int) ->
         if image.metadata_name is not None:
             metadata_path = _regular_below(root, image.metadata_name)
             if metadata_path.stat().st_size > MAX_SIDECAR_BYTES:
-                raise _artifact_error("metadata sidecar exceeds its size limit")
+                raise BridgeError.artifact("metadata sidecar exceeds its size limit")
         files.append(LocalFile(image.index, path, metadata_path))
     return files
 

@@ -11,6 +11,7 @@ it to a native ``ImageRequest``, runs it through the same execution as ``/v1/ima
 - ``multipart.py``: the edits route's form, parsed as it streams, mapped to the request.
 - ``images_stream.py``: ``stream: true``, OpenAI's dialect of the one SSE lifecycle.
 - ``errors.py``: native field paths in an error renamed to the OpenAI ``param``.
+- ``openapi.py``: its part of the OpenAPI document (the edit form, the ``Compatible*`` names).
 
 Another OpenAI surface (the Responses API) adds its route modules here and is mounted in
 ``server/app.py`` beside these routers. Nothing below the server imports this package

@@ -27,12 +27,8 @@ from imagebridge.server.openai.errors import openai_error
 from imagebridge.server.openai.images_stream import OPENAI_SSE_EVENT_SCHEMA, stream_compatible
 from imagebridge.server.openai.model_names import ModelRoute, resolve_model
 from imagebridge.server.openai.multipart import build_edit_request, parse_edit_form
-from imagebridge.server.openapi import (
-    ERROR_RESPONSES,
-    edit_request_body,
-    idempotency_parameter,
-    json_request_body,
-)
+from imagebridge.server.openai.openapi import edit_request_body
+from imagebridge.server.openapi import ERROR_RESPONSES, idempotency_parameter, json_request_body
 from imagebridge.server.routes import OFFLOAD_BYTES, large_json_response, protected_router
 from imagebridge.server.state import BridgeState, bridge_state
 from imagebridge.storage.records import JobOrigin

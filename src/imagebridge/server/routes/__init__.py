@@ -1,4 +1,11 @@
-"""HTTP routes, one small module per area; :func:`protected_router` adds the access check."""
+"""HTTP routes, one small module per area.
+
+Every route is made by one of three routers, and that is its access decision:
+:func:`public_router` (no bearer: health, the OpenAPI document, signed links),
+:func:`protected_router` (the bearer or, with named keys, any key — the route shows a key
+its own work only) and :func:`admin_router` (the operator's views: with named keys, a key
+gets 403). ``tests/server/test_operator_views.py`` holds every mounted route to a decision.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ import sys
 from typing import Any, TypeVar
 
 import orjson
-from fastapi import APIRouter, Security
+from fastapi import APIRouter, Depends, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from starlette.requests import Request
@@ -17,6 +24,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from imagebridge.contract._base import decode_model
+from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.imaging.b64 import decode_strict
 from imagebridge.server.auth import quota_headers
 from imagebridge.server.context import request_context
@@ -25,12 +33,14 @@ from imagebridge.server.state import bridge_state
 __all__ = [
     "OFFLOAD_BYTES",
     "PiecesResponse",
+    "admin_router",
     "decode_body",
     "json_response",
     "large_json_response",
     "protected_router",
     "public_router",
     "require_access",
+    "require_admin",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -64,8 +74,23 @@ async def require_access(
         context.extra_headers = quota_headers(state.access.keys, principal.key)
 
 
+async def require_admin(request: Request) -> None:
+    """After :func:`require_access`: only the admin passes (403 ``permission_denied`` for
+    a named key). Without keys every authenticated caller is the admin."""
+    principal = request_context(request).principal
+    if principal is None or not principal.admin:
+        raise BridgeError(
+            ErrorCode.PERMISSION_DENIED, "this is an operator route: only the admin key may use it"
+        )
+
+
 def protected_router(**kwargs: Any) -> APIRouter:
     return APIRouter(dependencies=[Security(require_access)], **kwargs)
+
+
+def admin_router(**kwargs: Any) -> APIRouter:
+    """Routes that name pool accounts, other keys or other keys' work: the admin's only."""
+    return APIRouter(dependencies=[Security(require_access), Depends(require_admin)], **kwargs)
 
 
 def public_router(**kwargs: Any) -> APIRouter:

@@ -22,10 +22,10 @@ from imagebridge.keys import KeyService, read_create, read_update
 from imagebridge.server.context import request_context
 from imagebridge.server.openapi import ERROR_RESPONSES, query_parameter
 from imagebridge.server.query import strict_query
-from imagebridge.server.routes import json_response, protected_router
+from imagebridge.server.routes import admin_router, json_response
 from imagebridge.server.state import bridge_state
 
-router = protected_router(tags=["keys"])
+router = admin_router(tags=["keys"])
 
 ADMIN_ACTOR = "admin-api"
 _INVALID_QUERY = "key query parameters are invalid"

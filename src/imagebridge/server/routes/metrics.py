@@ -1,7 +1,8 @@
-"""``GET /metrics``: Prometheus text exposition, bearer-protected, only when enabled.
+"""``GET /metrics``: Prometheus text exposition, only when enabled; the admin's only.
 
-With named API keys only the admin may read it (403 for a key): the series name every key
-and pool account of the team.
+With named API keys a key gets 403: the series name every key and pool account of the
+team (docs/keys.md, "Operator views"). Gauges read from the stores are refreshed first,
+bounded in time and frequency (``server/metrics/gauges.py``).
 """
 
 from __future__ import annotations
@@ -9,14 +10,12 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.server.context import request_context
 from imagebridge.server.metrics import METRICS_CONTENT_TYPE
 from imagebridge.server.openapi import ERROR_RESPONSES
-from imagebridge.server.routes import protected_router
+from imagebridge.server.routes import admin_router
 from imagebridge.server.state import bridge_state
 
-router = protected_router(tags=["operations"])
+router = admin_router(tags=["operations"])
 
 
 @router.get(
@@ -32,12 +31,11 @@ router = protected_router(tags=["operations"])
     },
 )
 async def metrics(request: Request) -> Response:
-    principal = request_context(request).principal
-    if principal is not None and not principal.admin:
-        raise BridgeError(ErrorCode.PERMISSION_DENIED, "only the admin key may read metrics")
-    collector = bridge_state(request).metrics
+    state = bridge_state(request)
+    collector = state.metrics
     assert collector is not None  # the route is only mounted when metrics are enabled
+    jobs = state.jobs.jobs if state.jobs is not None else None
+    body = await collector.scrape(keys=state.access.keys, jobs=jobs)
     return Response(
-        collector.render(),
-        headers={"content-type": METRICS_CONTENT_TYPE, "cache-control": "no-store"},
+        body, headers={"content-type": METRICS_CONTENT_TYPE, "cache-control": "no-store"}
     )

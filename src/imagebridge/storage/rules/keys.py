@@ -28,7 +28,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.keys import KEY_LIMIT_FIELDS, KEY_WINDOWS
 from imagebridge.storage.records import KeyLimits
-from imagebridge.storage.rules.values import MAX_INTEGER, check_timestamp, valid_identifier
+from imagebridge.storage.rules.values import (
+    MAX_INTEGER,
+    bounded_int,
+    check_timestamp,
+    valid_identifier,
+)
 
 __all__ = [
     "KEY_FIELDS",
@@ -163,10 +168,10 @@ def check_key_limits(values: Mapping[str, Any], base: KeyLimits | None = None) -
     merged = {name: getattr(current, name) for name in KEY_FIELDS}
     merged.update(values)
     expires = merged["expires_at"]
-    if expires is not None:
-        if not isinstance(expires, int) or isinstance(expires, bool):
-            raise BridgeError.invalid_request("expires_at must be a Unix time", field="expires_at")
-        check_timestamp(expires)
+    if expires is not None and bounded_int(expires, 0, MAX_INTEGER) is None:
+        raise BridgeError.invalid_request(
+            f"expires_at must be a Unix time from 0 to {MAX_INTEGER}", field="expires_at"
+        )
     return KeyLimits(
         images_per_day=_limit(merged["images_per_day"], "images_per_day", minimum=0),
         images_per_week=_limit(merged["images_per_week"], "images_per_week", minimum=0),

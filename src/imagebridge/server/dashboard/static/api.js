@@ -180,10 +180,17 @@ export class BridgeApi extends EventTarget {
     return this.json("GET", `/v1/providers/${segment(provider)}/capabilities`, { query: { model } });
   }
 
-  diagnostics() {
+  async diagnostics() {
     // The extended document: the original's keys plus circuit breakers, leases and each
-    // provider's extras (quota windows), which the system view shows.
-    return this.json("GET", "/v1/diagnostics/extended");
+    // provider's extras (quota windows), which the system view shows. It is the operator's:
+    // a named API key gets 403 and reads the original's document instead, its own view of
+    // it (readiness, queues, its own requests; docs/keys.md "Operator views").
+    try {
+      return await this.json("GET", "/v1/diagnostics/extended");
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 403) return this.json("GET", "/v1/diagnostics");
+      throw error;
+    }
   }
 
   // -- API keys (admin only; a key gets 403) ----------------------------------------------

@@ -1,6 +1,6 @@
 """A deliberately plain per-pixel implementation of the original's chroma-key rules.
 
-It exists only to prove the vectorised kernel in :mod:`imagebridge.imaging.chroma`
+It exists only to prove the vectorised kernel in :mod:`imagebridge.imaging.chroma.kernel`
 computes exactly the same pixels. It applies the rules (distance to the key, soft and
 dominance alpha, despill, zeroing) one pixel and one step at a time, using Python
 integers, and shares no code with the kernel.

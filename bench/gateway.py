@@ -22,6 +22,19 @@ Figures (ratios of the same run)::
     gateway.c32.rps/direct        bridge req/s / direct req/s, concurrency 32        report
     gateway.fanout16.wall/direct  one n=16 bridge request (200 ms upstream, one
                                   image a call) / 16 parallel direct calls           <= 1.3
+    gateway.c1.recorded_p50/unrecorded
+                                  the bridge's p50 at concurrency 1 / the p50 of a
+                                  second bridge with server.jobs.enabled = false,
+                                  requests alternating                               report
+    gateway.c32.recorded_rps/unrecorded
+                                  the bridge's req/s at concurrency 32 / the second
+                                  bridge's                                           report
+
+The last two figures are what the history costs each synchronous request (issue 39): its
+record written when it starts and when it ends, and the image kept as an artifact although
+the caller asked for ``b64_json`` (published after the answer is sent: the caller's latency
+barely moves, the machine's work per request does); a note gives the latency in
+milliseconds. The second bridge has no history, so it records nothing and keeps nothing.
 
 "Added p50" is the gateway's p50 minus the direct p50 measured alongside it. Every load
 loop is bounded (``ROUNDS``); all servers listen on 127.0.0.1 only.
@@ -77,6 +90,7 @@ FANOUT_N = 16
 ROUNDS = {1: 40, 32: 128}
 WARMUP = 6
 FANOUT_REPEATS = 3
+PAIR_PAUSE_S = 0.3
 PROMPT = "benchmark paper fox"
 
 
@@ -141,7 +155,7 @@ def _serve(app: object) -> None:
 # -- the gateways ----------------------------------------------------------------------------
 
 
-def _bridge_config(upstream: str) -> str:
+def _bridge_config(upstream: str, *, history: bool = True) -> str:
     tables = []
     for name in ("fast", "slow"):
         tables.append(
@@ -157,7 +171,9 @@ max_parallel_outputs = {FANOUT_N}
         'default_provider = "fast"\n'
         "[providers.codex_responses]\nenabled = false\n"
         "[providers.codex_app_server]\nenabled = false\n"
-        "[providers.codex_images]\nenabled = false\n" + "".join(tables)
+        "[providers.codex_images]\nenabled = false\n"
+        + ("" if history else "[server.jobs]\nenabled = false\n")
+        + "".join(tables)
     )
 
 
@@ -358,12 +374,35 @@ async def _fanout_pair(client: _Client, upstream: str, bridge: str) -> tuple[flo
     return statistics.median(direct), statistics.median(bridged)
 
 
+async def _paired_p50(
+    client: _Client, recorded: str, unrecorded: str, body: dict[str, object]
+) -> tuple[float, float]:
+    """p50 latencies of the two bridges at concurrency 1, their requests alternating (so
+    the machine's drifting load falls on both alike), with a pause after each so the
+    recorded bridge's writes after an answer do not fall on the next request (one caller
+    with a moment between its images; the cost at load is the c32 figure)."""
+    first: list[float] = []
+    second: list[float] = []
+    for _ in range(ROUNDS[1]):
+        for url, latencies in ((recorded, first), (unrecorded, second)):
+            started = time.perf_counter()
+            await client.post(url, body)
+            latencies.append(time.perf_counter() - started)
+            await asyncio.sleep(PAIR_PAUSE_S)
+    return statistics.median(first), statistics.median(second)
+
+
 async def _measure(
-    upstream: str, bridge: str, litellm: tuple[str, str] | None, client_kind: str
+    upstream: str,
+    bridge: str,
+    unrecorded: str,
+    litellm: tuple[str, str] | None,
+    client_kind: str,
 ) -> tuple[list[tuple[str, float, str]], list[str]]:
     routes: dict[str, tuple[str, dict[str, str] | None]] = {
         "direct": (f"{upstream}/fast/v1/images/generations", None),
         "bridge": (f"{bridge}/v1/images/generations", None),
+        "unrecorded": (f"{unrecorded}/v1/images/generations", None),
     }
     if litellm is not None:
         url, key = litellm
@@ -375,8 +414,14 @@ async def _measure(
         for url, headers in routes.values():
             await _drive(client, url, body, 4, WARMUP, headers, parse=True)
         for name, (url, headers) in routes.items():
+            if name == "unrecorded":
+                continue  # paired with the bridge below
             latencies, _ = await _drive(client, url, body, 1, ROUNDS[1], headers)
             p50[name] = statistics.median(latencies)
+        recorded_p50, unrecorded_p50 = await _paired_p50(
+            client, routes["bridge"][0], routes["unrecorded"][0], body
+        )
+        p50["unrecorded"] = unrecorded_p50
         for name, (url, headers) in routes.items():
             _, wall = await _drive(client, url, body, 32, ROUNDS[32], headers)
             rps[name] = ROUNDS[32] / wall
@@ -399,6 +444,15 @@ async def _measure(
     else:
         notes.append("LiteLLM: not measured (no install; see bench/gateway.py --install-litellm)")
     results.append(("gateway.c32.rps/direct", rps["bridge"] / rps["direct"], "report"))
+    results.append(("gateway.c1.recorded_p50/unrecorded", recorded_p50 / unrecorded_p50, "report"))
+    results.append(
+        ("gateway.c32.recorded_rps/unrecorded", rps["bridge"] / rps["unrecorded"], "report")
+    )
+    notes.append(
+        "history per synchronous request (record + kept image), c1 p50 of alternating "
+        f"requests: recorded {recorded_p50 * 1000:.1f} ms, unrecorded "
+        f"{unrecorded_p50 * 1000:.1f} ms (+{(recorded_p50 - unrecorded_p50) * 1000:.1f} ms)"
+    )
     results.append(("gateway.fanout16.wall/direct", bridge_wall / direct_wall, "<= 1.3"))
     return results, notes
 
@@ -561,6 +615,7 @@ def main() -> None:
         env["IMAGEGEN_BRIDGE_DATA_DIR"] = str(scratch / "data")
         upstream = ServerProcess([__file__, "--upstream"], env)
         bridge: ServerProcess | None = None
+        unrecorded: ServerProcess | None = None
         litellm: _LiteLLM | None = None
         try:
             upstream_url = upstream.url()
@@ -570,15 +625,25 @@ def main() -> None:
                 ["-m", "imagebridge.server", "--config", str(config), "--bind", "127.0.0.1:0"],
                 env,
             )
+            bare_config = scratch / "bridge-unrecorded.toml"
+            bare_config.write_text(_bridge_config(upstream_url, history=False))
+            bare_env = {**env, "IMAGEGEN_BRIDGE_DATA_DIR": str(scratch / "data-unrecorded")}
+            unrecorded = ServerProcess(
+                [
+                    *("-m", "imagebridge.server", "--config", str(bare_config)),
+                    *("--bind", "127.0.0.1:0"),
+                ],
+                bare_env,
+            )
             if executable is not None:
                 litellm = _LiteLLM(executable, upstream_url, scratch, env)
             bridge_url = bridge.url()
             litellm_url = (litellm.url(), litellm.key) if litellm is not None else None
             results, notes = asyncio.run(
-                _measure(upstream_url, bridge_url, litellm_url, client_kind)
+                _measure(upstream_url, bridge_url, unrecorded.url(), litellm_url, client_kind)
             )
         finally:
-            for server in (litellm, bridge, upstream):
+            for server in (litellm, bridge, unrecorded, upstream):
                 if server is not None:
                     server.stop()
     _report(results, notes, started, digits=2)

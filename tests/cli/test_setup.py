@@ -278,7 +278,7 @@ def test_setup_migrates_postgres_databases_and_creates_no_local_state(
     assert body["state_root"] is None
     assert body["database_schema"]["version"] == body["database_schema"]["current_version"]
     assert body["job_database_schema"]["version"] == body["job_database_schema"]["current_version"]
-    for store, version in (("sessions", 1), ("jobs", 1), ("presets", 2)):
+    for store, version in (("sessions", 1), ("jobs", 2), ("presets", 2)):
         assert _pg_status(postgres_server, postgres_schema, store) == (True, version)
     assert config.read_text() == toml  # the URLs stay; nothing else needed writing
     assert _pg_paths(cli.root) == []
@@ -314,7 +314,7 @@ def test_setup_state_root_moves_sqlite_files_but_keeps_postgres_urls(
     )
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
     assert sorted(path.name for path in state.iterdir()) == ["sessions.sqlite3"]
-    assert _pg_status(postgres_server, postgres_schema, "jobs") == (True, 1)
+    assert _pg_status(postgres_server, postgres_schema, "jobs") == (True, 2)
     assert _pg_paths(cli.root) == []
 
 

@@ -103,6 +103,21 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
         ("server.shutdown_settle_ms", "out_of_range"),
     ),
     (
+        "stream-heartbeat-too-short",
+        _cfg(**{"server.stream_heartbeat_ms": 50}),
+        ("server.stream_heartbeat_ms", "out_of_range"),
+    ),
+    (
+        "join-window-too-long",
+        _cfg(**{"server.sync.retry_join_window_secs": 604_801}),
+        ("server.sync.retry_join_window_secs", "out_of_range"),
+    ),
+    (
+        "join-poll-zero",
+        _cfg(**{"server.sync.join_poll_ms": 0}),
+        ("server.sync.join_poll_ms", "out_of_range"),
+    ),
+    (
         "postgres-startup-wait-high",
         _cfg(**{"server.jobs.postgres_startup_wait_ms": 3_600_001}),
         ("server.jobs.postgres_startup_wait_ms", "out_of_range"),

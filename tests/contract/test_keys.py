@@ -46,9 +46,15 @@ EXPIRED = (
     '"month":{"limit":40,"remaining":38,"reset_at":1798761600}}}'
 )
 SECRET = "ibk_5p7qeOaXnotAsecretJustItsShape0000000000000"
-USAGE_ROW = (
+OLD_USAGE_ROW = (
     '{"key_id":"key_647dfb947e0ccde6","day":"2026-12-07","provider":"mock","account":"",'
     '"requested":3,"delivered":2,"failed":1,"unknown":0,"total_tokens":206,"key_name":"ann"}'
+)
+"""A usage row as recorded before issue 39 added ``kept`` and ``replayed``."""
+USAGE_ROW = (
+    '{"key_id":"key_647dfb947e0ccde6","day":"2026-12-07","provider":"mock","account":"",'
+    '"requested":3,"delivered":2,"failed":1,"unknown":0,"total_tokens":206,"kept":1,'
+    '"replayed":2,"key_name":"ann"}'
 )
 AUDIT = [
     '{"seq":1,"at":1796612939,"actor":"cli:root","action":"create","key_id":"key_23abc393c688597c",'
@@ -105,3 +111,13 @@ def test_an_update_tells_a_cleared_limit_from_one_left_alone() -> None:
     create = BridgeKeyCreate.model_validate({"name": "ann", "providers": ["mock"]})
     assert create.changes() == {"providers": ["mock"]}  # the name is not a limit
     assert set(KEY_LIMIT_FIELDS) == set(BridgeKeyUpdate.model_fields)
+
+
+def test_a_usage_row_from_before_kept_and_replayed_still_decodes() -> None:
+    """Issue 39 added ``kept`` and ``replayed`` to our own usage rows (the original has no
+    keys); an answer of the earlier shape decodes, both counts 0."""
+    report = BridgeKeyUsageReport.model_validate_json(
+        f'{{"group_by":"day","time_zone":"UTC","data":[{OLD_USAGE_ROW}]}}', strict=True
+    )
+    [row] = report.data
+    assert (row.delivered, row.kept, row.replayed) == (2, 0, 0)

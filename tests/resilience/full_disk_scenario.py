@@ -94,6 +94,16 @@ def wait_job(client: httpx.Client, job_id: str, timeout: float = 60.0) -> dict[s
         time.sleep(0.1)
 
 
+def settle(client: httpx.Client, timeout: float = 60.0) -> None:
+    """Wait until no history record runs: a synchronous answer's image is kept (and its
+    record written) just after the answer, so a fault begun at once would take it too."""
+    deadline = time.monotonic() + timeout
+    while client.get("/v1/jobs", params={"status": "running"}).json()["items"]:
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
 def job_outcome(client: httpx.Client) -> dict[str, Any]:
     submitted = client.post("/v1/jobs", json=IMAGE)
     seen = {"submit": answer(submitted)}
@@ -135,6 +145,7 @@ def main() -> None:
         with httpx.Client(base_url=server.url, timeout=120) as client:
             report["before"] = writes(client, "before")
             kept = report["before"]["artifact"]["artifact_ids"][0]
+            settle(client)
             report["filler_bytes"] = fill(filler)
             report["full"] = writes(client, "full")
             report["reads_while_full"] = {

@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from tests.resilience.full_disk_scenario import IMAGE, answer, job_outcome, writes
+from tests.resilience.full_disk_scenario import IMAGE, answer, job_outcome, settle, writes
 from tests.support.bridge_server import data_dir_problems, start_server
 
 
@@ -96,9 +96,14 @@ def reads(client: httpx.Client, kept: str) -> dict[str, Any]:
 
 
 def listed(client: httpx.Client) -> dict[str, Any]:
+    settle(client)
+    history = client.get("/v1/jobs", params={"origin": "sync"}).json()["items"]
     return {
         "presets": [p["name"] for p in client.get("/v1/presets").json()["items"]],
-        "jobs": [j["status"] for j in client.get("/v1/jobs").json()["items"]],
+        "jobs": [
+            j["status"] for j in client.get("/v1/jobs", params={"origin": "job"}).json()["items"]
+        ],
+        "synchronous": [j["status"] for j in history],
     }
 
 
@@ -122,6 +127,7 @@ def main() -> None:
         with httpx.Client(base_url=server.url, timeout=120) as client:
             report["before"] = writes(client, "before")
             kept = report["before"]["artifact"]["artifact_ids"][0]
+            settle(client)
             os.sync()
             # One page: less than the device already holds, so every new write fails.
             (sysfs / "mem_limit").write_text("4096\n")

@@ -129,4 +129,6 @@ def test_a_full_disk_mid_run_answers_as_documented_and_recovers_without_a_restar
     assert report["problems"] == []
     assert report["stop_code"] == 0
     images = [n for n in report["left_in_artifacts"] if n.endswith(".png")]
-    assert len(images) == 4  # before and after, each a request and a job: none from "full"
+    # Before and after, each a request, the kept copy of an inline request (issue 39) and a
+    # job: none from "full".
+    assert len(images) == 6

@@ -188,13 +188,18 @@ def _writes_again_and_verifies(report: dict[str, Any]) -> None:
     # Nothing written while failing is served or kept: no preset, no job from then.
     assert sorted(report["listed_after"]["presets"]) == ["p-after", "p-before"]
     assert report["listed_after"]["jobs"] == ["succeeded"] * 3
+    # Synchronous requests' records (issue 39): the ones made while the disk worked, each
+    # finished; while it failed a request ran without a record (the history refused it).
+    synchronous = report["listed_after"]["synchronous"]
+    assert len(synchronous) >= 3 and set(synchronous) == {"succeeded"}
     # Unmounted, checked, mounted again: the filesystem is clean, every file owned, no
     # orphan marker, no temp file, PRAGMA integrity_check ok, no job row left running.
     assert report["fsck"]["code"] == 0, report["fsck"]["output"]
     assert report["problems"] == []
     assert report["stop_code"] == 0
     images = [n for n in report["left_in_artifacts"] if n.endswith(".png")]
-    assert len(images) == 5  # before (a request, a job), after (a request, two jobs)
+    # before: a request, the kept copy of an inline one, a job; after: a request, two jobs
+    assert len(images) == 6
 
 
 def test_a_failing_block_device_answers_io_error_and_recovers_without_a_restart(

@@ -5,7 +5,8 @@ The server runs as a child process (``tests.resilience.serve_debug``: the real a
 partial images. Eight workers loop over a mix of synchronous requests, streams read to the
 end, streams the client abandons mid-way, synchronous requests the client abandons,
 upstream failures, jobs polled to success (and their artifacts fetched) and jobs
-cancelled with ``DELETE`` while running. Every answer must be the expected one.
+cancelled with ``DELETE`` while running. Every answer must be the expected one. Abandoned
+synchronous work is kept (``on_disconnect: keep``): it finishes into the history.
 
 Afterwards, once the server is idle again, compared with a baseline taken after a warm-up
 round of the same mix: asyncio tasks back to the baseline (nothing orphaned by the
@@ -86,7 +87,7 @@ async def sync_abandoned(client: httpx.AsyncClient) -> str:
         client.post("/v1/images", json=body("[mock:latency=3000] soak abandoned"))
     )
     await asyncio.sleep(random.uniform(0.05, 0.3))
-    request.cancel()  # httpx closes the connection: the server must stop the work
+    request.cancel()  # httpx closes the connection: the generation, begun, is kept
     try:
         await request
     except asyncio.CancelledError:
@@ -235,8 +236,9 @@ def test_soak_leaves_nothing_behind(tmp_path: Path, pytestconfig: pytest.Config)
         elapsed = time.monotonic() - started
         during = server.sample()
 
-        # Abandoned work takes 2-3 s unless cancelled: idle within 2 s proves it was.
-        after_counts = settle(server, base_counts["tasks"], timeout=2.0)
+        # Abandoned work is kept (on_disconnect: keep, issue 39) and ends within its 2-3 s:
+        # idle within 4 s proves it finished and left nothing behind.
+        after_counts = settle(server, base_counts["tasks"], timeout=4.0)
         after = server.sample()
         leftovers = temp_files(server.data_dir) + sorted(scratch.iterdir())
 

@@ -328,7 +328,10 @@ def test_a_key_never_sees_another_keys_jobs_artifacts_sessions_or_changes_preset
         assert job_id not in boss.get("/v1/jobs").text  # not in the admin's own history
         listed = boss.get("/v1/jobs", params={"key": owner_id}).json()
         assert [item["id"] for item in listed["items"]] == [job_id]
-        assert boss.get("/v1/jobs", params={"key": other_id}).json()["items"] == []
+        assert boss.get("/v1/jobs", params={"key": other_id, "origin": "job"}).json()["items"] == []
+        # ... and the other key's history holds its own synchronous request (issue 39)
+        theirs = boss.get("/v1/jobs", params={"key": other_id}).json()["items"]
+        assert len(theirs) == 1 and theirs[0]["id"] != job_id
         assert boss.get(f"/v1/jobs/{job_id}", params={"key": owner_id}).status_code == 200
         for path in (f"/v1/artifacts/{artifact}", f"/v1/artifacts/{artifact}/thumbnail"):
             assert boss.get(path, params={"key": owner_id}).status_code == 200

@@ -43,6 +43,7 @@ OUR_COMPONENTS: dict[str, str] = {
     "SizeMatchDiagnostics": "one transport's size-match rate inside ExtendedRuntimeDiagnostics",
     "SizeMismatchPolicy": "values of policies.size_mismatch (issue 32)",
     "RoutingPreference": "values of routing.prefer (issue 32)",
+    "DisconnectPolicy": "values of policies.on_disconnect (issue 39)",
     "LiveStatus": "GET /health/live body, which the original leaves undocumented",
     "CompatImage": "an item of CompatibleImagesResponse.data, inlined by the original",
     "CompatResponseExtension": "CompatibleImagesResponse.imagegen_bridge, inlined by the original",
@@ -170,13 +171,13 @@ _KNOWN_SHAPES: set[tuple[str, frozenset[str], frozenset[str]]] = {
         frozenset({"artifact_storage_enabled", "bridge_version", "configuration", "jobs",
                    "providers", "runtime"}),
     ),
-    # Request additions of issue 32, omitted from every echo when unset, so a request the
-    # original's clients send (nulls for absent fields) is echoed unchanged
-    # (docs/api-decisions.md, "Images as asked").
+    # Request additions of issues 32 and 39, omitted from every echo when unset, so a
+    # request the original's clients send (nulls for absent fields) is echoed unchanged
+    # (docs/api-decisions.md, "Images as asked", "Paid work is kept, retries join it").
     (
         "RequestPolicies",
-        frozenset({"batch_execution", "compatibility", "negative_prompt", "revised_prompt",
-                   "size_mismatch"}),
+        frozenset({"batch_execution", "compatibility", "negative_prompt", "on_disconnect",
+                   "revised_prompt", "size_mismatch"}),
         frozenset({"batch_execution", "compatibility", "negative_prompt", "revised_prompt"}),
     ),
     (

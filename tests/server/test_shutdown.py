@@ -227,3 +227,32 @@ def test_a_second_sigterm_exits_at_once_without_half_written_files(data_dir: Pat
     finally:
         process.popen.send_signal(signal.SIGTERM)
         assert process.popen.wait(timeout=30) == 0
+
+
+def test_a_generation_kept_after_its_caller_left_finishes_within_the_grace(
+    data_dir: Path,
+) -> None:
+    """Issue 39: a synchronous request whose client left after its provider call began
+    is kept; SIGTERM's drain counts it, so it finishes, its image is kept and its record
+    written before the process exits 0."""
+    from tests.server.rawhttp import open_request
+
+    calls = data_dir.parent / "calls.log"
+    process, url = _start(data_dir, f'providers.mock.call_log="{calls}"')
+    try:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            _wait(lambda: client.get("/health/ready").status_code == 200, 30, "ready")
+            port = int(url.rsplit(":", 1)[1])
+            sock = open_request(port, "/v1/images", _body("kept through a stop", 3_000))
+            _wait(lambda: calls.exists() and calls.read_text(), 30, "the provider call began")
+            sock.close()  # the client goes away; then the bridge is told to stop
+        process.popen.send_signal(signal.SIGTERM)
+        code = process.popen.wait(timeout=(GRACE_MS + SETTLE_MS) / 1000 + 20)
+    finally:
+        if process.popen.poll() is None:
+            process.popen.kill()
+            process.popen.wait(timeout=10)
+    assert code == 0, process.drain()[-20:]
+    [(status, error)] = _jobs_rows(data_dir).values()
+    assert (status, error) == ("succeeded", None)
+    assert _check_files(data_dir) == 1  # the kept image, whole

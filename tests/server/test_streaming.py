@@ -1,4 +1,5 @@
-"""SSE: heartbeats, backpressure on the provider, cancellation when the client leaves."""
+"""SSE: heartbeats, backpressure on the provider, cancellation when the client leaves (under
+``on_disconnect: cancel``)."""
 
 from __future__ import annotations
 
@@ -163,10 +164,12 @@ def test_heartbeat_comments_reach_a_real_client(serve: ServeFactory) -> None:
         ("/v1/images/edits", "multipart"),
     ],
 )
-def test_client_disconnect_cancels_the_provider(
+def test_client_disconnect_cancels_the_provider_under_the_cancel_policy(
     serve: ServeFactory, path: str, body: dict[str, Any] | str
 ) -> None:
-    server = serve()
+    """``server.sync.on_disconnect = "cancel"``: the original's rule (the default keeps the
+    work once the provider ran: tests/server/test_keep_on_disconnect.py)."""
+    server = serve('server.sync.on_disconnect="cancel"')
     mock = server.state.find_provider(MockProvider)
     assert mock is not None
     if body == "multipart":

@@ -22,6 +22,7 @@ from imagebridge.jobs.outcomes import OutcomeObserver
 from imagebridge.jobs.presets import PresetService
 from imagebridge.jobs.settings import JobManagerSettings
 from imagebridge.jobs.shared_mode import SharedQueueSettings
+from imagebridge.jobs.sync_records import SyncRecordSettings
 from imagebridge.keys import KeyService
 from imagebridge.storage import (
     PostgresOptions,
@@ -59,6 +60,7 @@ class JobServices:
         keys: KeyService | None = None,
         observer: OutcomeObserver | None = None,
         webhooks: WebhookService | None = None,
+        sync: SyncRecordSettings | None = None,
     ) -> Self:
         """Open both stores (not yet started: call :meth:`start` when ready to serve).
 
@@ -68,7 +70,8 @@ class JobServices:
         ``settle_timeout_s`` bounds the wait for interrupted jobs at shutdown. ``keys``
         makes a key's jobs reserve its images when they run; ``observer`` is told every
         job run's outcome (the server's metrics). ``webhooks`` makes the job store write
-        each job's ``job.*`` event in the transaction of its final status.
+        each job's ``job.*`` event in the transaction of its final status; ``sync`` times
+        the joining of synchronous requests' retries (``[server.sync]``).
         """
         job_store = await open_job_store(database, postgres=postgres)
         try:
@@ -91,6 +94,7 @@ class JobServices:
             instance_id=queue.instance_id,
             keys=keys,
             observer=observer,
+            sync=sync,
         )
         return cls(
             jobs=manager,

@@ -49,7 +49,7 @@ from imagebridge.config._types import (
     parallelism_value,
 )
 from imagebridge.config.paths import default_data_dir
-from imagebridge.contract.enums import RoutingPreference
+from imagebridge.contract.enums import DisconnectPolicy, RoutingPreference
 from imagebridge.contract.webhooks import ALL_EVENT_TYPES
 
 __all__ = [
@@ -90,6 +90,7 @@ __all__ = [
     "RuntimeSettings",
     "S3ArtifactSettings",
     "ServerSettings",
+    "SyncRequestSettings",
     "TracingSettings",
     "WebhookEndpointSettings",
     "WebhookSettings",
@@ -807,6 +808,25 @@ class OpenAIApiSettings(_Section):
     responses: OpenAIResponsesSettings = Field(default_factory=OpenAIResponsesSettings)
 
 
+class SyncRequestSettings(_Section):
+    """Added ``[server.sync]``: synchronous image requests (``POST /v1/images``,
+    ``/v1/images/stream``, the OpenAI-compatible image routes). Each leaves a record in the
+    job history; what a caller that goes away does to it, and how a retry joins the work it
+    repeats, are set here (docs/api-decisions.md, "Paid work is kept, retries join it")."""
+
+    on_disconnect: DisconnectPolicy = DisconnectPolicy.KEEP
+    """``policies.on_disconnect`` for requests that do not say (the OpenAI-compatible routes
+    always use it): ``keep`` finishes a request whose caller left after a provider call
+    began, and keeps its images; ``cancel`` stops it (the original's rule). Before any
+    provider call a caller leaving always cancels."""
+    retry_join_window_secs: U64 = 900
+    """How old a record may be (from its start) for a retry marked by OpenAI's SDKs
+    (``x-stainless-retry-count`` of 1 or more, no ``Idempotency-Key``) to join it instead
+    of generating again; 0 never joins marked retries."""
+    join_poll_ms: U64 = 250
+    """How often a retry waiting for a record that runs on another instance reads it."""
+
+
 class KeySettings(_Section):
     """Named API keys with image quotas (docs/keys.md). Added; the original has none.
 
@@ -911,6 +931,10 @@ class ServerSettings(_Section):
     shutdown_settle_ms: U64 = 10_000
     """Added: after that grace, how long interrupted jobs get to be recorded, the stores
     to close and the providers to shut down before the process exits anyway (exit 1)."""
+    stream_heartbeat_ms: U64 = 15_000
+    """Added: idle time after which an event stream (``/v1/images/stream``, ``stream: true``)
+    sends a ``: heartbeat`` comment. Keep it below every proxy's read timeout in front of
+    the bridge (docs/deployment.md, "Behind a reverse proxy")."""
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     malloc: MallocSettings = Field(default_factory=MallocSettings)
@@ -918,6 +942,7 @@ class ServerSettings(_Section):
     openai: OpenAIApiSettings = Field(default_factory=OpenAIApiSettings)
     keys: KeySettings = Field(default_factory=KeySettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    sync: SyncRequestSettings = Field(default_factory=SyncRequestSettings)
 
     @property
     def max_connections_value(self) -> int | None:

@@ -61,6 +61,11 @@ _MAX_CANCELLATION_GRACE_MS = 30_000
 _MAX_SHUTDOWN_GRACE_MS = 5 * 60 * 1000
 _MAX_SERVER_SHUTDOWN_GRACE_MS = 60 * 60 * 1000
 _MAX_SHUTDOWN_SETTLE_MS = 60_000
+_MIN_HEARTBEAT_MS = 100
+_MAX_HEARTBEAT_MS = 300_000
+_MAX_JOIN_WINDOW_SECS = 7 * 24 * 3600
+_MIN_JOIN_POLL_MS = 10
+_MAX_JOIN_POLL_MS = 60_000
 _MAX_OPEN_DURATION_MS = 24 * 60 * 60 * 1000
 _MAX_FEATHER_PX = 256  # imaging.masks.MAX_FEATHER_PX (config builds on the contract alone)
 _MAX_SIZE_MATCH_WINDOW = 10_000
@@ -401,6 +406,25 @@ def _check_server(config: BridgeConfig, report: Report) -> None:
             "server.shutdown_settle_ms",
             "out_of_range",
             "shutdown settle time must be between 1 and 60000 milliseconds",
+        )
+    if not _MIN_HEARTBEAT_MS <= server.stream_heartbeat_ms <= _MAX_HEARTBEAT_MS:
+        report(
+            "server.stream_heartbeat_ms",
+            "out_of_range",
+            "stream heartbeat must be between 100 and 300000 milliseconds",
+        )
+    sync = server.sync
+    if sync.retry_join_window_secs > _MAX_JOIN_WINDOW_SECS:
+        report(
+            "server.sync.retry_join_window_secs",
+            "out_of_range",
+            "retry join window must be at most 7 days (604800 seconds)",
+        )
+    if not _MIN_JOIN_POLL_MS <= sync.join_poll_ms <= _MAX_JOIN_POLL_MS:
+        report(
+            "server.sync.join_poll_ms",
+            "out_of_range",
+            "join poll interval must be between 10 and 60000 milliseconds",
         )
     for field in ("max_body_bytes", "max_header_bytes", "write_timeout_ms"):
         if getattr(server, field) == 0:

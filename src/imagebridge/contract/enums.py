@@ -15,6 +15,7 @@ __all__ = [
     "BatchExecution",
     "BatchMode",
     "CompatibilityMode",
+    "DisconnectPolicy",
     "FallbackPolicy",
     "ImageAction",
     "ImageJobStatus",
@@ -176,6 +177,16 @@ class SizeMismatchPolicy(StrEnum):
 
     ACCEPT = "accept"
     FAIL = "fail"
+
+
+class DisconnectPolicy(StrEnum):
+    """``policies.on_disconnect`` (an imagebridge addition): what a synchronous request
+    becomes when its caller goes away once a provider call has begun. ``keep`` finishes
+    it and keeps its images in the history; ``cancel`` (the original's rule) stops it.
+    Before any provider call a disconnect always cancels."""
+
+    KEEP = "keep"
+    CANCEL = "cancel"
 
 
 class RoutingPreference(StrEnum):

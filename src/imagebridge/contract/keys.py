@@ -136,6 +136,12 @@ class BridgeKeyUsageRow(ContractModel):
     """Images of calls whose outcome is unknown (they kept their reservation)."""
     total_tokens: U64
     """The providers' own usage numbers, summed."""
+    kept: U64 = 0
+    """Of ``delivered``: images finished and kept in the history after their caller had
+    gone (docs/api-decisions.md, "Paid work is kept")."""
+    replayed: U64 = 0
+    """Images answered again to a retry that joined an earlier generation: nothing new was
+    generated, so they are in neither ``requested`` nor ``delivered``."""
     key_name: StrictStr | None
 
 

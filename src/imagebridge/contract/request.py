@@ -23,6 +23,7 @@ from imagebridge.contract.enums import (
     Background,
     BatchExecution,
     CompatibilityMode,
+    DisconnectPolicy,
     FallbackPolicy,
     ImageAction,
     InputFidelity,
@@ -268,6 +269,10 @@ class RequestPolicies(RequestModel):
     batch_execution: BatchExecution = BatchExecution.AUTO
     size_mismatch: SizeMismatchPolicy | None = Field(default=None, exclude_if=omit_none)
     """imagebridge addition (``accept`` when unset), omitted when unset like ``prefer``."""
+    on_disconnect: DisconnectPolicy | None = Field(default=None, exclude_if=omit_none)
+    """imagebridge addition (the server's ``server.sync.on_disconnect`` when unset), omitted
+    when unset: what a synchronous request becomes when its caller leaves after a provider
+    call began."""
 
 
 class ImageRequest(RequestModel):

@@ -183,6 +183,8 @@ class RouteRunner:
             validate_negotiated_request(
                 effective, self.request_limits, negative_prompt_merged=merged
             )
+        if op.dispatch is not None:
+            op.dispatch.begin()  # from here on the call may be paid for
         response = await self.stages.provider_call(
             provider.execute_negotiated(effective, context, caps), op
         )
@@ -221,6 +223,7 @@ class RouteRunner:
                 original=request,
                 link_base=op.link_base,
                 mask=mask_plan,
+                keep=op.keep,
                 on_transport_size=record_size,
             ),
             op,

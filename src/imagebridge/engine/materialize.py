@@ -38,6 +38,7 @@ from imagebridge.engine.generation_record import (
     invalidates_c2pa,
     write_sidecars,
 )
+from imagebridge.engine.keep import KeptImages
 from imagebridge.engine.masking import MaskPlan
 from imagebridge.engine.projection import Delivery, delivered
 from imagebridge.engine.publishing import ARTIFACT_NOT_STORED, ArtifactLinker, ArtifactSink
@@ -112,6 +113,7 @@ class Materializer:
         link_base: str | None = None,
         mask: MaskPlan | None = None,
         on_transport_size: Callable[[SizeReport], None] | None = None,
+        keep: KeptImages | None = None,
     ) -> ImageResponse:
         """Verify ``response`` against ``effective`` and project it for delivery.
 
@@ -120,7 +122,8 @@ class Materializer:
         address the caller reached the bridge on (for ``url`` outputs). ``mask``:
         composite every output through an emulated mask. ``on_transport_size`` hears how
         the transport's own output compared with the ask (before any compositing), even
-        when the request then fails on ``policies.size_mismatch``.
+        when the request then fails on ``policies.size_mismatch``. ``keep``: publish every
+        output as an artifact whatever the response format and record it there.
         ``response`` is consumed: its items' base64 text is released once decoded.
         """
         image_limits = self.limits.image
@@ -193,10 +196,14 @@ class Materializer:
         projected: list[GeneratedImage] = []
         unstored: list[Normalization] = []
         if effective.output.response_format in (ResponseFormat.B64_JSON, ResponseFormat.METADATA):
-            projected = await _each([delivery.project(i, effective, owner) for i in verified])
+            projected = await _each(
+                [delivery.project(i, effective, owner, keep=keep) for i in verified]
+            )
         else:  # publication is sequential so collision suffixes stay deterministic
             for image in verified:
-                projected.append(await delivery.project(image, effective, owner, unstored))
+                projected.append(
+                    await delivery.project(image, effective, owner, unstored, keep=keep)
+                )
         if unstored:
             normalizations.extend(unstored)
             warnings.append(ARTIFACT_NOT_STORED)

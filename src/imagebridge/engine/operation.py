@@ -22,6 +22,7 @@ from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.inputs import LoadedInputs
+from imagebridge.engine.keep import KeptImages, ProviderDispatch
 from imagebridge.engine.provider import EventSink
 
 __all__ = ["Operation", "StageGuard", "elapsed_ms"]
@@ -51,6 +52,10 @@ class Operation:
     inputs: LoadedInputs = field(default_factory=LoadedInputs)
     """Set once, after global admission and before the first route."""
     link_base: str | None = None
+    dispatch: ProviderDispatch | None = None
+    """Told when the first provider call begins."""
+    keep: KeptImages | None = None
+    """Where every output's kept artifact is recorded (``None``: keep nothing extra)."""
 
 
 class StageGuard:

@@ -5,6 +5,11 @@ canonical text when the bytes did not change), ``metadata`` (every measured fiel
 payload), or a published ``artifact`` and its ``url``. Publication goes through the
 engine's artifact ports (:mod:`.publishing`); a storage fault there comes after the image
 was made and billed, so the image is delivered inline instead and a normalization says why.
+
+A request that keeps its images (:class:`~.keep.KeptImages`) has every output kept as an
+artifact whatever the delivered item: an ``artifact`` or ``url`` delivery's own is recorded
+there, a ``b64_json``/``metadata`` one is held there to be published once the caller has
+its answer. Keeping never changes the answer.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from imagebridge.contract.enums import ResponseFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Normalization
+from imagebridge.engine.keep import KeptImages
 from imagebridge.engine.publishing import (
     ArtifactLinker,
     ArtifactSink,
@@ -62,10 +68,12 @@ class Delivery:
         effective: ImageRequest,
         owner: str,
         unstored: list[Normalization] | None = None,
+        keep: KeptImages | None = None,
     ) -> GeneratedImage:
         """The delivered item. An ``artifact``/``url`` image whose publication meets a
         storage fault (the image is made and billed by then) is delivered inline instead,
-        within ``max_response_bytes``, with a normalization appended to ``unstored``."""
+        within ``max_response_bytes``, with a normalization appended to ``unstored``.
+        With ``keep``, the image's artifact (its own, or a copy) is recorded there."""
         info = image.info
         common: dict[str, Any] = {
             "index": image.index,
@@ -77,6 +85,11 @@ class Delivery:
             "generation_ms": image.generation_ms,
         }
         response_format = effective.output.response_format
+        if keep is not None and response_format in (
+            ResponseFormat.B64_JSON,
+            ResponseFormat.METADATA,
+        ):
+            keep.hold(image.index, image.data, info.format)
         if response_format is ResponseFormat.B64_JSON:
             if image.encoded is not None:
                 encoded = image.encoded  # verified, canonical: the same text encoding gives
@@ -106,6 +119,8 @@ class Delivery:
             reason = error.details.get("reason")
             if unstored is None or not is_storage_fault(error):
                 raise
+            if keep is not None:
+                keep.keep(image.index, None)
             unstored.append(
                 Normalization(
                     field=f"data[{image.index}].type",
@@ -118,6 +133,8 @@ class Delivery:
             if inline is None:
                 inline = await asyncio.to_thread(encode_text, image.data)
             return GeneratedImage(type="b64_json", b64_json=inline, **common)
+        if keep is not None:
+            keep.keep(image.index, published)
         if response_format is ResponseFormat.URL:
             base, links = self.url_base, self.links
             assert base is not None

@@ -41,6 +41,7 @@ from imagebridge.engine.idempotency import (
     request_fingerprint,
 )
 from imagebridge.engine.inputs import ImageInputLoader, LoadedInputs, load_request_inputs
+from imagebridge.engine.keep import KeptImages, ProviderDispatch
 from imagebridge.engine.masking import DEFAULT_FEATHER_PX
 from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.operation import Operation, StageGuard, elapsed_ms
@@ -90,6 +91,12 @@ class ExecutionContext:
     link_base: str | None = None
     """The caller's base address of the bridge (``http://host:port/``), for ``url`` outputs
     when ``artifacts.public_base_url`` is not configured."""
+    dispatch: ProviderDispatch | None = None
+    """Set by the engine when the request's first provider call begins (the server's
+    disconnect policy reads it: :mod:`imagebridge.engine.keep`)."""
+    keep: KeptImages | None = None
+    """Publish every output as an artifact under ``owner`` whatever the response format,
+    and record each here (a synchronous request's history record)."""
 
 
 class ImageRuntime:
@@ -257,6 +264,8 @@ class ImageRuntime:
             context.events,
             context.owner,
             link_base=context.link_base,
+            dispatch=context.dispatch,
+            keep=context.keep,
         )
         try:
             key = request.idempotency_key

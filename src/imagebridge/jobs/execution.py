@@ -38,6 +38,7 @@ from imagebridge.jobs.outcomes import OutcomeObserver, report_job_run
 from imagebridge.jobs.previews import JobKey, PreviewCache
 from imagebridge.jobs.progress import ProgressRelay
 from imagebridge.jobs.shared_mode import CANCEL_REASON, LEASE_LOST_REASON
+from imagebridge.jobs.store_retry import StoreRetry
 from imagebridge.jobs.trimming import fit_result
 from imagebridge.jobs.views import job_view
 from imagebridge.keys import (
@@ -118,26 +119,10 @@ class JobRunner:
         self._now = now
         self._keys = keys
         self._retry_window_s = retry_window_s
-        self._retry_pause_s = retry_pause_s
-        self._retry_max_pause_s = max(retry_pause_s, retry_max_pause_s)
+        self._retry = StoreRetry(retry_window_s, retry_pause_s, retry_max_pause_s)
 
     async def _retrying(self, call: Callable[[], Awaitable[T]], job_id: str) -> T:
-        """``call()``, repeated while it fails retryably (the store is away) and the retry
-        window lasts; the last failure is raised."""
-        deadline = time.monotonic() + self._retry_window_s
-        pause = self._retry_pause_s
-        while True:
-            try:
-                return await call()
-            except BridgeError as error:
-                if not error.retryable or time.monotonic() + pause > deadline:
-                    raise
-                logger.warning(
-                    "durable job store unavailable; retrying",
-                    extra={"job_id": job_id, "code": error.code.value},
-                )
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, self._retry_max_pause_s)
+        return await self._retry.retrying(call, job_id)
 
     async def execute(
         self, key: JobKey, token: CancelToken, route: str | None
@@ -300,22 +285,7 @@ class JobRunner:
     async def _write_outcome(
         self, job_id: str, status: ImageJobStatus, write: Callable[[], Awaitable[object]]
     ) -> None:
-        """``write()`` the final row, retried while the store is away. A retry that finds
-        the job already ``status`` means an earlier attempt committed but its answer was
-        lost with the connection: done, not an error."""
-        uncertain = False
-
-        async def attempt() -> None:
-            nonlocal uncertain
-            try:
-                await write()
-            except BridgeError as error:
-                if uncertain and error.details.get("status") == status.value:
-                    return
-                uncertain = uncertain or error.retryable
-                raise
-
-        await self._retrying(attempt, job_id)
+        await self._retry.write_outcome(job_id, status, write)
 
     @staticmethod
     def _not_recorded(job_id: str, error: BridgeError) -> None:

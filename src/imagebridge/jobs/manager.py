@@ -52,12 +52,20 @@ from imagebridge.jobs.shared_mode import (
     SharedQueueSettings,
     default_instance_id,
 )
+from imagebridge.jobs.store_retry import StoreRetry
+from imagebridge.jobs.sync_records import SyncRecords, SyncRecordSettings
 from imagebridge.jobs.tracing import JobTrace, claim_clock, describe_outcome
 from imagebridge.jobs.trimming import result_text
 from imagebridge.jobs.views import job_view, page_view
 from imagebridge.keys import KeyService
 from imagebridge.storage.interfaces import JobStore, SharedJobStore
-from imagebridge.storage.records import JobEventKind, JobIdentity, JobRecord, JobVisibility
+from imagebridge.storage.records import (
+    JobEventKind,
+    JobIdentity,
+    JobOrigin,
+    JobRecord,
+    JobVisibility,
+)
 
 __all__ = ["QUEUED_PAGE", "JobManager"]
 
@@ -110,6 +118,7 @@ class JobManager:
         instance_id: str | None = None,
         keys: KeyService | None = None,
         observer: OutcomeObserver | None = None,
+        sync: SyncRecordSettings | None = None,
     ) -> None:
         self._runtime = runtime
         self._store = store
@@ -118,22 +127,25 @@ class JobManager:
         self._settle_timeout_s = settle_timeout_s
         self._queued_page = queued_page
         self._previews = PreviewCache(self._settings.partial_preview_max_bytes)
+        # Shared mode: the database may restart under a running job; its lease is how
+        # long an outcome may wait for it (then another instance takes over). One
+        # instance: a full disk may refuse the outcome row; it is written as soon as space
+        # returns within LOCAL_OUTCOME_RETRY_S (else at the next start the row becomes
+        # interrupted). A synchronous request's record is written the same way.
+        outcome_retry = StoreRetry(
+            float(shared.lease_secs) if shared is not None else LOCAL_OUTCOME_RETRY_S,
+            shared.poll_interval_s if shared is not None else 0.5,
+            shared.heartbeat_secs if shared is not None else 5.0,
+        )
         self._runner = JobRunner(
             runtime,
             store,
             self._previews,
             self._now,
             keys,
-            # Shared mode: the database may restart under a running job; its lease is
-            # how long the outcome may wait for it (then another instance takes over).
-            # One instance: a full disk may refuse the outcome row; it is written as soon
-            # as space returns within LOCAL_OUTCOME_RETRY_S (else at the next start the
-            # row becomes interrupted).
-            retry_window_s=float(shared.lease_secs)
-            if shared is not None
-            else LOCAL_OUTCOME_RETRY_S,
-            retry_pause_s=shared.poll_interval_s if shared is not None else 0.5,
-            retry_max_pause_s=shared.heartbeat_secs if shared is not None else 5.0,
+            retry_window_s=outcome_retry.window_s,
+            retry_pause_s=outcome_retry.pause_s,
+            retry_max_pause_s=outcome_retry.max_pause_s,
             observer=observer,
         )
         self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
@@ -166,6 +178,17 @@ class JobManager:
                 running=lambda: self._running_ids,
                 now=self._now,
             )
+        self.sync_records = SyncRecords(
+            store,
+            sync or SyncRecordSettings(),
+            now=self._now,
+            tokens=self._tokens,
+            running=self._running_ids,
+            shutting_down=lambda: self._runtime.shutting_down,
+            lease=(shared.instance_id, shared.lease_secs) if shared is not None else None,
+            retry=outcome_retry,
+        )
+        """Synchronous requests' records in this history (:mod:`.sync_records`)."""
 
     # -- state -------------------------------------------------------------------------------
 
@@ -398,8 +421,14 @@ class JobManager:
 
     async def get(self, scope: str, job_id: str) -> ImageJob:
         """The job with its request, and result or error; another scope's job is not found."""
+        job, _ = await self.detail(scope, job_id)
+        return job
+
+    async def detail(self, scope: str, job_id: str) -> tuple[ImageJob, JobOrigin]:
+        """:meth:`get`, and which surface started the record (a job, or a synchronous
+        request's record)."""
         record = await self._store.get(scope, job_id)
-        return await asyncio.to_thread(job_view, record)
+        return await asyncio.to_thread(job_view, record), record.origin
 
     async def list(
         self,
@@ -412,8 +441,12 @@ class JobManager:
         favorite: bool | None = None,
         search: str | None = None,
         include_deleted: bool | None = None,
+        origin: JobOrigin | str | None = None,
     ) -> ImageJobPage:
-        """One page of the scope's history, newest first (``None``: the key was absent)."""
+        """One page of the scope's history, newest first (``None``: the key was absent).
+
+        Jobs and synchronous requests' records are listed together; ``origin`` keeps one
+        surface's (``job``, ``sync``, ``stream``, ``openai``)."""
         query = job_query(
             limit=limit,
             cursor=cursor,
@@ -431,6 +464,7 @@ class JobManager:
             search=query.search,
             cursor=query.cursor,
             limit=query.limit,
+            origin=origin,
         )
         return page_view(page)
 

@@ -63,6 +63,7 @@ class QuotaCharge:
         self._slot: KeySlot | None = None
         self._reservation: Reservation | None = None
         self._outcome: ImageResponse | BridgeError | None = None
+        self._kept = False
         self.counters: KeyRecord | None = None
         """The key as this charge last read it: after the reservation, its refusal or the
         settlement (``None`` before any), for the caller's quota headers."""
@@ -72,9 +73,11 @@ class QuotaCharge:
         """The key this charge is on."""
         return self._key
 
-    def record(self, outcome: ImageResponse | BridgeError) -> None:
-        """How the call ended: its response, or the error it ended with."""
+    def record(self, outcome: ImageResponse | BridgeError, *, kept: bool = False) -> None:
+        """How the call ended: its response, or the error it ended with. ``kept``: the
+        caller had gone and the images went to the history (usage rows say ``kept``)."""
         self._outcome = outcome
+        self._kept = kept
 
     async def __aenter__(self) -> QuotaCharge:
         keys, key = self._keys, self._key
@@ -127,6 +130,7 @@ class QuotaCharge:
                     provider=outcome.provider,
                     served_by=served_by(outcome),
                     total_tokens=(usage.total_tokens or 0) if usage is not None else 0,
+                    kept=self._kept,
                 )
             else:
                 account = outcome.details.get("account")

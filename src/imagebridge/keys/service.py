@@ -193,12 +193,14 @@ class KeyService:
         account: str | None = None,
         served_by: Mapping[str, int] | None = None,
         total_tokens: int = 0,
+        kept: bool = False,
     ) -> KeyRecord:
         """Give back what was not delivered (not when the outcome is unknown), count usage.
 
         ``account``: the one pool account the whole outcome ran on (a failure names it);
         ``served_by``: ``{account: images}`` of a success (``engine.served``), split into
-        one usage row per account."""
+        one usage row per account. ``kept``: the caller had gone, so what was delivered
+        went to the history (each row's ``kept`` says so; it counts once all the same)."""
         n = reservation.n
         delivered = max(0, min(delivered, n))
         missing = n - delivered
@@ -219,9 +221,29 @@ class KeyService:
                 failed=0 if unknown else lost,
                 unknown=lost if unknown else 0,
                 total_tokens=max(0, total_tokens) if index == 0 else 0,
+                kept=got if kept else 0,
             )
             await self.store.record_usage(usage)
         return record
+
+    async def record_replay(self, record: KeyRecord, *, provider: str, images: int) -> None:
+        """Count ``images`` answered again to a retry that joined an earlier generation:
+        nothing is reserved or charged (the generation was counted once, when it ran); the
+        usage row's ``replayed`` says it happened."""
+        if images <= 0:
+            return
+        usage = KeyUsage(
+            key_id=record.id,
+            day=self.windows().date,
+            provider=provider,
+            account="",
+            requested=0,
+            delivered=0,
+            failed=0,
+            unknown=0,
+            replayed=images,
+        )
+        await self.store.record_usage(usage)
 
     # -- administration ----------------------------------------------------------------
 

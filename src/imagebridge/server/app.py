@@ -30,6 +30,7 @@ from imagebridge.config.model import BridgeConfig, JobSettings
 from imagebridge.contract.errors import BridgeError
 from imagebridge.jobs import JobManagerSettings, SharedQueueSettings
 from imagebridge.jobs.outcomes import OutcomeObserver
+from imagebridge.jobs.sync_records import SyncRecordSettings
 from imagebridge.keys import KeyService
 from imagebridge.server import dashboard
 from imagebridge.server.auth import AccessPolicy, FailureThrottle, read_bearer_token
@@ -126,6 +127,10 @@ async def _open_jobs(
             keys=keys,
             observer=observer,
             webhooks=webhooks,
+            sync=SyncRecordSettings(
+                retry_join_window_s=config.server.sync.retry_join_window_secs,
+                join_poll_s=config.server.sync.join_poll_ms / 1000,
+            ),
         )
 
     if postgres is None:

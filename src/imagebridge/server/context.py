@@ -9,6 +9,7 @@ headers, the operator event and the single completion log line.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,13 @@ class RequestContext:
     outcome: OperationOutcome | None = None
     extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     """Headers every answer carries (a key's remaining images), stamped by the middleware."""
+    deferred: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Work to do once the answer is out (a synchronous request keeping its images and
+    writing its record): run by the middleware, in order, still inside the request, so the
+    shutdown drain waits for it."""
+    marks: list[tuple[bytes, bytes]] = field(default_factory=list)
+    """Headers an image operation adds when known before its answer starts (its history
+    record's id, that it replays an earlier generation), stamped by the middleware."""
 
     def elapsed_ms(self) -> int:
         return max(0, int((time.monotonic() - self.started) * 1000))

@@ -2,48 +2,50 @@
 
 Shared by ``/v1/images``, ``/v1/images/stream`` and the OpenAI-compatible routes: the
 ``Idempotency-Key`` header rules, the checks the server makes before paying for provider
-work (intrinsic validation, registered routes), the base address ``url`` outputs link to, the
-caller's ownership scope, cancellation when the client goes away, and the outcome that
-metrics and the completion log line record.
+work (intrinsic validation, registered routes), the caller's ``on_disconnect`` policy, and
+the outcome that metrics and the completion log line record.
+
+With a job history (``server.jobs.enabled``), every request leaves a record there and a
+retry joins the generation it repeats (:mod:`imagebridge.server.joins`); without one, the
+engine's in-memory coordinator replays keyed requests within this process, as the
+original did. Either way the run itself is :class:`~imagebridge.server.sync_call.SyncCall`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable
 
 from starlette.requests import Request
-from starlette.types import Receive
 
+from imagebridge.contract.enums import DisconnectPolicy
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
-from imagebridge.engine.cancellation import CancelToken
+from imagebridge.engine.keep import ProviderDispatch
 from imagebridge.engine.provider import EventSink
 from imagebridge.engine.registry import is_provider_name
-from imagebridge.engine.runtime import ExecutionContext
 from imagebridge.engine.validation import validate_request
-from imagebridge.keys import KeyService, scope_request_session, unscope_response_session
-from imagebridge.server.auth import quota_headers
+from imagebridge.jobs.sync_records import SyncRecords
 from imagebridge.server.context import OperationOutcome, RequestContext, request_context
 from imagebridge.server.errors import provider_not_found
+from imagebridge.server.joins import answer_with_history
 from imagebridge.server.metrics.surfaces import count_operation
+from imagebridge.server.presence import ClientPresence
 from imagebridge.server.state import BridgeState
-from imagebridge.storage.records import KeyRecord
+from imagebridge.server.sync_call import SyncCall
+from imagebridge.storage.records import JobOrigin
 
 __all__ = [
     "MAX_IDEMPOTENCY_HEADER_BYTES",
     "apply_idempotency_header",
+    "disconnect_policy",
     "execute_image",
     "idempotency_header",
-    "watch_disconnect",
+    "sync_records",
 ]
 
-T = TypeVar("T")
 logger = logging.getLogger("imagebridge.server")
 MAX_IDEMPOTENCY_HEADER_BYTES = 512
 _HEADER = "idempotency-key"
@@ -92,25 +94,6 @@ def _check_routes(state: BridgeState, image_request: ImageRequest) -> None:
             raise provider_not_found(name if is_provider_name(name) else None, field=field)
 
 
-async def watch_disconnect(receive: Receive, token: CancelToken) -> None:
-    """Cancel ``token`` when the client disconnects (call after the body has been read)."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            token.cancel("client disconnected")
-            return
-
-
-async def _until_disconnect(request: Request, token: CancelToken, work: Awaitable[T]) -> T:
-    watcher = asyncio.create_task(watch_disconnect(request.receive, token))
-    try:
-        return await work
-    finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await watcher
-
-
 def _provider_label(state: BridgeState, image_request: ImageRequest | None) -> str:
     name = image_request.routing.provider if image_request is not None else None
     if name is None:
@@ -118,54 +101,62 @@ def _provider_label(state: BridgeState, image_request: ImageRequest | None) -> s
     return name if name in state.runtime.registry.names else "unresolved"
 
 
+def disconnect_policy(state: BridgeState, image_request: ImageRequest) -> DisconnectPolicy:
+    """The request's ``policies.on_disconnect``, else ``server.sync.on_disconnect``."""
+    chosen = image_request.policies.on_disconnect
+    return chosen if chosen is not None else state.config.server.sync.on_disconnect
+
+
+def sync_records(state: BridgeState) -> SyncRecords | None:
+    """The history synchronous requests are recorded in (``None``: jobs are disabled)."""
+    services = state.jobs
+    return services.jobs.sync_records if services is not None else None
+
+
 async def execute_image(
     state: BridgeState,
     request: Request,
     build: Callable[[], ImageRequest],
     *,
+    origin: JobOrigin = JobOrigin.SYNC,
     events: EventSink | None = None,
-    token: CancelToken | None = None,
+    presence: ClientPresence | None = None,
     watch_client: bool = True,
 ) -> ImageResponse:
     """Build, check and execute one request as the caller; record its outcome.
 
     ``build`` runs inside the recorded operation, so header and validation failures are
-    counted like any other failed operation. The caller's disconnect cancels the work
-    (the SSE route watches the client itself and passes ``watch_client=False``).
+    counted like any other failed operation. ``origin`` names the surface in the history.
+    The caller's departure follows its ``on_disconnect`` policy (``presence``; an SSE
+    route watches the client itself and passes ``watch_client=False``).
     """
     context = request_context(request)
     started = time.monotonic()
-    token = token or CancelToken()
+    presence = presence or ClientPresence()
     image_request: ImageRequest | None = None
+    call: SyncCall | None = None
     try:
         image_request = build()
         validate_request(image_request, state.runtime.settings.request_limits)
         _check_routes(state, image_request)
-        execution = ExecutionContext(
-            request_id=context.request_id,
-            idempotency_scope=context.owner,
-            owner=context.owner,
-            cancellation=token,
+        dispatch = ProviderDispatch()
+        presence.arm(disconnect_policy(state, image_request), dispatch)
+        call = SyncCall(
+            state,
+            request,
+            context,
+            image_request,
+            origin=origin,
+            presence=presence,
+            dispatch=dispatch,
             events=events,
-            link_base=str(request.base_url),
+            watch_client=watch_client,
         )
-        checked = image_request
-        principal = context.principal
-        key = principal.key if principal is not None else None
-        if key is not None:  # a key's sessions live in its own namespace
-            checked = scope_request_session(image_request, key.id)
-
-        async def run() -> ImageResponse:
-            work = state.runtime.execute(checked, execution)
-            if watch_client:
-                return await _until_disconnect(request, token, work)
-            return await work
-
-        if key is not None and state.access.keys is not None:
-            response = await _run_on_key(state, state.access.keys, key, context, checked, run)
-            response = unscope_response_session(response, key.id)
+        records = sync_records(state)
+        if records is None:
+            response = await call.run()
         else:
-            response = await run()
+            response = await answer_with_history(call, records)
     except BridgeError as error:
         provider = error.provider or _provider_label(state, image_request)
         _record_failure(state, context, error, started, provider)
@@ -173,10 +164,18 @@ async def execute_image(
             state, request, error, image_request, provider=provider, seconds=_since(started)
         )
         raise
-    _record_success(state, context, response)
-    count_operation(
-        state, request, response, image_request, provider=response.provider, seconds=_since(started)
-    )
+    if call.replayed:
+        _record_replay(context, response, started)
+    else:
+        _record_success(state, context, response)
+        count_operation(
+            state,
+            request,
+            response,
+            image_request,
+            provider=response.provider,
+            seconds=_since(started),
+        )
     return response
 
 
@@ -184,36 +183,12 @@ def _since(started: float) -> float:
     return max(0.0, time.monotonic() - started)
 
 
-async def _run_on_key(
-    state: BridgeState,
-    keys: KeyService,
-    key: KeyRecord,
-    context: RequestContext,
-    image_request: ImageRequest,
-    run: Callable[[], Awaitable[ImageResponse]],
-) -> ImageResponse:
-    """Run on an API key's quota (docs/keys.md): one charge, whose slot is waited for within
-    the request's deadline; every answer carries the key's counters as last read."""
-    settings = state.runtime.settings
-    charge = keys.charge(
-        key,
-        image_request,
-        default_provider=state.runtime.registry.default,
-        slot_wait_s=(image_request.timeout_ms or settings.default_timeout_ms) / 1000,
+def _record_replay(context: RequestContext, response: ImageResponse, started: float) -> None:
+    """A joined retry's answer: the log line names it; the images were counted once, when
+    they were made, so the image metrics count nothing more."""
+    context.outcome = OperationOutcome(
+        provider=response.provider, total_ms=int(_since(started) * 1000)
     )
-    try:
-        async with charge:
-            _show_counters(keys, context, charge.counters)  # a stream's headers go out now
-            response = await run()
-            charge.record(response)
-    finally:
-        _show_counters(keys, context, charge.counters)
-    return response
-
-
-def _show_counters(keys: KeyService, context: RequestContext, record: KeyRecord | None) -> None:
-    if record is not None:
-        context.extra_headers = quota_headers(keys, record)
 
 
 def _record_failure(

@@ -13,6 +13,7 @@ client disconnects reach the route. Per request it:
 * while the server drains before stopping, refuses new requests (503 ``overloaded`` with
   ``Retry-After``) and counts the ones in flight (:mod:`imagebridge.server.shutdown`);
 * answers any unexpected exception with the ``internal`` envelope;
+* runs the work a route deferred until its answer is out (``RequestContext.deferred``);
 * records the redacted operator event and writes one completion log line.
 """
 
@@ -184,7 +185,12 @@ class BridgeMiddleware:
                 status = int(message["status"])
                 message = {
                     **message,
-                    "headers": [*message.get("headers", []), *stamp, *context.extra_headers],
+                    "headers": [
+                        *message.get("headers", []),
+                        *stamp,
+                        *context.extra_headers,
+                        *context.marks,
+                    ],
                 }
             if self._write_timeout is None:
                 await send(message)
@@ -220,7 +226,22 @@ class BridgeMiddleware:
                     exc = BridgeError(ErrorCode.INTERNAL, "internal error")
                 await error_response(exc, context.request_id)(scope, receive, send_stamped)
         finally:
-            self._finish(context, status)
+            self._finish(context, status)  # the caller's request is complete: log it now
+            await self._deferred(context)
+
+    @staticmethod
+    async def _deferred(context: RequestContext) -> None:
+        """The request's deferred work, once its answer is out (failures are logged)."""
+        while context.deferred:
+            work = context.deferred.pop(0)
+            try:
+                await work()
+            except Exception as exc:
+                logger.error(
+                    "deferred request work failed",
+                    exc_info=(type(exc), exc, exc.__traceback__),
+                    extra={"request_id": context.request_id},
+                )
 
     def _refusal(self, headers: list[tuple[bytes, bytes]]) -> BridgeError | None:
         header_bytes = sum(len(key) + len(value) for key, value in headers)

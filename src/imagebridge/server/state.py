@@ -37,8 +37,9 @@ P = TypeVar("P", bound=Provider)
 class ServerOptions:
     """Knobs that are not configuration keys: intervals (shortened by tests) and wiring."""
 
-    heartbeat_interval: float = 15.0
-    """Seconds of SSE idleness before a ``: heartbeat`` comment."""
+    heartbeat_interval: float | None = None
+    """Seconds of SSE idleness before a ``: heartbeat`` comment (``None``: the config's
+    ``server.stream_heartbeat_ms``)."""
     stream_queue_size: int = 4
     """SSE events buffered per stream before the provider is made to wait."""
     readiness_interval: float = 30.0
@@ -81,6 +82,14 @@ class BridgeState:
     @property
     def runtime(self) -> ImageRuntime:
         return self.application.runtime
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """Seconds of SSE idleness before a ``: heartbeat`` comment."""
+        interval = self.options.heartbeat_interval
+        if interval is None:
+            return self.config.server.stream_heartbeat_ms / 1000
+        return interval
 
     def providers(self) -> list[Provider]:
         return self.runtime.registry.providers()

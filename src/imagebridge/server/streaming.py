@@ -2,9 +2,13 @@
 
 Provider events pass through a small bounded queue, so a slow reader slows the provider
 instead of growing memory; exactly one terminal answer (``completed`` or ``error``) ends
-the stream. Idle streams carry a ``: heartbeat`` comment so proxies keep them open. When
-the client goes away the operation's cancel token fires and upstream work stops; the
-stream still waits for the runtime to settle so no work outlives the request unobserved.
+the stream. Idle streams carry a ``: heartbeat`` comment (every ``server.stream_heartbeat_ms``
+of idleness) so proxies keep them open. When the client goes away its
+:class:`~imagebridge.server.presence.ClientPresence` decides: before a provider call, or
+under ``on_disconnect: cancel``, the operation's cancel token fires and upstream work stops;
+once a provider call began under ``keep`` the work goes on into the history. Either way
+the stream waits for the runtime to settle, so no work outlives the request unobserved
+(and the server's drain counts it).
 
 What goes on the wire is a :class:`StreamDialect`'s: the native one (:data:`NATIVE`)
 sends ``started`` at once and every event as the contract defines it. A dialect without a
@@ -30,7 +34,7 @@ from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.provider import EventSink, ProviderEventT
 from imagebridge.server.errors import error_response, json_bytes
-from imagebridge.server.execution import watch_disconnect
+from imagebridge.server.presence import ClientPresence, watch_disconnect
 
 __all__ = [
     "HEARTBEAT",
@@ -112,13 +116,15 @@ class EventStreamResponse:
         heartbeat_interval: float = 15.0,
         queue_size: int = 4,
         dialect: StreamDialect = NATIVE,
+        presence: ClientPresence | None = None,
     ) -> None:
         self._operation = operation
         self._request_id = request_id
         self._heartbeat = heartbeat_interval
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(max(1, queue_size))
         self._closed = False
-        self._token = CancelToken()
+        self._answered = False
+        self._presence = presence or ClientPresence()
         self._dialect = dialect
 
     async def _sink(self, event: ProviderEventT) -> None:
@@ -131,7 +137,7 @@ class EventStreamResponse:
     async def _run(self) -> None:
         terminal: bytes | BridgeError
         try:
-            response = await self._operation(self._sink, self._token)
+            response = await self._operation(self._sink, self._presence.token)
             terminal = await asyncio.to_thread(self._dialect.completed, response)
         except BridgeError as error:
             terminal = error
@@ -149,7 +155,7 @@ class EventStreamResponse:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         worker = asyncio.create_task(self._run())
-        gone = asyncio.create_task(watch_disconnect(receive, self._token))
+        gone = asyncio.create_task(watch_disconnect(receive, self._presence))
         try:
             first = await self._begin(scope, receive, send, gone)
             if first is not _ANSWERED and await self._pump(send, gone, first):
@@ -158,7 +164,8 @@ class EventStreamResponse:
             pass  # the client stopped reading; treated like a disconnect below
         finally:
             self._closed = True
-            self._token.cancel("client disconnected")
+            if not self._answered:  # the client left before the terminal answer
+                self._presence.departed()
             gone.cancel()
             self._drain()
             with contextlib.suppress(asyncio.CancelledError):
@@ -189,6 +196,7 @@ class EventStreamResponse:
         if pending in done and isinstance(pending.result(), BridgeError):
             error = pending.result()
             assert isinstance(error, BridgeError)
+            self._answered = True
             await error_response(error, self._request_id)(scope, receive, send)
             return _ANSWERED
         if gone in done and pending not in done:
@@ -210,6 +218,7 @@ class EventStreamResponse:
                 if pending in done:
                     item = pending.result()
                     if item is None:
+                        self._answered = True
                         return True
                     if isinstance(item, BridgeError):
                         item = self._dialect.error(item, self._request_id)

@@ -20,6 +20,7 @@ from imagebridge.storage.records import (
     JobEvent,
     JobEventKind,
     JobIdentity,
+    JobOrigin,
     JobPage,
     JobRecord,
     JobStatistics,
@@ -86,6 +87,29 @@ class JobStore(Protocol):
         max_database_bytes: int,
     ) -> CreateResult: ...
 
+    async def open_record(
+        self,
+        scope: str,
+        record_id: str,
+        request_json: JsonInput,
+        prompt: str,
+        *,
+        origin: JobOrigin | str,
+        fingerprint: str,
+        sync_key: str | None = None,
+        now: int,
+        lease: tuple[str, int] | None = None,
+    ) -> CreateResult:
+        """A synchronous request's record, ``running`` from the start (or the keyed
+        record an earlier request made: ``created`` false)."""
+        ...
+
+    async def find_retry(
+        self, scope: str, origin: JobOrigin | str, fingerprint: str, *, since: int
+    ) -> JobRecord | None:
+        """The newest record a marked retry without a key repeats, or ``None``."""
+        ...
+
     async def claim(self, scope: str, job_id: str, *, now: int) -> bool: ...
 
     async def progress(
@@ -104,6 +128,7 @@ class JobStore(Protocol):
         error_json: JsonInput,
         *,
         now: int,
+        forget_key: bool = False,
     ) -> JobRecord: ...
 
     async def request_cancel(self, scope: str, job_id: str, *, now: int) -> JobRecord: ...
@@ -126,6 +151,7 @@ class JobStore(Protocol):
         search: str | None = None,
         cursor: str | None = None,
         limit: int = DEFAULT_PAGE_LIMIT,
+        origin: JobOrigin | str | None = None,
     ) -> JobPage: ...
 
     async def update_history(

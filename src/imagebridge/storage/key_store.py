@@ -414,20 +414,27 @@ class KeyStoreBase:
     async def record_usage(self, usage: KeyUsage) -> None:
         """Add one outcome's counts to the key's row for that day, provider and account."""
         check_usage_counts(
-            usage.requested, usage.delivered, usage.failed, usage.unknown, usage.total_tokens
+            usage.requested,
+            usage.delivered,
+            usage.failed,
+            usage.unknown,
+            usage.total_tokens,
+            usage.kept,
+            usage.replayed,
         )
         await self._script(
             [
                 (
                     f"INSERT INTO {self._usage} AS u (key_id, day, provider, account, "  # noqa: S608
-                    "requested, delivered, failed, unknown, total_tokens) VALUES (:key_id, :day, "
-                    ":provider, :account, :requested, :delivered, :failed, :unknown, "
-                    ":total_tokens) "
+                    "requested, delivered, failed, unknown, total_tokens, kept, replayed) "
+                    "VALUES (:key_id, :day, :provider, :account, :requested, :delivered, "
+                    ":failed, :unknown, :total_tokens, :kept, :replayed) "
                     "ON CONFLICT (key_id, day, provider, account) DO UPDATE SET "
                     "requested = u.requested + excluded.requested, "
                     "delivered = u.delivered + excluded.delivered, "
                     "failed = u.failed + excluded.failed, unknown = u.unknown + excluded.unknown, "
-                    "total_tokens = u.total_tokens + excluded.total_tokens",
+                    "total_tokens = u.total_tokens + excluded.total_tokens, "
+                    "kept = u.kept + excluded.kept, replayed = u.replayed + excluded.replayed",
                     usage.to_dict(),
                 )
             ]
@@ -465,7 +472,7 @@ class KeyStoreBase:
             [
                 (
                     "SELECT key_id, day, provider, account, requested, delivered, failed, "  # noqa: S608
-                    f"unknown, total_tokens FROM {self._usage} {where}"
+                    f"unknown, total_tokens, kept, replayed FROM {self._usage} {where}"
                     "ORDER BY day, key_id, provider, account LIMIT :limit",
                     params,
                 )

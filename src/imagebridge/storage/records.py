@@ -23,6 +23,7 @@ __all__ = [
     "JobEvent",
     "JobEventKind",
     "JobIdentity",
+    "JobOrigin",
     "JobPage",
     "JobRecord",
     "JobStatistics",
@@ -63,6 +64,17 @@ def _load_object(text: str | None) -> dict[str, Any] | None:
 
 
 # -- jobs ------------------------------------------------------------------------------------
+
+
+class JobOrigin(StrEnum):
+    """Which surface started a history record: a durable job, or a synchronous request that
+    ran in-process on ``POST /v1/images`` (``sync``), ``/v1/images/stream`` (``stream``) or
+    an OpenAI-compatible route (``openai``, streamed or not)."""
+
+    JOB = "job"
+    SYNC = "sync"
+    STREAM = "stream"
+    OPENAI = "openai"
 
 
 class JobVisibility(StrEnum):
@@ -124,6 +136,8 @@ class JobRecord:
     provider: str | None = field(default=None, compare=False)
     """The provider the shared queue routed the job to, on the record
     :meth:`SharedJobStore.claim_next` returns (``None`` elsewhere, and for unrouted jobs)."""
+    origin: JobOrigin = JobOrigin.JOB
+    """The surface that started it: a queued job, or a synchronous request's record."""
 
     @property
     def terminal(self) -> bool:
@@ -352,6 +366,12 @@ class KeyUsage:
     unknown: int
     total_tokens: int = 0
     """The providers' own usage numbers (``usage.total_tokens``), summed."""
+    kept: int = 0
+    """Of ``delivered``: images finished and kept in the history after their caller had
+    gone (a synchronous request whose client disconnected once the provider ran)."""
+    replayed: int = 0
+    """Images answered again to a retry that joined an earlier generation: not asked for
+    again and not counted in ``requested`` or ``delivered`` (nothing was generated)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -364,6 +384,8 @@ class KeyUsage:
             "failed": self.failed,
             "unknown": self.unknown,
             "total_tokens": self.total_tokens,
+            "kept": self.kept,
+            "replayed": self.replayed,
         }
 
 

@@ -14,6 +14,7 @@ from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.storage.cursors import encode_job_cursor, encode_preset_cursor
 from imagebridge.storage.records import (
     JobIdentity,
+    JobOrigin,
     JobPage,
     JobRecord,
     JobStatistics,
@@ -68,6 +69,7 @@ JOB_RECORD_COLUMNS = (
     "submission_key_hash",
     "request_fingerprint",
     "logical_bytes",
+    "origin",
 )
 """What :func:`job_record` reads, in the order both backends select it."""
 
@@ -110,6 +112,7 @@ def job_record(row: Row, *, provider: str | None = None) -> JobRecord:
         request_fingerprint=row["request_fingerprint"],
         logical_bytes=int(row["logical_bytes"] or 0),
         provider=provider,
+        origin=JobOrigin(row["origin"]),
     )
 
 

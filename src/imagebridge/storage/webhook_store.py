@@ -149,13 +149,15 @@ def job_outbox(
     tables: WebhookTables, job_ids: Sequence[str], *, limits: OutboxLimits, now_ms: int
 ) -> Conversation[list[str]]:
     """The ``job.*`` events of jobs that just reached their final status, written in the
-    transaction that recorded it (the job stores drive this)."""
+    transaction that recorded it (the job stores drive this). Synchronous requests' records
+    share the table and send none: their callers were answered, or chose to leave."""
     events: list[OutboxEvent] = []
     for start in range(0, len(job_ids), 500):
         names = {f"j{i}": job_id for i, job_id in enumerate(job_ids[start : start + 500])}
         rows = yield (
             "SELECT id, auth_scope, status, error_json, completed_at "  # noqa: S608
-            f"FROM {tables.jobs} WHERE id IN ({', '.join(f':{name}' for name in names)})",
+            f"FROM {tables.jobs} WHERE origin = 'job' "
+            f"AND id IN ({', '.join(f':{name}' for name in names)})",
             names,
         )
         events.extend(event for event in map(job_event, rows) if event is not None)

@@ -67,6 +67,26 @@ async def test_list_iter_and_filters(api: Client) -> None:
     assert len(succeeded) == 3
 
 
+async def test_synchronous_requests_are_in_the_history_and_origin_filters_them(
+    api: Client,
+) -> None:
+    marker = f"ORIGIN-{uuid.uuid4().hex[:8]}"
+    job = await resolve(api.jobs.create(job_body(f"{marker} queued")))
+    await resolve(api.jobs.wait(job.id, timeout=20, poll_interval=0.02))
+    await resolve(api.images.generate(job_body(f"{marker} synchronous")))
+    both = await resolve(api.jobs.list(search=marker))
+    assert len(both.items) == 2
+    synchronous = await resolve(api.jobs.list(search=marker, origin="sync"))
+    [record] = synchronous.items
+    assert record.id != job.id
+    # its image is kept just after the answer went out; then the record is finished
+    kept = await resolve(api.jobs.wait(record.id, timeout=20, poll_interval=0.02))
+    assert kept.status is ImageJobStatus.SUCCEEDED
+    assert kept.result is not None and kept.result.data[0].type == "artifact"
+    jobs_only = await collect(api.jobs.iter(search=marker, origin="job"))
+    assert [item.id for item in jobs_only] == [job.id]
+
+
 async def test_update_hides_restores_and_favourites(api: Client) -> None:
     marker = f"HISTORY-{uuid.uuid4().hex[:8]}"
     job = await resolve(api.jobs.create(job_body(marker)))

@@ -243,8 +243,12 @@ def test_the_wire_has_heartbeats_and_no_proxy_buffering(serve: ServeFactory) -> 
 
 
 @pytest.mark.parametrize("when", ["before any event", "after a partial image"])
-def test_a_client_that_leaves_cancels_the_provider(serve: ServeFactory, when: str) -> None:
-    server = serve()
+def test_a_client_that_leaves_cancels_the_provider_under_the_cancel_policy(
+    serve: ServeFactory, when: str
+) -> None:
+    """``server.sync.on_disconnect = "cancel"`` (the default keeps a generation whose
+    provider call began: tests/server/test_keep_on_disconnect.py)."""
+    server = serve('server.sync.on_disconnect="cancel"')
     mock = server.state.find_provider(MockProvider)
     assert mock is not None
     # with previews, the first arrives after a quarter of the latency, the image at its end

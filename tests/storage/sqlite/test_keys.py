@@ -289,3 +289,31 @@ async def test_a_key_table_without_slots_is_migrated(path: Path) -> None:
         lease = {"holder": "me", "now_ms": 1, "expires_ms": 2}
         assert await store.acquire_slot("key_old", "a", **lease)
         assert not await store.acquire_slot("key_old", "b", **lease)
+
+
+async def test_usage_without_kept_and_replayed_counts_is_migrated(path: Path) -> None:
+    """Key schema 2 → 3 (issue 39): older usage rows read 0 kept and 0 replayed, and new
+    outcomes add to the same rows."""
+    from imagebridge.storage.lifecycle import KEY_STORE
+    from imagebridge.storage.rules.schema import StoreSchema
+    from imagebridge.storage.sqlite.database import SqliteDatabase
+    from imagebridge.storage.sqlite.keys import KEY_SCHEMA
+
+    old = StoreSchema(KEY_SCHEMA.recorded_as, KEY_SCHEMA.migrations[:2])
+    database = await SqliteDatabase.open(path, store_schema=old, code=KEY_STORE.code, label="keys")
+    await database.run(
+        lambda conn: conn.execute(
+            "INSERT INTO api_key_usage (key_id, day, provider, account, requested, delivered, "
+            "failed, unknown) VALUES ('key_old', '2026-01-04', 'mock', '', 2, 2, 0, 0)"
+        )
+    )
+    await database.close()
+    async with await SqliteKeyStore.open(path) as store:
+        [row] = await store.usage()
+        assert (row.delivered, row.kept, row.replayed) == (2, 0, 0)
+        await store.record_usage(KeyUsage("key_old", "2026-01-04", "mock", "", 1, 1, 0, 0, kept=1))
+        await store.record_usage(
+            KeyUsage("key_old", "2026-01-04", "mock", "", 0, 0, 0, 0, replayed=1)
+        )
+        [row] = await store.usage()
+        assert (row.requested, row.delivered, row.kept, row.replayed) == (3, 3, 1, 1)

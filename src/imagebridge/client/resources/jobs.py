@@ -87,6 +87,7 @@ def list_spec(
     favorite: bool | None,
     search: str | None,
     request_id: str | None,
+    origin: str | None = None,
 ) -> RequestSpec[ImageJobPage]:
     params = query(
         limit=limit,
@@ -95,6 +96,7 @@ def list_spec(
         visibility=visibility,
         favorite=favorite,
         search=search,
+        origin=origin,
     )
     return RequestSpec(
         "GET",
@@ -237,8 +239,11 @@ class Jobs(SyncAPIResource):
         favorite: bool | None = None,
         search: str | None = None,
         request_id: str | None = None,
+        origin: str | None = None,
     ) -> ImageJobPage:
-        """One page of job summaries, newest first."""
+        """One page of job summaries, newest first. The history holds synchronous
+        requests' records too; ``origin`` keeps one surface's (``job``, ``sync``,
+        ``stream``, ``openai``)."""
         spec = list_spec(
             limit=limit,
             cursor=cursor,
@@ -247,6 +252,7 @@ class Jobs(SyncAPIResource):
             favorite=favorite,
             search=search,
             request_id=request_id,
+            origin=origin,
         )
         return self._transport.execute(spec)
 
@@ -258,6 +264,7 @@ class Jobs(SyncAPIResource):
         visibility: str | None = None,
         favorite: bool | None = None,
         search: str | None = None,
+        origin: str | None = None,
     ) -> Iterator[ImageJobSummary]:
         """Every matching job summary, following ``next_cursor`` page by page."""
         seen: set[str] = set()
@@ -270,6 +277,7 @@ class Jobs(SyncAPIResource):
                 visibility=visibility,
                 favorite=favorite,
                 search=search,
+                origin=origin,
             )
             yield from page.items
             cursor = _check_page(seen, page.next_cursor)
@@ -347,6 +355,7 @@ class AsyncJobs(AsyncAPIResource):
         favorite: bool | None = None,
         search: str | None = None,
         request_id: str | None = None,
+        origin: str | None = None,
     ) -> ImageJobPage:
         spec = list_spec(
             limit=limit,
@@ -356,6 +365,7 @@ class AsyncJobs(AsyncAPIResource):
             favorite=favorite,
             search=search,
             request_id=request_id,
+            origin=origin,
         )
         return await self._transport.execute(spec)
 
@@ -367,6 +377,7 @@ class AsyncJobs(AsyncAPIResource):
         visibility: str | None = None,
         favorite: bool | None = None,
         search: str | None = None,
+        origin: str | None = None,
     ) -> AsyncIterator[ImageJobSummary]:
         seen: set[str] = set()
         cursor: str | None = None
@@ -378,6 +389,7 @@ class AsyncJobs(AsyncAPIResource):
                 visibility=visibility,
                 favorite=favorite,
                 search=search,
+                origin=origin,
             )
             for item in page.items:
                 yield item

@@ -31,6 +31,7 @@ from imagebridge.server.openai.openapi import edit_request_body
 from imagebridge.server.openapi import ERROR_RESPONSES, idempotency_parameter, json_request_body
 from imagebridge.server.routes import OFFLOAD_BYTES, large_json_response, protected_router
 from imagebridge.server.state import BridgeState, bridge_state
+from imagebridge.storage.records import JobOrigin
 
 router = protected_router(tags=["openai-compatible"])
 
@@ -84,7 +85,7 @@ async def _run(
 ) -> Response:
     routed = _Routed(state, request, image_request, translation)
     try:
-        response = await execute_image(state, request, routed)
+        response = await execute_image(state, request, routed, origin=JobOrigin.OPENAI)
     except BridgeError as error:
         raise openai_error(error) from None
     return await large_json_response(routed.answer(response))

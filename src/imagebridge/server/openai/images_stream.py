@@ -34,8 +34,10 @@ from imagebridge.server.context import request_context
 from imagebridge.server.errors import json_bytes
 from imagebridge.server.execution import execute_image
 from imagebridge.server.openai.errors import openai_error
+from imagebridge.server.presence import ClientPresence
 from imagebridge.server.state import BridgeState
 from imagebridge.server.streaming import EndpointStream, EventStreamResponse, sse_frame
+from imagebridge.storage.records import JobOrigin
 
 __all__ = ["OPENAI_SSE_EVENT_SCHEMA", "OpenAIStreamDialect", "Routed", "stream_compatible"]
 
@@ -173,12 +175,19 @@ def stream_compatible(
         )
 
     previews = _PreviewBound(state, routed)
+    presence = ClientPresence()
 
     async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
         await previews.measure()
         try:
             return await execute_image(
-                state, request, previews, events=sink, token=token, watch_client=False
+                state,
+                request,
+                previews,
+                origin=JobOrigin.OPENAI,
+                events=sink,
+                presence=presence,
+                watch_client=False,
             )
         except BridgeError as error:
             raise openai_error(error) from None
@@ -186,8 +195,9 @@ def stream_compatible(
     stream = EventStreamResponse(
         operation,
         request_id=request_context(request).request_id,
-        heartbeat_interval=state.options.heartbeat_interval,
+        heartbeat_interval=state.heartbeat_interval,
         queue_size=state.options.stream_queue_size,
         dialect=OpenAIStreamDialect(kind, image_request, previews.answer),
+        presence=presence,
     )
     return EndpointStream(stream)

@@ -48,6 +48,7 @@ from imagebridge.server.openai.responses_stream import RESPONSES_SSE_EVENT_SCHEM
 from imagebridge.server.openapi import ERROR_RESPONSES, idempotency_parameter, json_request_body
 from imagebridge.server.routes import OFFLOAD_BYTES, large_json_response, protected_router
 from imagebridge.server.state import BridgeState, bridge_state
+from imagebridge.storage.records import JobOrigin
 
 __all__ = ["ResponseRun", "responses_error", "router"]
 
@@ -163,7 +164,7 @@ async def create_response(request: Request) -> Response:
     if body.stream:
         return stream_response(run)
     try:
-        response = await execute_image(state, request, run)
+        response = await execute_image(state, request, run, origin=JobOrigin.OPENAI)
     except BridgeError as error:
         raise responses_error(error, translation) from None
     return await large_json_response(run.finished(response))

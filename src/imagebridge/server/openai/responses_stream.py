@@ -33,7 +33,9 @@ from imagebridge.engine.provider import EventSink, ProviderEventT
 from imagebridge.server.context import request_context
 from imagebridge.server.execution import execute_image
 from imagebridge.server.openai.errors import openai_error
+from imagebridge.server.presence import ClientPresence
 from imagebridge.server.streaming import EndpointStream, EventStreamResponse, sse_frame
+from imagebridge.storage.records import JobOrigin
 
 if TYPE_CHECKING:
     from imagebridge.server.openai.responses import ResponseRun
@@ -139,12 +141,19 @@ def stream_response(run: ResponseRun) -> Response:
     """Run the response as OpenAI's Responses event stream."""
     state, request = run.state, run.request
     previews = _PreviewBound(run)
+    presence = ClientPresence()
 
     async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
         await previews.measure()
         try:
             return await execute_image(
-                state, request, previews, events=sink, token=token, watch_client=False
+                state,
+                request,
+                previews,
+                origin=JobOrigin.OPENAI,
+                events=sink,
+                presence=presence,
+                watch_client=False,
             )
         except BridgeError as error:
             raise openai_error(error, run.translation.param) from None
@@ -152,8 +161,9 @@ def stream_response(run: ResponseRun) -> Response:
     stream = EventStreamResponse(
         operation,
         request_id=request_context(request).request_id,
-        heartbeat_interval=state.options.heartbeat_interval,
+        heartbeat_interval=state.heartbeat_interval,
         queue_size=state.options.stream_queue_size,
         dialect=ResponsesStreamDialect(run, previews),
+        presence=presence,
     )
     return EndpointStream(stream)

@@ -3,6 +3,13 @@
 Every call acts within the caller's ownership scope: another bearer's job is simply not
 found. The job manager forces artifact delivery, validates, persists and schedules; these
 routes only translate HTTP to it.
+
+The history also holds the records of synchronous requests (``/v1/images``, its stream,
+the OpenAI-compatible routes), listed beside jobs in the original's shapes. Which surface
+made an entry is told where the original's clients do not look: the ``origin`` query
+parameter of the listing filters by it, and the detail's ``x-imagebridge-origin`` header
+names it (``job``, ``sync``, ``stream``, ``openai``). Cancelling a running synchronous
+record stops its generation, as for a job.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from imagebridge.server.routes import decode_body, json_response, protected_rout
 from imagebridge.server.routes.images import decode_image_request
 from imagebridge.server.scope import KEY_FILTER, reading_owner
 from imagebridge.server.state import bridge_state
+from imagebridge.storage.records import JobOrigin
 
 router = protected_router(tags=["jobs"])
 
@@ -44,6 +52,7 @@ _QUERY_KEYS = (
     "favorite",
     "search",
     "include_deleted",
+    "origin",
     KEY_FILTER,
 )
 _UPDATE_DECODE = "request body must be valid job update JSON"
@@ -56,7 +65,10 @@ _LIST_PARAMETERS = [
     query_parameter("favorite", {"type": "boolean"}),
     query_parameter("search", {"type": "string", "maxLength": 512}),
     query_parameter("include_deleted", {"type": "boolean", "deprecated": True}),
+    query_parameter("origin", {"enum": [origin.value for origin in JobOrigin]}),
 ]
+ORIGIN_HEADER = "x-imagebridge-origin"
+"""Which surface made a history entry: ``job`` or a synchronous request's surface."""
 
 
 def manager(request: Request) -> JobManager:
@@ -114,6 +126,7 @@ async def list_jobs(request: Request) -> Response:
         favorite=_flag(query.get("favorite"), "favorite"),
         search=query.get("search"),
         include_deleted=_flag(query.get("include_deleted"), "include_deleted"),
+        origin=query.get("origin"),
     )
     return json_response(page)
 
@@ -125,7 +138,10 @@ async def list_jobs(request: Request) -> Response:
 )
 async def get_job(id: str, request: Request) -> Response:
     query = strict_query(request, (KEY_FILTER,), INVALID_QUERY)
-    return json_response(await manager(request).get(reading_owner(request, query), id))
+    job, origin = await manager(request).detail(reading_owner(request, query), id)
+    response = json_response(job)
+    response.headers[ORIGIN_HEADER] = origin.value
+    return response
 
 
 @router.delete(

@@ -16,10 +16,12 @@ from imagebridge.engine.provider import EventSink
 from imagebridge.server.context import request_context
 from imagebridge.server.execution import apply_idempotency_header, execute_image, idempotency_header
 from imagebridge.server.openapi import ERROR_RESPONSES, idempotency_parameter, json_request_body
+from imagebridge.server.presence import ClientPresence
 from imagebridge.server.routes import protected_router
 from imagebridge.server.routes.images import decode_image_request
 from imagebridge.server.state import bridge_state
 from imagebridge.server.streaming import EndpointStream, EventStreamResponse
+from imagebridge.storage.records import JobOrigin
 
 router = protected_router(tags=["images"])
 
@@ -65,21 +67,24 @@ async def stream_image(request: Request) -> Response:
         await decode_image_request(request), idempotency_header(request)
     )
     state = bridge_state(request)
+    presence = ClientPresence()
 
     async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
         return await execute_image(
             state,
             request,
             lambda: image_request,
+            origin=JobOrigin.STREAM,
             events=sink,
-            token=token,
+            presence=presence,
             watch_client=False,
         )
 
     stream = EventStreamResponse(
         operation,
         request_id=request_context(request).request_id,
-        heartbeat_interval=state.options.heartbeat_interval,
+        heartbeat_interval=state.heartbeat_interval,
         queue_size=state.options.stream_queue_size,
+        presence=presence,
     )
     return EndpointStream(stream)

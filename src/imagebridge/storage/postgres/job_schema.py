@@ -3,7 +3,9 @@
 Unlike SQLite, where the shared queue keeps routes and leases in side tables, the PostgreSQL
 table has the ``provider``, ``lease_owner`` and ``lease_expires_at`` columns from the start, and
 its logical size is a stored generated column (:data:`LOGICAL_BYTES_SQL`), so it never goes
-stale. Identifier-like text is compared bytewise, as in SQLite.
+stale. Identifier-like text is compared bytewise, as in SQLite. Version 2 adds the records of
+synchronous requests: each row's ``origin`` (every older row is a ``job``) and the index a
+marked retry finds the record it repeats by.
 """
 
 from __future__ import annotations
@@ -33,8 +35,13 @@ LOGICAL_BYTES_SQL = logical_bytes_sql(_octets)
 
 # -- schema ----------------------------------------------------------------------------------
 
-_COLUMNS = (*JOB_RECORD_COLUMNS, "provider", "lease_owner", "lease_expires_at")
-"""Every column an existing table must have: what a record reads, and the queue's own."""
+_V1_COLUMNS = (
+    *(column for column in JOB_RECORD_COLUMNS if column != "origin"),
+    "provider",
+    "lease_owner",
+    "lease_expires_at",
+)
+"""Every column a version-1 table must have: what a record read then, and the queue's own."""
 
 # Identifier-like text is compared bytewise (COLLATE "C"), as in SQLite, whatever the
 # database's default collation: ids order and page the same on both backends.
@@ -84,7 +91,7 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
     if "image_jobs" in missing:
         await conn.execute(_CREATE_TABLE.format(schema=quoted))
     else:
-        absent = set(_COLUMNS) - await table_columns(conn, schema, "image_jobs")
+        absent = set(_V1_COLUMNS) - await table_columns(conn, schema, "image_jobs")
         if absent:
             raise BridgeError(
                 JOB_STORE.code,
@@ -99,4 +106,26 @@ async def _migrate_v1(conn: Connection, schema: str, recorded: bool) -> None:
             )
 
 
-JOB_SCHEMA = StoreSchema(recorded_as="jobs", migrations=(Migration(1, _migrate_v1),))
+async def _migrate_v2(conn: Connection, schema: str, recorded: bool) -> None:
+    """Synchronous requests in the history: ``origin``, and the retry lookup's index.
+
+    Each is made only when missing, so a role without DDL rights opens tables an
+    administrator prepared (even a no-op ``ALTER TABLE`` needs the table's owner).
+    """
+    quoted = quote_schema(schema)
+    if "origin" not in await table_columns(conn, schema, "image_jobs"):
+        await conn.execute(
+            f'ALTER TABLE {quoted}.image_jobs ADD COLUMN origin text COLLATE "C" '
+            "NOT NULL DEFAULT 'job' CHECK (origin IN ('job', 'sync', 'stream', 'openai'))"
+        )
+    if await missing_objects(conn, schema, ("image_jobs_fingerprint_idx",)):
+        await conn.execute(
+            f"CREATE INDEX IF NOT EXISTS image_jobs_fingerprint_idx ON {quoted}.image_jobs "
+            "(auth_scope, request_fingerprint, created_at DESC) "
+            "WHERE request_fingerprint IS NOT NULL"
+        )
+
+
+JOB_SCHEMA = StoreSchema(
+    recorded_as="jobs", migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2))
+)

@@ -38,6 +38,7 @@ from imagebridge.storage.postgres.url import (
 from imagebridge.storage.records import (
     CreateResult,
     JobIdentity,
+    JobOrigin,
     JobPage,
     JobRecord,
     JobStatistics,
@@ -70,6 +71,8 @@ from imagebridge.storage.rules.jobs import (
     check_finishable,
     check_job_lookup,
     check_progress,
+    check_record,
+    check_retry_lookup,
     check_submission,
     check_transition,
     job_id_taken,
@@ -81,7 +84,7 @@ from imagebridge.storage.rules.jobs import (
     replayed,
 )
 from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, check_queued_page
-from imagebridge.storage.rules.queue import check_provider
+from imagebridge.storage.rules.queue import check_provider, check_record_lease
 
 __all__ = ["FinishedHook", "PostgresJobStore", "inspect_job_schema"]
 
@@ -256,6 +259,109 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
 
         return await self._db.run(operation)
 
+    # -- synchronous records ---------------------------------------------------------------
+
+    async def open_record(
+        self,
+        scope: str,
+        record_id: str,
+        request_json: JsonInput,
+        prompt: str,
+        *,
+        origin: JobOrigin | str,
+        fingerprint: str,
+        sync_key: str | None = None,
+        now: int,
+        lease: tuple[str, int] | None = None,
+    ) -> CreateResult:
+        """Record a synchronous request that starts running in-process now, or find the
+        record an earlier request with the same ``sync_key`` made (as
+        :meth:`~imagebridge.storage.sqlite.jobs.SqliteJobStore.open_record`).
+
+        A keyed insert and a concurrent one on another instance meet at the unique index:
+        the loser finds the winner's row. ``lease`` (``(instance, lease_secs)``) puts the
+        record under that instance's lease, renewed by its heartbeat like a claimed job's.
+        """
+        checked, key_hash = check_record(
+            scope,
+            record_id,
+            prompt,
+            origin=origin,
+            sync_key=sync_key,
+            fingerprint=fingerprint,
+            now=now,
+        )
+        owner, deadline = (None, None) if lease is None else check_record_lease(lease, now)
+        request_text, search, _ = await asyncio.to_thread(
+            prepare_submission,
+            request_json,
+            prompt,
+            job_id=record_id,
+            scope=scope,
+            key_hash=key_hash,
+            fingerprint=fingerprint,
+        )
+        t = self._t
+
+        async def operation(conn: Connection) -> CreateResult:
+            row = await fetch_row(
+                conn,
+                f"INSERT INTO {t} (id, auth_scope, origin, status, created_at, updated_at, "  # noqa: S608
+                "started_at, progress_stage, partial_images, cancel_requested, favorite, "
+                "submission_key_hash, request_fingerprint, lease_owner, lease_expires_at, "
+                "prompt_search, request_json) VALUES (%s, %s, %s, 'running', %s, %s, %s, "
+                "'starting', 0, false, false, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING "
+                f"RETURNING {_RECORD_COLUMNS}",
+                (
+                    record_id,
+                    scope,
+                    checked.value,
+                    now,
+                    now,
+                    now,
+                    key_hash,
+                    fingerprint,
+                    owner,
+                    deadline,
+                    search,
+                    request_text,
+                ),
+            )
+            if row is not None:
+                return CreateResult(job=job_record(row), created=True)
+            if key_hash is not None:
+                existing = await fetch_row(
+                    conn,
+                    f"SELECT {_RECORD_COLUMNS} FROM {t} "  # noqa: S608
+                    "WHERE auth_scope = %s AND submission_key_hash = %s",
+                    (scope, key_hash),
+                )
+                if existing is not None:
+                    return replayed(job_record(existing), fingerprint)
+            raise job_id_taken()
+
+        return await self._db.run(operation)
+
+    async def find_retry(
+        self, scope: str, origin: JobOrigin | str, fingerprint: str, *, since: int
+    ) -> JobRecord | None:
+        """The newest record of ``scope`` that ``origin`` made for this request fingerprint
+        at or after ``since`` (what a marked retry repeats), or ``None``."""
+        checked = check_retry_lookup(scope, origin, fingerprint, since)
+
+        async def operation(conn: Connection) -> JobRecord | None:
+            row = await fetch_row(
+                conn,
+                f"SELECT {_RECORD_COLUMNS} FROM {self._t} "  # noqa: S608
+                "WHERE auth_scope = %s AND request_fingerprint = %s AND created_at >= %s "
+                "AND origin = %s ORDER BY created_at DESC, id DESC LIMIT 1",
+                (scope, fingerprint, since, checked.value),
+            )
+            return None if row is None else job_record(row)
+
+        return await self._db.run(operation)
+
     # -- worker transitions --------------------------------------------------------------
 
     async def claim(self, scope: str, job_id: str, *, now: int) -> bool:
@@ -311,11 +417,16 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         error_json: JsonInput,
         *,
         now: int,
+        forget_key: bool = False,
     ) -> JobRecord:
-        """running → failed | cancelled | interrupted with its error (oversized → replaced)."""
+        """running → failed | cancelled | interrupted with its error (oversized → replaced).
+
+        ``forget_key``: a synchronous record whose outcome is known (nothing was paid for)
+        drops its idempotency key, so a retry with that key runs again.
+        """
         final = check_failure(scope, status, now)
         text = await asyncio.to_thread(prepare_error, error_json, self._max_error_bytes)
-        return await self._finish(scope, job_id, final, None, text, now)
+        return await self._finish(scope, job_id, final, None, text, now, forget_key)
 
     async def _finish(
         self,
@@ -325,6 +436,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         response_text: str | None,
         error_text: str | None,
         now: int,
+        forget_key: bool = False,
     ) -> JobRecord:
         async def operation(conn: Connection) -> JobRecord:
             stamp = check_finishable(await self._fetch(conn, scope, job_id, lock=True), now)
@@ -332,8 +444,9 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 conn,
                 f"UPDATE {self._t} SET status = %s, response_json = %s, "  # noqa: S608
                 "error_json = %s, completed_at = %s, updated_at = %s, "
-                f"progress_stage = 'completed' WHERE id = %s RETURNING {_RECORD_COLUMNS}",
-                (status.value, response_text, error_text, stamp, stamp, job_id),
+                "progress_stage = 'completed', submission_key_hash = CASE WHEN %s THEN NULL "
+                f"ELSE submission_key_hash END WHERE id = %s RETURNING {_RECORD_COLUMNS}",
+                (status.value, response_text, error_text, stamp, stamp, forget_key, job_id),
             )
             assert row is not None
             await self._finished(conn, [job_id])
@@ -544,12 +657,14 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         search: str | None = None,
         cursor: str | None = None,
         limit: int = DEFAULT_PAGE_LIMIT,
+        origin: JobOrigin | str | None = None,
     ) -> JobPage:
         """One page of the scope's history, newest first; filters apply before paging.
 
         ``search`` matches a literal, case-insensitive substring of the prompt (``%``,
-        ``_`` and ``\\`` are ordinary characters). ``next_cursor`` is set only when more
-        rows follow.
+        ``_`` and ``\\`` are ordinary characters). ``origin`` keeps one surface's records
+        (``None``: jobs and synchronous records together). ``next_cursor`` is set only
+        when more rows follow.
         """
         query = history_query(
             scope,
@@ -559,6 +674,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             search=search,
             cursor=cursor,
             limit=limit,
+            origin=origin,
             placeholder="%({})s",
             before_position="(created_at, id) < (%(created)s, %(after_id)s)",
         )

@@ -16,7 +16,7 @@ from imagebridge.storage.key_store import KeyStoreBase, Statement
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, KEY_STORE, StoreLifecycle
 from imagebridge.storage.postgres.connection import Connection
 from imagebridge.storage.postgres.database import PostgresDatabase
-from imagebridge.storage.postgres.migrations import quote_schema
+from imagebridge.storage.postgres.migrations import quote_schema, table_columns
 from imagebridge.storage.postgres.queries import named_placeholders
 from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -80,8 +80,25 @@ async def _migrate_v2(conn: Connection, schema: str, recorded: bool) -> None:
     )
 
 
+async def _migrate_v3(conn: Connection, schema: str, recorded: bool) -> None:
+    """Usage says which images were kept for a caller that had gone (``kept``) and which
+    answered a joined retry without a new generation (``replayed``)."""
+    quoted = quote_schema(schema)
+    present = await table_columns(conn, schema, "api_key_usage")
+    for column in ("kept", "replayed"):
+        if column not in present:
+            await conn.execute(
+                f"ALTER TABLE {quoted}.api_key_usage ADD COLUMN {column} bigint NOT NULL DEFAULT 0"
+            )
+
+
 KEY_SCHEMA = StoreSchema(
-    recorded_as="keys", migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2))
+    recorded_as="keys",
+    migrations=(
+        Migration(1, _migrate_v1),
+        Migration(2, _migrate_v2),
+        Migration(3, _migrate_v3),
+    ),
 )
 
 

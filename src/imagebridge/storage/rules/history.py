@@ -12,9 +12,9 @@ from typing import Any
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError
 from imagebridge.storage.cursors import decode_job_cursor
-from imagebridge.storage.records import JobRecord, JobVisibility
+from imagebridge.storage.records import JobOrigin, JobRecord, JobVisibility
 from imagebridge.storage.rows import JOB_SUMMARY_COLUMNS
-from imagebridge.storage.rules.jobs import check_scope, prompt_search_text
+from imagebridge.storage.rules.jobs import check_origin, check_scope, prompt_search_text
 from imagebridge.storage.rules.pages import check_limit
 from imagebridge.storage.rules.values import (
     check_count,
@@ -127,15 +127,19 @@ def history_query(
     limit: int,
     placeholder: str,
     before_position: str,
+    origin: JobOrigin | str | None = None,
 ) -> HistoryQuery:
     """Check a ``list`` call and build its conditions for one SQL dialect.
 
     ``placeholder`` formats a named parameter (``":{}"``, ``"%({})s"``); ``before_position``
     is the dialect's "row sorts after the cursor (``created``, ``after_id``)" condition.
+    ``origin`` keeps the records one surface started (``job``, ``sync``, ``stream``,
+    ``openai``); ``None`` lists them all, jobs and synchronous requests together.
     """
     check_scope(scope)
     shown = check_visibility(visibility)
     wanted = None if status is None else check_status(status)
+    started_by = None if origin is None else check_origin(origin)
     if favorite is not None and not isinstance(favorite, bool):
         raise BridgeError.invalid_request("favorite must be a boolean", field="favorite")
     needle = normalize_search(search)
@@ -154,6 +158,9 @@ def history_query(
     if wanted is not None:
         clauses.append(condition("status = {}", "status"))
         params["status"] = wanted.value
+    if started_by is not None:
+        clauses.append(condition("origin = {}", "origin"))
+        params["origin"] = started_by.value
     if favorite is not None:
         clauses.append(condition("favorite = {}", "favorite"))
         params["favorite"] = favorite

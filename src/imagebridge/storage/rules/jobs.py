@@ -17,7 +17,7 @@ from typing import Any
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError, ErrorCode
-from imagebridge.storage.records import CreateResult, JobRecord, JsonInput
+from imagebridge.storage.records import CreateResult, JobOrigin, JobRecord, JsonInput
 from imagebridge.storage.rules.values import (
     bounded_int,
     check_count,
@@ -49,13 +49,17 @@ __all__ = [
     "check_finishable",
     "check_job_id",
     "check_job_lookup",
+    "check_origin",
     "check_partial_images",
     "check_progress",
+    "check_record",
+    "check_retry_lookup",
     "check_scope",
     "check_stage",
     "check_submission",
     "check_transition",
     "hash_submission_key",
+    "hash_sync_key",
     "interrupted_error",
     "job_id_taken",
     "job_not_found",
@@ -124,6 +128,34 @@ def hash_submission_key(key: object) -> str:
     if not isinstance(key, str) or not valid_identifier(key, MAX_SUBMISSION_KEY_BYTES):
         raise BridgeError.invalid_request("invalid idempotency key", field="idempotency_key")
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def hash_sync_key(key: object) -> str:
+    """SHA-256 hex of a synchronous request's ``Idempotency-Key``, in a namespace of its own.
+
+    Synchronous requests and job submissions keep apart (as in the original, whose
+    synchronous coordinator and job store were separate): the same key on ``POST /v1/jobs``
+    and on ``POST /v1/images`` names two things, never a conflict. A key holds no NUL, so
+    the prefix cannot be forged by a job key.
+    """
+    if not isinstance(key, str) or not valid_identifier(key, MAX_SUBMISSION_KEY_BYTES):
+        raise BridgeError.invalid_request("invalid idempotency key", field="idempotency_key")
+    return hashlib.sha256(b"sync\x00" + key.encode("utf-8")).hexdigest()
+
+
+def check_origin(origin: object, *, record: bool = False) -> JobOrigin:
+    """A history origin (``record``: one a synchronous record may have, never ``job``)."""
+    try:
+        parsed = JobOrigin(origin) if isinstance(origin, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise BridgeError.invalid_request(
+            "origin must be one of " + ", ".join(o.value for o in JobOrigin), field="origin"
+        )
+    if record and parsed is JobOrigin.JOB:
+        raise BridgeError(ErrorCode.INTERNAL, "a synchronous record cannot have origin job")
+    return parsed
 
 
 def check_fingerprint(fingerprint: object) -> str:
@@ -291,6 +323,41 @@ def check_submission(
     if key_hash is not None and fingerprint is None:
         raise BridgeError(ErrorCode.INTERNAL, "a submission key needs a request fingerprint")
     return key_hash
+
+
+def check_record(
+    scope: str,
+    record_id: str,
+    prompt: str,
+    *,
+    origin: JobOrigin | str,
+    sync_key: str | None,
+    fingerprint: str,
+    now: int,
+) -> tuple[JobOrigin, str | None]:
+    """The checks ``open_record`` makes; returns the origin and the key's hash.
+
+    A synchronous record always has its request's fingerprint: marked retries without a
+    key find the record they repeat by it (``find_retry``).
+    """
+    check_scope(scope)
+    check_job_id(record_id)
+    check_timestamp(now)
+    if not isinstance(prompt, str) or utf8_size(prompt) is None:
+        raise BridgeError.invalid_request("prompt must be UTF-8 text", field="prompt")
+    checked = check_origin(origin, record=True)
+    check_fingerprint(fingerprint)
+    return checked, None if sync_key is None else hash_sync_key(sync_key)
+
+
+def check_retry_lookup(
+    scope: str, origin: JobOrigin | str, fingerprint: str, since: int
+) -> JobOrigin:
+    """The checks ``find_retry`` makes before any work."""
+    check_scope(scope)
+    check_fingerprint(fingerprint)
+    check_timestamp(since)
+    return check_origin(origin, record=True)
 
 
 def prepare_submission(

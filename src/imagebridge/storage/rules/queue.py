@@ -39,6 +39,7 @@ __all__ = [
     "check_lease_secs",
     "check_provider",
     "check_providers",
+    "check_record_lease",
     "decode_job_event",
     "encode_job_event",
     "job_event",
@@ -178,6 +179,13 @@ def check_heartbeat(
     owner = check_instance_id(instance_id)
     ids = check_heartbeat_jobs(job_ids)
     return _lease_request(owner, ids, now, lease_secs)
+
+
+def check_record_lease(lease: tuple[str, int], now: int) -> tuple[str, int]:
+    """A synchronous record's lease ``(instance, lease_secs)`` as ``(owner, deadline)``."""
+    instance_id, lease_secs = lease
+    owner = check_instance_id(instance_id)
+    return owner, lease_deadline(now, check_lease_secs(lease_secs))
 
 
 # -- notifications ---------------------------------------------------------------------------

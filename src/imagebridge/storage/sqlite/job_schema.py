@@ -3,7 +3,9 @@
 Version 1 is the table itself (an older file's table is completed column by column), version 2
 the searchable lower-cased prompt, version 3 ownership scopes, submission idempotency and the
 cached logical size of each row (:data:`LOGICAL_BYTES_SQL`, back-filled here and kept by every
-write of :class:`~imagebridge.storage.sqlite.jobs.SqliteJobStore`).
+write of :class:`~imagebridge.storage.sqlite.jobs.SqliteJobStore`), version 4 the records of
+synchronous requests: each row's ``origin`` (every older row is a ``job``) and the index a
+marked retry finds the record it repeats by.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ _CREATE_TABLE = """
 CREATE TABLE image_jobs (
     id TEXT PRIMARY KEY NOT NULL,
     auth_scope TEXT NOT NULL DEFAULT 'legacy-unowned',
+    origin TEXT NOT NULL DEFAULT 'job' CHECK (origin IN ('job', 'sync', 'stream', 'openai')),
     status TEXT NOT NULL CHECK (status IN
         ('queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted')),
     created_at INTEGER NOT NULL,
@@ -155,11 +158,26 @@ def _migrate_v3(conn: sqlite3.Connection, recorded: bool) -> None:
     )
 
 
+def _migrate_v4(conn: sqlite3.Connection, recorded: bool) -> None:
+    """Synchronous requests in the history: ``origin``, and the retry lookup's index."""
+    ensure_column(
+        conn,
+        "image_jobs",
+        "origin",
+        "TEXT NOT NULL DEFAULT 'job' CHECK (origin IN ('job', 'sync', 'stream', 'openai'))",
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS image_jobs_fingerprint_idx ON image_jobs "
+        "(auth_scope, request_fingerprint, created_at DESC) WHERE request_fingerprint IS NOT NULL"
+    )
+
+
 JOB_SCHEMA = StoreSchema(
     recorded_as="job_schema_migrations",
     migrations=(
         Migration(1, _migrate_v1),
         Migration(2, _migrate_v2),
         Migration(3, _migrate_v3),
+        Migration(4, _migrate_v4),
     ),
 )

@@ -24,6 +24,7 @@ from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, JOB_STORE, St
 from imagebridge.storage.records import (
     CreateResult,
     JobIdentity,
+    JobOrigin,
     JobPage,
     JobRecord,
     JobStatistics,
@@ -56,6 +57,8 @@ from imagebridge.storage.rules.jobs import (
     check_finishable,
     check_job_lookup,
     check_progress,
+    check_record,
+    check_retry_lookup,
     check_submission,
     check_transition,
     job_id_taken,
@@ -129,7 +132,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         max_result_bytes: int = MAX_RESULT_JSON_BYTES,
         max_error_bytes: int = MAX_ERROR_JSON_BYTES,
     ) -> Self:
-        """Open or create the database at ``path`` and bring its schema to version 3."""
+        """Open or create the database at ``path`` and bring its schema to version 4."""
         check_body_limits(max_result_bytes, max_error_bytes)
         database = await SqliteDatabase.open(
             path,
@@ -262,6 +265,110 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
         return await self._db.run(operation)
 
+    # -- synchronous records ---------------------------------------------------------------
+
+    async def open_record(
+        self,
+        scope: str,
+        record_id: str,
+        request_json: JsonInput,
+        prompt: str,
+        *,
+        origin: JobOrigin | str,
+        fingerprint: str,
+        sync_key: str | None = None,
+        now: int,
+        lease: tuple[str, int] | None = None,
+    ) -> CreateResult:
+        """Record a synchronous request that starts running in-process now, or find the
+        record an earlier request with the same ``sync_key`` made.
+
+        The row is ``running`` at stage ``starting`` from the start: nothing queues it. A
+        keyed record another request made is returned (``created`` false) when its
+        fingerprint matches, else 409 ``idempotency_conflict``. No queue or byte budget
+        applies (a synchronous request's record is small: its inline inputs are the
+        caller's). ``lease`` is for a shared store (``(instance, lease_secs)``); a plain
+        store's records are recovered ``interrupted`` at its next start instead.
+        """
+        checked, key_hash = check_record(
+            scope,
+            record_id,
+            prompt,
+            origin=origin,
+            sync_key=sync_key,
+            fingerprint=fingerprint,
+            now=now,
+        )
+
+        def operation(conn: sqlite3.Connection) -> CreateResult:
+            request_text, search, new_bytes = prepare_submission(
+                request_json,
+                prompt,
+                job_id=record_id,
+                scope=scope,
+                key_hash=key_hash,
+                fingerprint=fingerprint,
+            )
+            with immediate(conn):
+                if key_hash is not None:
+                    existing = conn.execute(
+                        f"SELECT {_RECORD_COLUMNS} FROM image_jobs "  # noqa: S608
+                        "WHERE auth_scope = ? AND submission_key_hash = ?",
+                        (scope, key_hash),
+                    ).fetchone()
+                    if existing is not None:
+                        return replayed(job_record(existing), fingerprint)
+                if conn.execute("SELECT 1 FROM image_jobs WHERE id = ?", (record_id,)).fetchone():
+                    raise job_id_taken()
+                conn.execute(
+                    "INSERT INTO image_jobs (id, auth_scope, origin, status, created_at, "
+                    "updated_at, started_at, progress_stage, partial_images, cancel_requested, "
+                    "favorite, submission_key_hash, request_fingerprint, logical_bytes, "
+                    "prompt_search, request_json) VALUES (?, ?, ?, 'running', ?, ?, ?, "
+                    "'starting', 0, 0, 0, ?, ?, ?, ?, ?)",
+                    (
+                        record_id,
+                        scope,
+                        checked.value,
+                        now,
+                        now,
+                        now,
+                        key_hash,
+                        fingerprint,
+                        new_bytes,
+                        search,
+                        request_text,
+                    ),
+                )
+                self._lease_record(conn, record_id, lease, now)
+                row = _fetch_existing(conn, scope, record_id)
+            return CreateResult(job=job_record(row), created=True)
+
+        return await self._db.run(operation)
+
+    def _lease_record(
+        self, conn: sqlite3.Connection, record_id: str, lease: tuple[str, int] | None, now: int
+    ) -> None:
+        """A plain store keeps no leases (the shared store overrides this)."""
+
+    async def find_retry(
+        self, scope: str, origin: JobOrigin | str, fingerprint: str, *, since: int
+    ) -> JobRecord | None:
+        """The newest record of ``scope`` that ``origin`` made for this request fingerprint
+        at or after ``since`` (what a marked retry repeats), or ``None``."""
+        checked = check_retry_lookup(scope, origin, fingerprint, since)
+
+        def operation(conn: sqlite3.Connection) -> JobRecord | None:
+            row = conn.execute(
+                f"SELECT {_RECORD_COLUMNS} FROM image_jobs "  # noqa: S608
+                "WHERE auth_scope = ? AND request_fingerprint = ? AND created_at >= ? "
+                "AND origin = ? ORDER BY created_at DESC, id DESC LIMIT 1",
+                (scope, fingerprint, since, checked.value),
+            ).fetchone()
+            return None if row is None else job_record(row)
+
+        return await self._db.run(operation)
+
     # -- worker transitions --------------------------------------------------------------
 
     async def claim(self, scope: str, job_id: str, *, now: int) -> bool:
@@ -321,14 +428,19 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         error_json: JsonInput,
         *,
         now: int,
+        forget_key: bool = False,
     ) -> JobRecord:
-        """running → failed | cancelled | interrupted with its error (oversized → replaced)."""
+        """running → failed | cancelled | interrupted with its error (oversized → replaced).
+
+        ``forget_key``: a synchronous record whose outcome is known (nothing was paid for)
+        drops its idempotency key, so a retry with that key runs again.
+        """
         final = check_failure(scope, status, now)
         limit = self._max_error_bytes
 
         def operation(conn: sqlite3.Connection) -> JobRecord:
             text = prepare_error(error_json, limit)
-            return self._finish(conn, scope, job_id, final, None, text, now)
+            return self._finish(conn, scope, job_id, final, None, text, now, forget_key)
 
         return await self._db.run(operation)
 
@@ -341,13 +453,16 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         response_text: str | None,
         error_text: str | None,
         now: int,
+        forget_key: bool = False,
     ) -> JobRecord:
         with immediate(conn):
             stamp = check_finishable(job_record(_fetch_existing(conn, scope, job_id)), now)
             conn.execute(
                 "UPDATE image_jobs SET status = ?, response_json = ?, error_json = ?, "
-                "completed_at = ?, updated_at = ?, progress_stage = 'completed' WHERE id = ?",
-                (status.value, response_text, error_text, stamp, stamp, job_id),
+                "completed_at = ?, updated_at = ?, progress_stage = 'completed', "
+                "submission_key_hash = CASE WHEN ? THEN NULL ELSE submission_key_hash END "
+                "WHERE id = ?",
+                (status.value, response_text, error_text, stamp, stamp, forget_key, job_id),
             )
             self._refresh_bytes(conn, [job_id])
             self._finished(conn, [job_id])
@@ -554,12 +669,14 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         search: str | None = None,
         cursor: str | None = None,
         limit: int = DEFAULT_PAGE_LIMIT,
+        origin: JobOrigin | str | None = None,
     ) -> JobPage:
         """One page of the scope's history, newest first; filters apply before paging.
 
         ``search`` matches a literal, case-insensitive substring of the prompt (``%``,
-        ``_`` and ``\\`` are ordinary characters). ``next_cursor`` is set only when more
-        rows follow.
+        ``_`` and ``\\`` are ordinary characters). ``origin`` keeps one surface's records
+        (``None``: jobs and synchronous records together). ``next_cursor`` is set only
+        when more rows follow.
         """
         query = history_query(
             scope,
@@ -569,6 +686,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
             search=search,
             cursor=cursor,
             limit=limit,
+            origin=origin,
             placeholder=":{}",
             before_position="(created_at < :created OR (created_at = :created AND id < :after_id))",
         )

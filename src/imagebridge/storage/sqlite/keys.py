@@ -16,6 +16,7 @@ from imagebridge.storage.key_store import KeyStoreBase, Statement
 from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, KEY_STORE, StoreLifecycle
 from imagebridge.storage.rules.schema import Migration, StoreSchema
 from imagebridge.storage.sqlite.database import SqliteDatabase
+from imagebridge.storage.sqlite.migrations import ensure_column
 from imagebridge.storage.sqlite.queries import immediate
 
 __all__ = ["KEY_SCHEMA", "SqliteKeyStore"]
@@ -66,9 +67,16 @@ def _migrate_v2(conn: sqlite3.Connection, recorded: bool) -> None:
     )
 
 
+def _migrate_v3(conn: sqlite3.Connection, recorded: bool) -> None:
+    """Usage says which images were kept for a caller that had gone (``kept``) and which
+    answered a joined retry without a new generation (``replayed``)."""
+    for column in ("kept", "replayed"):
+        ensure_column(conn, "api_key_usage", column, "INTEGER NOT NULL DEFAULT 0")
+
+
 KEY_SCHEMA = StoreSchema(
     recorded_as="key_schema_migrations",
-    migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2)),
+    migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2), Migration(3, _migrate_v3)),
 )
 
 

@@ -47,6 +47,7 @@ from imagebridge.storage.rules.queue import (
     check_event_kind,
     check_heartbeat,
     check_provider,
+    check_record_lease,
     job_event,
 )
 from imagebridge.storage.rules.schema import Migration, StoreSchema
@@ -240,6 +241,21 @@ class SqliteSharedJobStore(SqliteJobStore):
             "DELETE FROM job_queue WHERE job_id = ? "
             "AND NOT EXISTS (SELECT 1 FROM image_jobs WHERE id = job_queue.job_id)",
             (job_id,),
+        )
+
+    def _lease_record(
+        self, conn: sqlite3.Connection, record_id: str, lease: tuple[str, int] | None, now: int
+    ) -> None:
+        """A synchronous record runs under its instance's lease, as a claimed job does, so
+        another instance records it ``interrupted`` once its instance stops renewing it."""
+        if lease is None:
+            return
+        owner, deadline = check_record_lease(lease, now)
+        conn.execute(
+            "INSERT INTO job_queue (job_id, provider, lease_owner, lease_expires_at, "
+            "registered_at) VALUES (?, NULL, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
+            "lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at",
+            (record_id, owner, deadline, now),
         )
 
     # -- claiming and leases -----------------------------------------------------------------

@@ -135,7 +135,11 @@ def test_a_request_without_traceparent_starts_a_trace_of_its_own(
     trace_id, span_id, _ = answer_ids(answer)
     trace = served_trace(receiver, trace_id)
     assert trace.root.span_id == span_id and trace.root.parent_id == ""
-    assert trace.tree() == ("POST /v1/images", (("provider.attempt", (("verification", ()),)),))
+    # the answer's b64_json image is kept as an artifact after the answer, inside the request
+    assert trace.tree() == (
+        "POST /v1/images",
+        (("provider.attempt", (("verification", ()),)), ("artifact.publish", ())),
+    )
 
 
 def test_a_fan_out_request_has_a_child_per_upstream_call(
@@ -196,7 +200,11 @@ def test_a_request_that_waits_in_line_has_an_admission_span(
     trace = served_trace(receiver, CALLER_TRACE)
     assert trace.tree() == (
         "POST /v1/images",
-        (("admission", ()), ("provider.attempt", (("verification", ()),))),
+        (
+            ("admission", ()),
+            ("provider.attempt", (("verification", ()),)),
+            ("artifact.publish", ()),
+        ),
     )
     admission = trace.one("admission")
     assert admission.attributes == {"imagebridge.gate": "global"}
@@ -229,7 +237,11 @@ def test_a_fallback_is_two_attempts_and_an_unknown_outcome_one(
     trace = served_trace(receiver, CALLER_TRACE)
     assert trace.tree() == (
         "POST /v1/images",
-        (("provider.attempt", ()), ("provider.attempt", (("verification", ()),))),
+        (
+            ("provider.attempt", ()),
+            ("provider.attempt", (("verification", ()),)),
+            ("artifact.publish", ()),
+        ),
     )
     first, second = sorted(trace.named("provider.attempt"), key=lambda span: span.start_ns)
     assert first.attributes == {

@@ -23,29 +23,8 @@ from typing import Any
 
 from PIL import Image
 
-from imagebridge.config import BridgeConfig
-from imagebridge.contract.capabilities import ProviderCapabilities
-from imagebridge.contract.enums import SupportLevel
-from imagebridge.engine.provider import Provider
-from imagebridge.providers.mock import MockProvider, MockSettings
-from tests.server.doubles import mock_provider
-
 Point = tuple[float, float]
 EDGE_TOLERANCE = 1.0
-
-
-class PainterMock(MockProvider):
-    """The mock under the name "painter", declaring its masks *emulated*: the bridge sends
-    the edit without the mask and composites the result through it (imaging/masks.py)."""
-
-    def _describe(self, chosen: str) -> ProviderCapabilities:
-        caps = super()._describe(chosen)
-        masks = caps.masks.model_copy(update={"support": SupportLevel.EMULATED})
-        return caps.model_copy(update={"masks": masks})
-
-
-def with_painter(config: BridgeConfig) -> Sequence[Provider]:
-    return [mock_provider(config), PainterMock(MockSettings(name="painter"))]
 
 
 @dataclass(frozen=True)

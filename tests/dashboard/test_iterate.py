@@ -1,6 +1,6 @@
 """Iterating from an image in Chromium: *Edit this*, painting a mask with the mouse and a pen
-(checked on the request the page sends and on the composited result), compare, *Vary* and
-*Reuse settings*."""
+(checked on the request the page sends and on the mock's composited result), compare, *Vary*
+and *Reuse settings*."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ from tests.dashboard.painting import (
     mask_mismatches,
     mouse_stroke,
     pen_stroke,
-    with_painter,
 )
 from tests.server.conftest import LiveServer
 
@@ -41,8 +40,8 @@ SOURCE_PROMPT = "a harbour to repaint"
 
 @pytest.fixture(scope="module")
 def server(bridge: BridgeFactory) -> LiveServer:
-    """The mock, and "painter" (the mock with emulated masks); a hard composite edge."""
-    live = bridge("runtime.images.feather_px=0", providers=with_painter)
+    """The mock alone: it takes masks natively and composites with a hard edge."""
+    live = bridge()
     wait_terminal(live, create_job(live, SOURCE_PROMPT, size=f"{SOURCE[0]}x{SOURCE[1]}"))
     wait_terminal(live, create_job(live, "a vase of tulips", size="40x40", n=2, quality="high"))
     return live
@@ -72,7 +71,7 @@ def test_edit_this_and_a_painted_mask_reach_the_bridge_and_the_composite(
     expect(page.locator("#source-view")).to_be_visible()
     expect(page.locator("#source-caption")).to_contain_text("96×64")
     expect(page.locator("#f-prompt")).to_be_focused()
-    page.select_option("#f-provider", "painter")
+    page.select_option("#f-provider", "mock")
     expect(page.locator("#provider-note")).to_contain_text("mock-image-1")
 
     page.get_by_role("button", name="Paint mask").click()
@@ -108,7 +107,7 @@ def test_edit_this_and_a_painted_mask_reach_the_bridge_and_the_composite(
         page.get_by_role("button", name="Edit", exact=True).click()
     body = json.loads(captured.value.post_data)
     assert body["operation"] == "edit"
-    assert body["routing"]["provider"] == "painter"
+    assert body["routing"]["provider"] == "mock"
     sent_source = body["images"][0]["data_url"]
     assert base64.b64decode(sent_source.split(",", 1)[1]) == artifact_bytes(server, source_id)
     mask = decode_data_url(body["mask"]["data_url"])
@@ -126,9 +125,9 @@ def test_edit_this_and_a_painted_mask_reach_the_bridge_and_the_composite(
     finished = wait_terminal(server, job_id)
     assert finished["status"] == "succeeded", finished
     result = finished["result"]
-    assert "mask_emulated" in result["warnings"]
-    [composite] = [item for item in result["normalizations"] if item["field"] == "data[0].mask"]
-    assert composite["effective"]["composited"] is True
+    # The mock took the mask itself: the bridge composited nothing.
+    assert "mask_emulated" not in result.get("warnings", [])
+    assert not [item for item in result.get("normalizations", []) if "mask" in item["field"]]
     edited = Image.open(io.BytesIO(artifact_bytes(server, result["data"][0]["id"]))).convert("RGB")
     assert edited.size == SOURCE
     alpha = mask.getchannel("A")

@@ -30,7 +30,6 @@ from tests.dashboard.painting import (
     mask_mismatches,
     tap,
     touch_stroke,
-    with_painter,
 )
 from tests.server.conftest import LiveServer
 
@@ -49,7 +48,7 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def server(bridge: BridgeFactory) -> LiveServer:
-    live = bridge(providers=with_painter)
+    live = bridge()
     for prompt, n, size in PROMPTS:
         wait_terminal(live, create_job(live, prompt, n=n, size=size))
     return live

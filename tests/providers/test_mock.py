@@ -8,6 +8,7 @@ import hashlib
 import io
 from typing import Any
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -19,7 +20,7 @@ from imagebridge.engine.cancellation import CancelToken, Deadline
 from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.provider import ProviderContext, ProviderEventT
 from imagebridge.engine.runtime import ExecutionContext
-from imagebridge.engine.validation import RequestLimits
+from imagebridge.engine.validation import MASK_ALPHA_MESSAGE, MASK_SIZE_MESSAGE, RequestLimits
 from imagebridge.providers.mock import MockProvider, MockSettings, render_image
 from tests.support.runtime import make_runtime
 
@@ -296,3 +297,150 @@ async def test_reported_parameters_are_independent_copies_of_the_request() -> No
     assert sent.parameters.background is Background.AUTO and sent.parameters.n == 1
     assert response.requested.background is Background.AUTO
     assert response.effective.n == 1
+
+
+# -- masks: native, as OpenAI's edits -------------------------------------------------------
+
+MASK_W, MASK_H = 40, 30
+KEPT, CHANGED, HALF = 255, 0, 128
+
+
+def _encoded(pixels: np.ndarray, mode: str) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(pixels, mode).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _data_url(data: bytes) -> dict[str, str]:
+    return {
+        "type": "data_url",
+        "data_url": "data:image/png;base64," + base64.b64encode(data).decode(),
+    }
+
+
+def _mask_alpha() -> np.ndarray:
+    """Opaque (kept) but for a transparent box and a half-transparent column beside it."""
+    alpha = np.full((MASK_H, MASK_W), KEPT, dtype=np.uint8)
+    alpha[5:20, 10:25] = CHANGED
+    alpha[5:20, 25] = HALF
+    return alpha
+
+
+def _mask(alpha: np.ndarray) -> bytes:
+    rgba = np.zeros((*alpha.shape, 4), dtype=np.uint8)
+    rgba[..., 3] = alpha
+    return _encoded(rgba, "RGBA")
+
+
+def _edit(source: bytes, mask: bytes | None, **parameters: Any) -> ImageRequest:
+    body: dict[str, Any] = {
+        "operation": "edit",
+        "prompt": "paint the box gold",
+        "images": [_data_url(source)],
+        "parameters": parameters,
+    }
+    if mask is not None:
+        body["mask"] = _data_url(mask)
+    return ImageRequest.model_validate(body)
+
+
+def _pixels(b64: str | None, mode: str) -> np.ndarray:
+    return np.asarray(decode(b64 or "").convert(mode), dtype=np.int32)
+
+
+@pytest.mark.parametrize("output_format", ["png", "webp"])
+async def test_a_masked_edit_changes_only_where_the_mask_is_transparent(
+    output_format: str,
+) -> None:
+    runtime, _ = mock_runtime(MockSettings(native_count=2))
+    source = render_image("a harbour", 0, MASK_W, MASK_H, _png())
+    alpha = _mask_alpha()
+    size = f"{MASK_W}x{MASK_H}"
+    masked = await runtime.execute(
+        _edit(source, _mask(alpha), size=size, n=2, output_format=output_format)
+    )
+    # the same edit without a mask: what the mock draws over the whole source
+    whole = await runtime.execute(_edit(source, None, size=size, n=2, output_format="png"))
+    before = _pixels(base64.b64encode(source).decode(), "RGB")
+    for item, drawn_item in zip(masked.data, whole.data, strict=True):
+        assert (item.width, item.height, item.format.value) == (MASK_W, MASK_H, output_format)
+        after, drawn = _pixels(item.b64_json, "RGB"), _pixels(drawn_item.b64_json, "RGB")
+        kept, changed, half = alpha == KEPT, alpha == CHANGED, alpha == HALF
+        assert np.array_equal(after[kept], before[kept])  # the source, bit for bit
+        assert np.array_equal(after[changed], drawn[changed])  # the edit, as drawn
+        share = (255 - HALF) / 255  # partial transparency blends in proportion
+        blend = np.rint(before[half] + (drawn[half] - before[half]) * share)
+        assert np.abs(after[half] - blend).max() <= 1
+        assert np.count_nonzero((after != before).any(axis=-1)[changed]) > 0.9 * changed.sum()
+    assert masked.data[0].sha256 != masked.data[1].sha256  # outputs still follow the index
+    again = await runtime.execute(
+        _edit(source, _mask(alpha), size=size, n=2, output_format=output_format)
+    )
+    assert [i.sha256 for i in again.data] == [i.sha256 for i in masked.data]  # deterministic
+    assert not any("mask" in warning for warning in masked.warnings)  # native: no compositing
+    assert not any("mask" in n.field for n in masked.normalizations)  # by the bridge
+
+
+async def test_a_masked_edit_has_the_source_size_and_a_different_ask_is_reported() -> None:
+    runtime, _ = mock_runtime()
+    source = render_image("a harbour", 0, MASK_W, MASK_H, _png())
+    mask = _mask(_mask_alpha())
+    auto = await runtime.execute(_edit(source, mask))
+    assert (auto.data[0].width, auto.data[0].height) == (MASK_W, MASK_H)
+    assert decode(auto.data[0].b64_json or "").size == (MASK_W, MASK_H)
+    assert auto.normalizations == []
+    other = await runtime.execute(_edit(source, mask, size="64x64"))
+    assert decode(other.data[0].b64_json or "").size == (MASK_W, MASK_H)
+    [note] = [n for n in other.normalizations if n.field == "parameters.size"]
+    assert (note.requested, note.effective) == ("64x64", f"{MASK_W}x{MASK_H}")
+    assert "provider_output_size_differed" in other.warnings
+
+
+@pytest.mark.parametrize("output_format", ["png", "webp"])
+async def test_a_see_through_source_keeps_its_alpha_outside_the_mask(output_format: str) -> None:
+    runtime, _ = mock_runtime()
+    rgba = np.random.default_rng(3).integers(0, 256, (MASK_H, MASK_W, 4), dtype=np.uint8)
+    rgba[0, :, 3] = 0  # fully see-through pixels keep their colour too (lossless WebP: exact)
+    alpha = _mask_alpha()
+    response = await runtime.execute(
+        _edit(
+            _encoded(rgba, "RGBA"),
+            _mask(alpha),
+            size=f"{MASK_W}x{MASK_H}",
+            output_format=output_format,
+        )
+    )
+    after = _pixels(response.data[0].b64_json, "RGBA")
+    assert decode(response.data[0].b64_json or "").mode == "RGBA"
+    kept = alpha == KEPT
+    assert np.array_equal(after[kept], rgba[kept])
+    assert (after[alpha == CHANGED][:, 3] == 255).all()  # the edit drew opaque pixels there
+
+
+async def test_a_mask_with_nothing_transparent_keeps_the_whole_source() -> None:
+    """As OpenAI's rule reads it: only transparent pixels may change, and there are none."""
+    runtime, _ = mock_runtime()
+    source = render_image("a harbour", 0, MASK_W, MASK_H, _png())
+    opaque = _mask(np.full((MASK_H, MASK_W), KEPT, dtype=np.uint8))
+    response = await runtime.execute(_edit(source, opaque, size=f"{MASK_W}x{MASK_H}"))
+    after = _pixels(response.data[0].b64_json, "RGB")
+    assert np.array_equal(after, _pixels(base64.b64encode(source).decode(), "RGB"))
+
+
+@pytest.mark.parametrize(
+    ("mask", "message"),
+    [
+        (_encoded(np.zeros((MASK_H, MASK_W, 3), dtype=np.uint8), "RGB"), MASK_ALPHA_MESSAGE),
+        (_mask(np.zeros((MASK_H, MASK_W - 1), dtype=np.uint8)), MASK_SIZE_MESSAGE),
+    ],
+    ids=["no-alpha", "another-size"],
+)
+async def test_a_mask_that_cannot_mark_the_source_is_refused(mask: bytes, message: str) -> None:
+    runtime, _ = mock_runtime()
+    source = render_image("a harbour", 0, MASK_W, MASK_H, _png())
+    with pytest.raises(BridgeError) as caught:
+        await runtime.execute(_edit(source, mask, size=f"{MASK_W}x{MASK_H}"))
+    assert caught.value.code is ErrorCode.INPUT
+    assert caught.value.details["field"] == "mask"
+    assert message in caught.value.message
+    assert caught.value.provider == "mock"

@@ -7,7 +7,10 @@ is the source image's pixels exactly; inside, the generated pixels, with a seam 
 *inwards* over ``feather_px`` pixels so that nothing outside the area is ever touched.
 A generated image of another size is resampled to the source's size first.
 
-Pure functions over bytes (numpy and Pillow); callers run them in a worker thread.
+Pure functions over bytes (numpy and Pillow); callers run them in a worker thread. The
+pixel steps are public too (:func:`mask_alpha`, :func:`blend_through_mask`), so a
+provider that takes masks natively (the offline mock) applies the same rule to its own
+pixels instead of a second compositor.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ __all__ = [
     "MAX_FEATHER_PX",
     "CompositeResult",
     "MaskRegion",
+    "blend_through_mask",
     "composite_masked",
     "describe_region",
+    "mask_alpha",
     "mask_region",
 ]
 
@@ -75,7 +80,8 @@ def _mask_error(message: str, **details: Any) -> BridgeError:
     return BridgeError(ErrorCode.INPUT, message, details={"field": "mask", **details})
 
 
-def _alpha(image: Image.Image) -> Plane:
+def mask_alpha(image: Image.Image) -> Plane:
+    """A mask's alpha plane (255 where there is no alpha channel); closes ``image``."""
     try:
         if image.mode != "RGBA":
             converted = image.convert("RGBA")
@@ -89,7 +95,7 @@ def _alpha(image: Image.Image) -> Plane:
 def mask_region(mask: bytes, limits: ImageLimits) -> MaskRegion:
     """Where ``mask`` lets the edit change the image (``input`` error if nowhere)."""
     _, image = decode_verified(mask, limits)
-    alpha = _alpha(image)
+    alpha = mask_alpha(image)
     editable = alpha < 255
     rows = np.flatnonzero(editable.any(axis=1))
     columns = np.flatnonzero(editable.any(axis=0))
@@ -200,6 +206,30 @@ def _encode(
     return buffer.getvalue()
 
 
+def blend_through_mask(base: Plane, fresh: Plane, alpha: Plane, feather_px: int) -> Plane:
+    """``fresh`` inside ``alpha``'s editable area, ``base`` everywhere else.
+
+    ``base`` and ``fresh`` are RGBA planes of the mask's size. A pixel the mask keeps
+    (alpha 255) is ``base``'s exactly; inside, ``fresh`` takes the mask's transparency as
+    its share, feathered inwards over ``feather_px`` pixels (0: a hard edge).
+    """
+    editable = alpha < 255
+    rows, columns = np.flatnonzero(editable.any(axis=1)), np.flatnonzero(editable.any(axis=0))
+    out = base.copy()
+    if rows.size:  # only the area's bounding box is blended: outside it, the source as is
+        # one kept pixel of margin, so the feather sees the area's edge as the full image would
+        height, width = alpha.shape
+        box = (
+            slice(max(int(rows[0]) - 1, 0), min(int(rows[-1]) + 2, height)),
+            slice(max(int(columns[0]) - 1, 0), min(int(columns[-1]) + 2, width)),
+        )
+        weight = _weights(alpha[box], feather_px)[..., np.newaxis]
+        kept = base[box]
+        blended = kept.astype(np.float32) + (fresh[box].astype(np.float32) - kept) * weight
+        out[box] = np.where(weight > 0, np.clip(np.rint(blended), 0, 255), kept).astype(np.uint8)
+    return out
+
+
 def composite_masked(
     source: bytes,
     mask: bytes,
@@ -225,7 +255,7 @@ def composite_masked(
     if mask_image.size != size:
         mask_image.close()
         raise _mask_error("the mask must have the same dimensions as the first image")
-    alpha = _alpha(mask_image)
+    alpha = mask_alpha(mask_image)
     generated_size = (generated_info.width, generated_info.height)
     resampled = generated_size != size
     if resampled:
@@ -233,22 +263,7 @@ def composite_masked(
         generated_image.close()
         generated_image = converted.resize(size, Image.Resampling.LANCZOS)
         converted.close()
-    base = _rgba(source_image)
-    fresh = _rgba(generated_image)
-    editable = alpha < 255
-    rows, columns = np.flatnonzero(editable.any(axis=1)), np.flatnonzero(editable.any(axis=0))
-    out = base.copy()
-    if rows.size:  # only the area's bounding box is blended: outside it, the source as is
-        # one kept pixel of margin, so the feather sees the area's edge as the full image would
-        height, width = alpha.shape
-        box = (
-            slice(max(int(rows[0]) - 1, 0), min(int(rows[-1]) + 2, height)),
-            slice(max(int(columns[0]) - 1, 0), min(int(columns[-1]) + 2, width)),
-        )
-        weight = _weights(alpha[box], feather_px)[..., np.newaxis]
-        kept = base[box]
-        blended = kept.astype(np.float32) + (fresh[box].astype(np.float32) - kept) * weight
-        out[box] = np.where(weight > 0, np.clip(np.rint(blended), 0, 255), kept).astype(np.uint8)
+    out = blend_through_mask(_rgba(source_image), _rgba(generated_image), alpha, feather_px)
     keep_alpha = source_info.has_alpha or generated_info.has_alpha
     encoded = _encode(out, keep_alpha, output_format, compression)
     return CompositeResult(

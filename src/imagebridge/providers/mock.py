@@ -4,6 +4,11 @@ Pixels are derived from (prompt, output index), so the same request always yield
 bytes; edits derive from the first source image. It exists for demos, tests and
 benchmarks: its descriptor says so, and it never touches the network itself.
 
+Masks are native, as in OpenAI's edits: an edit with a mask is drawn at the source's size
+and composited through the mask by the bridge's own rule (:mod:`imagebridge.imaging.masks`,
+with a hard edge), so the source's pixels stay exactly where the mask is opaque and only
+the transparent area changes.
+
 Its input images are the engine's, like every provider's: ``file``, ``url``, ``base64`` and
 ``data_url`` inputs are loaded and verified before it runs, under the same local roots,
 remote fetch policy and declared-media-type check; the mock holds them to the bounds its
@@ -28,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 from PIL import Image
 
 from imagebridge._version import __version__
@@ -61,6 +67,8 @@ from imagebridge.contract.response import (
 )
 from imagebridge.engine.inputs import LoadedImage, LoadedInputs
 from imagebridge.engine.provider import Provider, ProviderContext
+from imagebridge.engine.validation import check_mask
+from imagebridge.imaging.masks import blend_through_mask, mask_alpha
 from imagebridge.providers.shared import native_batch, native_inputs
 
 __all__ = ["MOCK_PROVIDER", "MockProvider", "MockSettings", "render_image"]
@@ -200,6 +208,13 @@ def _render(
     compression: int | None,
     source: Image.Image | None,
 ) -> bytes:
+    alpha = transparent and output_format is not OutputFormat.JPEG
+    return _encode(_draw(prompt, index, width, height, alpha, source), output_format, compression)
+
+
+def _draw(
+    prompt: str, index: int, width: int, height: int, transparent: bool, source: Image.Image | None
+) -> Image.Image:
     seed = _seed_bytes(prompt, index)
     start = np.frombuffer(seed[0:3], dtype=np.uint8).astype(np.float32)
     end = np.frombuffer(seed[3:6], dtype=np.uint8).astype(np.float32)
@@ -216,11 +231,13 @@ def _render(
     disc = (xs - cx) ** 2 + (ys - cy) ** 2 <= radius**2
     rgb[disc] = np.frombuffer(seed[9:12], dtype=np.uint8)
     pixels = np.clip(rgb, 0, 255).astype(np.uint8)
-    if transparent and output_format is not OutputFormat.JPEG:
+    if transparent:
         alpha = np.where(disc, 255, 0).astype(np.uint8)
-        image = Image.fromarray(np.dstack([pixels, alpha]), mode="RGBA")
-    else:
-        image = Image.fromarray(pixels, mode="RGB")
+        return Image.fromarray(np.dstack([pixels, alpha]), mode="RGBA")
+    return Image.fromarray(pixels, mode="RGB")
+
+
+def _encode(image: Image.Image, output_format: OutputFormat, compression: int | None) -> bytes:
     buffer = io.BytesIO()
     if output_format is OutputFormat.PNG:
         image.save(buffer, format="PNG", compress_level=1)
@@ -228,10 +245,65 @@ def _render(
         image.save(buffer, format="JPEG", quality=compression if compression is not None else 90)
     else:
         if compression is None:
-            image.save(buffer, format="WEBP", lossless=True)
+            # exact: the colour under a see-through pixel is kept, as the bridge's encoders do
+            image.save(buffer, format="WEBP", lossless=True, exact=True)
         else:
             image.save(buffer, format="WEBP", quality=compression)
     return buffer.getvalue()
+
+
+Plane = npt.NDArray[np.uint8]
+
+
+@dataclass(frozen=True, slots=True)
+class _MaskedSource:
+    """An edit's source and mask as pixel planes, read once per call (a worker-thread job)."""
+
+    source: Image.Image
+    pixels: Plane
+    """The source as RGBA, at its own size: what the mask keeps."""
+    alpha: Plane
+    """The mask's alpha: below 255 marks the area to change (imaging/masks.py)."""
+    keeps_alpha: bool
+    """The source has an alpha channel, which the composite keeps."""
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.source.size
+
+
+def _open_masked(image: LoadedImage, mask: LoadedImage) -> _MaskedSource:
+    source = _open_source(image)
+    return _MaskedSource(
+        source=source,
+        pixels=np.asarray(source.convert("RGBA"), dtype=np.uint8),
+        alpha=mask_alpha(_open_source(mask)),
+        keeps_alpha=image.info.has_alpha,
+    )
+
+
+def _render_masked(
+    prompt: str,
+    index: int,
+    output_format: OutputFormat,
+    transparent: bool,
+    compression: int | None,
+    masked: _MaskedSource,
+) -> bytes:
+    """The edit drawn at the source's size, kept to the mask's transparent area.
+
+    A hard edge (no feather): a pixel the mask keeps is the source's exactly, a fully
+    transparent one is the drawn edit's, and partial transparency blends in proportion.
+    """
+    transparent = transparent and output_format is not OutputFormat.JPEG
+    width, height = masked.size
+    drawn = _draw(prompt, index, width, height, transparent, masked.source).convert("RGBA")
+    fresh = np.asarray(drawn, dtype=np.uint8)
+    pixels = blend_through_mask(masked.pixels, fresh, masked.alpha, feather_px=0)
+    image = Image.fromarray(pixels, mode="RGBA")
+    if not (transparent or masked.keeps_alpha) or output_format is OutputFormat.JPEG:
+        image = image.convert("RGB")
+    return _encode(image, output_format, compression)
 
 
 class MockProvider(Provider):
@@ -388,7 +460,12 @@ class MockProvider(Provider):
             raise self._injected(ErrorCode.UPSTREAM)
         dims = params.dimensions or AUTO_SIZE
         loaded = self._bounded_inputs(request, context.inputs)
-        source = await asyncio.to_thread(_open_source, loaded.images[0]) if loaded.images else None
+        masked = await self._masked(loaded)
+        source: Image.Image | None = None
+        if masked is not None:
+            dims = masked.size  # the mask is in the source's pixels: so is the composite
+        elif loaded.images:
+            source = await asyncio.to_thread(_open_source, loaded.images[0])
         transparent = params.background is Background.TRANSPARENT
         partials = params.partial_images
         await context.emit(ProgressEvent(stage="generating"))
@@ -426,16 +503,27 @@ class MockProvider(Provider):
                     )
                 )
                 continue
-            data = await _rendered(
-                directives.prompt,
-                absolute,
-                dims[0],
-                dims[1],
-                params.output_format,
-                transparent=transparent,
-                compression=params.output_compression,
-                source=source,
-            )
+            if masked is not None:
+                data = await asyncio.to_thread(
+                    _render_masked,
+                    directives.prompt,
+                    absolute,
+                    params.output_format,
+                    transparent,
+                    params.output_compression,
+                    masked,
+                )
+            else:
+                data = await _rendered(
+                    directives.prompt,
+                    absolute,
+                    dims[0],
+                    dims[1],
+                    params.output_format,
+                    transparent=transparent,
+                    compression=params.output_compression,
+                    source=source,
+                )
             images.append(
                 GeneratedImage(
                     index=local,
@@ -471,6 +559,20 @@ class MockProvider(Provider):
             session=self._session(request),
             timings=Timings(provider_ms=elapsed, total_ms=elapsed),
         )
+
+    async def _masked(self, loaded: LoadedInputs) -> _MaskedSource | None:
+        """The edit's source and mask, when the edit has a mask: its alpha marks the area,
+        as OpenAI's edits read it. The engine checked its size already (and not its alpha,
+        which a native transport judges); the mock checks both, the size again for a caller
+        that runs it outside the engine."""
+        if loaded.mask is None or not loaded.images:
+            return None
+        try:
+            check_mask(loaded.mask.info, loaded.images[0].info, needs_alpha=True)
+            return await asyncio.to_thread(_open_masked, loaded.images[0], loaded.mask)
+        except BridgeError as error:
+            error.provider = self.name
+            raise
 
     def _bounded_inputs(self, request: ImageRequest, loaded: LoadedInputs) -> LoadedInputs:
         """The engine's loaded inputs, held to the bounds the capability document states."""

@@ -18,6 +18,7 @@ import pytest
 from openai.types.responses import Response
 from openai.types.webhooks import ResponseCompletedWebhookEvent
 
+from imagebridge.server import ServerOptions
 from tests.server.conftest import LiveServer, ServeFactory, start_server
 from tests.server.openai.responses.conftest import CODEX_SIZE, EVENTS, TOOL, strict
 from tests.support.webhook_receiver import Receiver
@@ -96,7 +97,7 @@ def bridge(serve_module: ServeFactory) -> LiveServer:
 def test_a_response_is_kept_and_retrieved_as_it_was_answered(bridge: LiveServer) -> None:
     sdk = client(bridge)
     made = create(sdk, input="a red fox", metadata={"ticket": "7"})
-    got = until(sdk, made.id, finished)
+    got = retrieve(sdk, made.id)  # at once: its record is written just after the answer
     assert (got.id, got.status, got.background) == (made.id, "completed", False)
     assert [item.id for item in got.output] == [item.id for item in made.output]
     assert image_of(got) == image_of(made)
@@ -116,6 +117,32 @@ def test_a_streamed_response_is_kept_too(bridge: LiveServer) -> None:
     made = done[0].response  # type: ignore[union-attr]
     got = until(sdk, made.id, finished)
     assert got.status == "completed" and image_of(got) == image_of(made)
+
+
+def test_a_failed_stream_is_kept_failed(serve: ServeFactory) -> None:
+    sdk = client(serve(options=ServerOptions(heartbeat_interval=0.05)))  # started at once
+    with sdk.responses.create(
+        model="gpt-5.5",
+        input="[mock:latency=300][mock:fail=upstream] a fox",
+        tools=[TOOL],  # type: ignore[list-item]
+        stream=True,
+    ) as events:
+        last = list(events)[-1]
+    assert last.type == "response.failed"
+    got = until(sdk, last.response.id, finished)  # type: ignore[union-attr]
+    assert got.status == "failed" and got.error is not None
+
+
+def test_a_retried_create_with_the_same_key_answers_the_same_response(
+    bridge: LiveServer,
+) -> None:
+    sdk = client(bridge)
+    for background in (False, True):
+        key = {"Idempotency-Key": f"same-fox-{background}"}
+        first = create(sdk, input="a keyed fox", background=background, extra_headers=key)
+        again = create(sdk, input="a keyed fox", background=background, extra_headers=key)
+        assert again.id == first.id
+        assert until(sdk, first.id, finished).status == "completed"
 
 
 def test_store_false_is_never_retrievable(bridge: LiveServer) -> None:
@@ -209,6 +236,20 @@ def test_a_background_stream_resumes_after_a_sequence_number(bridge: LiveServer)
     resumed = list(sdk.responses.retrieve(made.id, stream=True, starting_after=5))
     assert [event.sequence_number for event in resumed] == numbers[6:]
     assert resumed[-1].type == "response.completed"
+
+
+async def test_the_async_sdk_resumes_too(bridge: LiveServer) -> None:
+    sdk = openai.AsyncOpenAI(base_url=f"{bridge.url}/v1", api_key="x")
+    made = await sdk.responses.create(
+        model="gpt-5.5",
+        input=SLOW,
+        tools=[TOOL],
+        background=True,  # type: ignore[list-item]
+    )
+    stream = await sdk.responses.retrieve(made.id, stream=True, starting_after=1)
+    numbers = [event.sequence_number async for event in stream]
+    assert numbers[0] == 2 and numbers == list(range(2, 2 + len(numbers)))
+    await sdk.close()
 
 
 def test_a_background_create_can_stream_from_the_start(bridge: LiveServer) -> None:

@@ -99,3 +99,52 @@ def test_a_background_response_is_answered_by_the_other_instance(
         on_b.responses.delete(made.id)
         with pytest.raises(openai.NotFoundError):
             on_a.responses.retrieve(made.id)
+
+
+def test_a_response_whose_instance_is_killed_ends_failed_on_the_other(
+    postgres_server: PostgresServer, postgres_schema: str, tmp_path: Path
+) -> None:
+    """kill -9 of the instance running a background response: once its lease runs out the
+    other instance records the job interrupted, and the response answers ``failed`` with
+    the interruption (never re-run); a response still queued then runs on the survivor."""
+    database = SharedDatabase(
+        url=f"postgresql://bridge@{postgres_server.host}:{postgres_server.port}/imagebridge_test",
+        schema=postgres_schema,
+        password=postgres_server.password,
+    )
+    shared = (
+        f'artifacts.root="{tmp_path / "artifacts"}"',
+        "server.jobs.lease_secs=3",
+        "server.jobs.heartbeat_secs=1",
+        "server.jobs.poll_interval_ms=100",
+    )
+    with bridge_processes() as started:
+        victim = start_bridge(
+            "inst-a", database, tmp_path / "a", *shared, "server.jobs.max_running=1"
+        )
+        started.append(victim)
+        on_a = openai.OpenAI(base_url=f"{victim.url}/v1", api_key="unused")
+        running = on_a.responses.create(
+            model="gpt-5.5",
+            input="[mock:latency=60000] a fox that never ends",
+            tools=[TOOL],  # type: ignore[list-item]
+            background=True,
+        )
+        until(victim.url, running.id, lambda r: r.status == "in_progress")
+        waiting = on_a.responses.create(
+            model="gpt-5.5",
+            input="a patient fox",
+            tools=[TOOL],
+            background=True,  # type: ignore[list-item]
+        )
+        survivor = start_bridge("inst-b", database, tmp_path / "b", *shared)
+        started.append(survivor)
+        victim.kill()
+        failed = until(survivor.url, running.id, lambda r: r.status != "in_progress")
+        assert failed.status == "failed" and failed.error is not None
+        assert failed.error.code == "server_error"
+        native = httpx.get(f"{survivor.url}/v1/responses/{running.id}", timeout=30).json()
+        assert native["imagegen_bridge"]["error"]["code"] == "cancelled"
+        assert until(survivor.url, waiting.id, lambda r: r.status == "completed").status == (
+            "completed"
+        )

@@ -224,3 +224,19 @@ async def test_a_version_two_schema_gains_the_responses_table(
         assert (await store.get(SCOPE, job_id(1))).request()["prompt"] == "kept fox"
     finally:
         await store.close()
+
+
+async def test_a_kept_response_is_pruned_with_its_record(db: Database) -> None:
+    for n in (1, 2, 3):
+        await db.responses.save(kept(n, job=job_id(n)))
+        await db.jobs.succeed(SCOPE, await _running(db.jobs, n), response(job_id(n)), now=100 + n)
+    # job 1 expires by age; of the other two only the newest is retained
+    removed = await db.jobs.prune(
+        now=1_000, retention_secs=899, max_retained=1, max_retained_bytes=10**9
+    )
+    assert removed == 2
+    assert [await db.responses.by_job(job_id(n)) is None for n in (1, 2, 3)] == [
+        True,
+        True,
+        False,
+    ]

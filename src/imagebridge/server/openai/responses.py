@@ -55,6 +55,7 @@ from imagebridge.server.execution import (
 )
 from imagebridge.server.openai.errors import openai_error
 from imagebridge.server.openai.responses_kept import (
+    find_kept,
     gather_kept,
     ids_of,
     record_of,
@@ -285,7 +286,8 @@ async def create_background(run: ResponseRun) -> Response:
             )
         run.ids = ids_of(earlier)
     if translation.body.stream:
-        return resume_stream(state, request, owner, run.ids.response, starting_after=None)
+        found = await find_kept(state, owner, run.ids.response)
+        return resume_stream(state, found, starting_after=None)
     if not created:
         return await large_json_response(await gather_kept(state, owner, run.ids.response))
     answer = pending_response(run.served_shape(), run.ids, model=run.model, status="queued")

@@ -88,8 +88,8 @@ async def get_response(request: Request, response_id: str) -> Response:
     state = bridge_state(request)
     owner = request_context(request).owner
     if stream == "true":
-        await find_kept(state, owner, response_id)  # a 404 before the stream starts
-        return resume_stream(state, request, owner, response_id, starting_after=starting_after)
+        found = await find_kept(state, owner, response_id)  # a 404 before the stream starts
+        return resume_stream(state, found, starting_after=starting_after)
     return await large_json_response(await gather_kept(state, owner, response_id))
 
 

@@ -28,7 +28,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from imagebridge.contract.enums import ImageJobStatus
@@ -45,7 +44,6 @@ from imagebridge.server.openai.errors import openai_error
 from imagebridge.server.openai.previews import PreviewBound
 from imagebridge.server.openai.responses_kept import (
     KeptResponse,
-    find_kept,
     ids_of,
     kept_response,
     services,
@@ -210,31 +208,23 @@ async def _followed(
         if time.monotonic() - quiet_since >= heartbeat:
             quiet_since = time.monotonic()
             yield HEARTBEAT
-        record = await jobs.job_store.get(found.record.auth_scope, found.record.id)
+        try:
+            record = await jobs.job_store.get(found.record.auth_scope, found.record.id)
+        except BridgeError as error:
+            if not error.retryable:
+                raise
+            continue  # the database is away for a moment: read again at the next poll
         found = KeptResponse(found.kept, record)
 
 
-async def _resume(
-    state: BridgeState, owner: str, response_id: str, starting_after: int
-) -> AsyncIterator[bytes]:
-    found = await find_kept(state, owner, response_id)
-    async for frame in _followed(state, found, starting_after):
-        yield frame
-
-
 def resume_stream(
-    state: BridgeState,
-    request: Request,
-    owner: str,
-    response_id: str,
-    *,
-    starting_after: int | None,
+    state: BridgeState, found: KeptResponse, *, starting_after: int | None
 ) -> Response:
     """The kept response's events after ``starting_after`` (all of them without it), then
-    the record followed (every ``stream_poll_ms``) until the response ends."""
-    del request  # the stream ends with the client: Starlette cancels it on disconnect
+    the record followed (every ``stream_poll_ms``) until the response ends. The stream ends
+    with its client: Starlette stops it when the client disconnects."""
     return StreamingResponse(
-        _resume(state, owner, response_id, -1 if starting_after is None else starting_after),
+        _followed(state, found, -1 if starting_after is None else starting_after),
         media_type="text/event-stream",
         headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
     )

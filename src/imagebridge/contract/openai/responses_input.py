@@ -39,6 +39,7 @@ from imagebridge.contract.request import ImageInput
 __all__ = [
     "ImageSource",
     "ReadInput",
+    "call_image",
     "image_input",
     "item_references",
     "read_input",
@@ -184,12 +185,16 @@ def _parts(message: _Message, param: str) -> tuple[list[str], list[ImageSource]]
     return texts, images
 
 
+def call_image(result: str, output_format: str | None) -> ImageInput:
+    """An ``image_generation_call``'s ``result`` (base64) as the native input it is."""
+    media_type = _MEDIA_TYPES.get(output_format or "")
+    return ImageInput(type="base64", data=result, media_type=media_type)
+
+
 def _earlier(item: _ImageCall, param: str) -> ImageSource | None:
     if item.result is None:
         return None
-    media_type = _MEDIA_TYPES.get(item.output_format or "")
-    image = ImageInput(type="base64", data=item.result, media_type=media_type)
-    return ImageSource(f"{param}.result", image)
+    return ImageSource(f"{param}.result", call_image(item.result, item.output_format))
 
 
 def item_references(raw: str | list[Any] | None) -> list[str]:

@@ -25,7 +25,11 @@ from imagebridge.application.job_services import JobServices
 from imagebridge.contract.enums import ImageJobStatus, ResponseFormat
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.openai.responses import ResponsesCreateRequest
-from imagebridge.contract.openai.responses_input import ImageSource, item_references
+from imagebridge.contract.openai.responses_input import (
+    ImageSource,
+    call_image,
+    item_references,
+)
 from imagebridge.contract.openai.responses_output import (
     ImageGenerationCallItem,
     ResponseIds,
@@ -61,7 +65,6 @@ __all__ = [
     "settled",
 ]
 
-_MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 PREVIOUS = (
     "previous_response_id must name a response this key kept (store: true, not deleted) "
     "that holds an image"
@@ -203,8 +206,7 @@ async def kept_response(state: BridgeState, found: KeptResponse) -> ResponseObje
 def _image_of(answer: ResponseObject) -> ImageInput | None:
     for item in answer.output:
         if isinstance(item, ImageGenerationCallItem) and item.result is not None:
-            media_type = _MEDIA_TYPES.get(item.output_format or "")
-            return ImageInput(type="base64", data=item.result, media_type=media_type)
+            return call_image(item.result, item.output_format)
     return None
 
 

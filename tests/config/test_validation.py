@@ -113,6 +113,16 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
         ("server.sync.retry_join_window_secs", "out_of_range"),
     ),
     (
+        "responses-stream-poll-zero",
+        _cfg(**{"server.openai.responses.stream_poll_ms": 0}),
+        ("server.openai.responses.stream_poll_ms", "out_of_range"),
+    ),
+    (
+        "responses-follow-zero",
+        _cfg(**{"server.openai.responses.max_stream_follow_secs": 0}),
+        ("server.openai.responses.max_stream_follow_secs", "out_of_range"),
+    ),
+    (
         "join-poll-zero",
         _cfg(**{"server.sync.join_poll_ms": 0}),
         ("server.sync.join_poll_ms", "out_of_range"),

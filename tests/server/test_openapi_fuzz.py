@@ -91,6 +91,9 @@ def test_every_operation_is_documented_and_fuzzed(fuzzed: LiveServer) -> None:
             "GET /v1/models",
             "GET /v1/models/{model}",
             "POST /v1/responses",
+            "GET /v1/responses/{response_id}",
+            "POST /v1/responses/{response_id}/cancel",
+            "DELETE /v1/responses/{response_id}",
         ]
     )
     failures: list[str] = []

@@ -27,6 +27,10 @@ OUR_OPERATIONS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/artifacts/{id}"): "deleteImageArtifact",
     # OpenAI's Responses API with the image_generation tool (docs/api-decisions.md, issue 40)
     ("POST", "/v1/responses"): "createResponse",
+    # kept responses: retrieve (and resume), cancel a background one, delete (issue 40)
+    ("GET", "/v1/responses/{response_id}"): "getResponse",
+    ("POST", "/v1/responses/{response_id}/cancel"): "cancelResponse",
+    ("DELETE", "/v1/responses/{response_id}"): "deleteResponse",
     # the history read as images, a cursor page at a time: the dashboard's gallery (issue 41)
     ("GET", "/v1/gallery"): "listGalleryImages",
 }

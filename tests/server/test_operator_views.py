@@ -44,6 +44,8 @@ DECISIONS: dict[str, Access] = {
     "/v1/images/generations": "own",
     "/v1/images/edits": "own",
     "/v1/responses": "own",
+    "/v1/responses/{response_id}": "own",  # its own kept responses; another key's id: 404
+    "/v1/responses/{response_id}/cancel": "own",
     "/v1/gallery": "own",
     "/v1/sessions/{key}": "own",  # the key's own namespace
     "/v1/jobs": "own",  # its own jobs; ?key= (another key's) is 403 for a key

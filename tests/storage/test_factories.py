@@ -103,7 +103,7 @@ async def test_postgres_urls_open_postgres(postgres_url: str, postgres_schema: s
         await jobs.close()
         await presets.close()
         await sessions.close()
-    versions: dict[StoreKind, int] = {"jobs": 2, "presets": 2, "sessions": 1}
+    versions: dict[StoreKind, int] = {"jobs": 3, "presets": 2, "sessions": 1}
     for store, version in versions.items():
         status = await inspect_store_schema(postgres_url, store, postgres=options)
         assert (status.version, status.current) == (version, True)

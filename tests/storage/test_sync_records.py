@@ -210,7 +210,7 @@ async def test_a_version_three_sqlite_database_gains_origins_in_place(tmp_path: 
     assert (await inspect_job_schema(path)).version == 3
 
     async with await SqliteJobStore.open(path) as store:
-        assert (await inspect_job_schema(path)).version == 4
+        assert (await inspect_job_schema(path)).version == 5
         old = await store.get(SCOPE, job_id(1))
         assert old.origin is JobOrigin.JOB and old.status is ImageJobStatus.SUCCEEDED
         assert await store.find_retry(SCOPE, "sync", FINGERPRINT, since=0) is None
@@ -253,7 +253,7 @@ async def test_a_version_one_postgres_schema_gains_origins_in_place(
     store = await PostgresSharedJobStore.open(postgres_url, schema=postgres_schema)
     try:
         status = await inspect_postgres(postgres_url, schema=postgres_schema)
-        assert (status.version, status.current) == (2, True)
+        assert (status.version, status.current) == (3, True)
         assert (await store.get(SCOPE, job_id(1))).origin is JobOrigin.JOB
         await store.open_record(
             SCOPE, job_id(2), request("new"), "new", origin="stream", fingerprint=FINGERPRINT,

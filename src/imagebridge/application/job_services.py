@@ -27,11 +27,13 @@ from imagebridge.keys import KeyService
 from imagebridge.storage import (
     PostgresOptions,
     PresetStore,
+    ResponseStore,
     SharedJobStore,
     attach_outbox,
     is_postgres_url,
     open_job_store,
     open_preset_store,
+    open_response_store,
 )
 from imagebridge.webhooks import WebhookService
 
@@ -44,6 +46,8 @@ class JobServices:
     presets: PresetService
     job_store: SharedJobStore
     preset_store: PresetStore
+    responses: ResponseStore
+    """Kept OpenAI responses (``POST /v1/responses`` with ``store``), in the jobs database."""
 
     @classmethod
     async def open(
@@ -81,6 +85,12 @@ class JobServices:
         except BaseException:
             await job_store.close()
             raise
+        try:
+            responses = await open_response_store(database, postgres=postgres)
+        except BaseException:
+            await job_store.close()
+            await preset_store.close()
+            raise
         queue = queue or SharedQueueSettings()
         if shared is None:
             shared = is_postgres_url(database)
@@ -101,6 +111,7 @@ class JobServices:
             presets=PresetService(preset_store, runtime.settings.request_limits, clock=clock),
             job_store=job_store,
             preset_store=preset_store,
+            responses=responses,
         )
 
     async def start(self) -> None:
@@ -114,4 +125,7 @@ class JobServices:
             try:
                 await self.job_store.close()
             finally:
-                await self.preset_store.close()
+                try:
+                    await self.preset_store.close()
+                finally:
+                    await self.responses.close()

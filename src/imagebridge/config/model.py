@@ -793,6 +793,17 @@ class OpenAIResponsesSettings(_Section):
     """A Responses ``model`` (the model an agent names, e.g. ``"gpt-5.5"``) → the route its
     image work runs on, e.g. ``"gpt-5.5" = {provider = "codex-responses"}``. The image
     tool's own ``model`` is routed like the Images API's (``server.openai.models``) and wins."""
+    max_item_references: U32 = 16
+    """``item_reference`` items one request may name (each is a read of a kept response)."""
+    retrieve_wait_ms: U64 = 5_000
+    """How long ``GET /v1/responses/{id}`` waits for a synchronous response whose answer
+    was given but whose record is still being written (then it answers ``in_progress``)."""
+    stream_poll_ms: U64 = 500
+    """How often ``GET /v1/responses/{id}?stream=true`` reads a running response's record
+    for its next events (previews, the end)."""
+    max_stream_follow_secs: U64 = 3_600
+    """How long one resumed stream follows a response before it ends (the client resumes
+    again with ``starting_after``)."""
 
 
 class OpenAIApiSettings(_Section):

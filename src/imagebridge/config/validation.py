@@ -63,6 +63,13 @@ _MAX_SERVER_SHUTDOWN_GRACE_MS = 60 * 60 * 1000
 _MAX_SHUTDOWN_SETTLE_MS = 60_000
 _MIN_HEARTBEAT_MS = 100
 _MAX_HEARTBEAT_MS = 300_000
+_RESPONSES_BOUNDS: tuple[tuple[str, int, int, str], ...] = (
+    ("max_item_references", 0, 1_000, "item references"),
+    ("retrieve_wait_ms", 0, 60_000, "milliseconds"),
+    ("stream_poll_ms", 10, 60_000, "milliseconds"),
+    ("max_stream_follow_secs", 1, 86_400, "seconds"),
+)
+"""``[server.openai.responses]`` bounds: (key, lowest, highest, unit)."""
 _MAX_JOIN_WINDOW_SECS = 7 * 24 * 3600
 _MIN_JOIN_POLL_MS = 10
 _MAX_JOIN_POLL_MS = 60_000
@@ -413,6 +420,14 @@ def _check_server(config: BridgeConfig, report: Report) -> None:
             "out_of_range",
             "stream heartbeat must be between 100 and 300000 milliseconds",
         )
+    responses = server.openai.responses
+    for key, lowest, highest, unit in _RESPONSES_BOUNDS:
+        if not lowest <= getattr(responses, key) <= highest:
+            report(
+                f"server.openai.responses.{key}",
+                "out_of_range",
+                f"{key} must be between {lowest} and {highest} {unit}",
+            )
     sync = server.sync
     if sync.retry_join_window_secs > _MAX_JOIN_WINDOW_SECS:
         report(

@@ -310,6 +310,7 @@ class BridgeError(Exception):
             "job",
             "key",
             "preset",
+            "response",
             "provider",
             "webhook_endpoint",
             "webhook_delivery",

@@ -375,9 +375,17 @@ class JobManager:
             )
 
     async def submit(
-        self, scope: str, request: ImageRequest, *, idempotency_key: str | None = None
+        self,
+        scope: str,
+        request: ImageRequest,
+        *,
+        idempotency_key: str | None = None,
+        job_id: str | None = None,
     ) -> tuple[ImageJob, bool]:
         """Persist and schedule ``request``; returns the job and whether it was created.
+
+        ``job_id`` names the new job (a background response writes its own row naming the
+        job before the job exists, so the job's end finds it); default: a fresh UUIDv7.
 
         ``idempotency_key`` is the header value; the body's key is used when it is absent.
         A replay (same scope, key and request) returns the current state of the original job
@@ -395,7 +403,7 @@ class JobManager:
             _prepare_submission, request, key, self._runtime.settings.request_limits
         )
         settings = self._settings
-        job_id = str(uuid7())
+        job_id = job_id or str(uuid7())
         common: dict[str, Any] = {
             "submission_key": key,
             "fingerprint": fingerprint if key is not None else None,

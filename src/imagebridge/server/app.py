@@ -41,6 +41,7 @@ from imagebridge.server.middleware import BridgeMiddleware, MiddlewareSettings
 from imagebridge.server.openai import images as openai_images
 from imagebridge.server.openai import models as openai_models
 from imagebridge.server.openai import responses as openai_responses
+from imagebridge.server.openai import responses_routes as openai_kept_responses
 from imagebridge.server.openapi import TITLE, build_openapi
 from imagebridge.server.otel import start_tracing, with_tracing
 from imagebridge.server.readiness import ReadinessMonitor
@@ -96,7 +97,14 @@ def _routers(state: BridgeState) -> list[APIRouter]:
         mounted.append(webhook_routes.router)
     if state.jobs_enabled:
         mounted.extend(
-            [jobs.router, gallery.router, presets.router, artifacts.router, dashboard.router]
+            [
+                jobs.router,
+                gallery.router,
+                presets.router,
+                artifacts.router,
+                dashboard.router,
+                openai_kept_responses.router,
+            ]
         )
     return mounted
 

@@ -35,6 +35,7 @@ from imagebridge.storage.interfaces import (
     JobStore,
     KeyStore,
     PresetStore,
+    ResponseStore,
     SessionStore,
     SharedJobStore,
     WebhookStore,
@@ -69,6 +70,7 @@ from imagebridge.storage.records import (
     LeaseRenewal,
     PresetPage,
     PresetRecord,
+    ResponseRecord,
     SchemaStatus,
 )
 from imagebridge.storage.rules.jobs import (
@@ -129,6 +131,8 @@ __all__ = [
     "PresetPage",
     "PresetRecord",
     "PresetStore",
+    "ResponseRecord",
+    "ResponseStore",
     "SchemaStatus",
     "SessionStore",
     "SharedJobStore",
@@ -149,6 +153,7 @@ __all__ = [
     "open_job_store",
     "open_key_store",
     "open_preset_store",
+    "open_response_store",
     "open_session_store",
     "open_webhook_store",
     "postgres_options",
@@ -297,6 +302,24 @@ async def open_webhook_store(
 
     url, args = _postgres_args(target, postgres, busy_timeout_ms)
     return await PostgresWebhookStore.open(url, **args)
+
+
+async def open_response_store(
+    location: str | os.PathLike[str],
+    *,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    postgres: PostgresOptions | None = None,
+) -> ResponseStore:
+    """Open the kept OpenAI responses at ``location`` (the jobs database)."""
+    target = resolve_store_location(location, JOB_STORE.code, JOB_STORE.label)
+    if isinstance(target, Path):
+        from imagebridge.storage.sqlite.responses import SqliteResponseStore
+
+        return await SqliteResponseStore.open(target, busy_timeout_ms=busy_timeout_ms)
+    from imagebridge.storage.postgres.responses import PostgresResponseStore
+
+    url, args = _postgres_args(target, postgres, busy_timeout_ms)
+    return await PostgresResponseStore.open(url, **args)
 
 
 def attach_outbox(job_store: JobStore, webhooks: WebhookStore, limits: OutboxLimits) -> None:

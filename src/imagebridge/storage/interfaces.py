@@ -35,6 +35,7 @@ from imagebridge.storage.records import (
     OutboxStatistics,
     PresetPage,
     PresetRecord,
+    ResponseRecord,
     WebhookDeliveryPage,
     WebhookDeliveryRecord,
     WebhookEndpointRecord,
@@ -52,6 +53,7 @@ __all__ = [
     "JobStore",
     "KeyStore",
     "PresetStore",
+    "ResponseStore",
     "SessionStore",
     "SharedJobStore",
     "WebhookStore",
@@ -364,6 +366,25 @@ class KeyStore(Protocol):
     async def audit(
         self, *, key_id: str | None = None, limit: int = ...
     ) -> builtins.list[KeyAuditEntry]: ...
+
+    async def close(self) -> None: ...
+
+
+class ResponseStore(Protocol):
+    """Kept OpenAI responses: each a row naming the history record that holds its work
+    (:mod:`imagebridge.storage.response_store`), in the jobs database."""
+
+    async def save(self, record: ResponseRecord) -> ResponseRecord: ...
+
+    async def get(self, scope: str, response_id: str) -> ResponseRecord | None: ...
+
+    async def by_call(self, scope: str, call_id: str) -> ResponseRecord | None: ...
+
+    async def by_job(self, job_id: str) -> ResponseRecord | None: ...
+
+    async def delete(self, scope: str, response_id: str, *, now: int) -> bool: ...
+
+    async def forget(self, response_id: str) -> None: ...
 
     async def close(self) -> None: ...
 

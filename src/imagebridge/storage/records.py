@@ -39,6 +39,7 @@ __all__ = [
     "OutboxStatistics",
     "PresetPage",
     "PresetRecord",
+    "ResponseRecord",
     "SchemaStatus",
     "WebhookDeliveryPage",
     "WebhookDeliveryRecord",
@@ -83,6 +84,22 @@ class JobVisibility(StrEnum):
     ACTIVE = "active"
     HIDDEN = "hidden"
     ALL = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseRecord:
+    """A kept OpenAI response: its ids, its owner, the history record (``job_id``) that
+    holds its work and outcome, and its shape (what it repeats of its request, JSON)."""
+
+    id: str
+    auth_scope: str
+    job_id: str
+    call_id: str
+    message_id: str
+    background: bool
+    created_at: int
+    shape_json: str
+    deleted_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,7 @@ from imagebridge.storage.rules.webhooks import (
     job_event,
     mint_endpoint_id,
     plan_outbox,
+    response_event,
 )
 
 __all__ = [
@@ -94,6 +95,7 @@ class WebhookTables:
     deliveries: str = "webhook_deliveries"
     endpoints: str = "webhook_endpoints"
     jobs: str = "image_jobs"
+    responses: str = "openai_responses"
 
     def names(self) -> dict[str, str]:
         return {"events": self.events, "deliveries": self.deliveries}
@@ -149,18 +151,24 @@ def job_outbox(
     tables: WebhookTables, job_ids: Sequence[str], *, limits: OutboxLimits, now_ms: int
 ) -> Conversation[list[str]]:
     """The ``job.*`` events of jobs that just reached their final status, written in the
-    transaction that recorded it (the job stores drive this). Synchronous requests' records
-    share the table and send none: their callers were answered, or chose to leave."""
+    transaction that recorded it (the job stores drive this). A job that runs a background
+    OpenAI response sends that response's ``response.*`` event instead. Synchronous
+    requests' records share the table and send none: their callers were answered, or chose
+    to leave."""
     events: list[OutboxEvent] = []
     for start in range(0, len(job_ids), 500):
         names = {f"j{i}": job_id for i, job_id in enumerate(job_ids[start : start + 500])}
         rows = yield (
-            "SELECT id, auth_scope, status, error_json, completed_at "  # noqa: S608
-            f"FROM {tables.jobs} WHERE origin = 'job' "
-            f"AND id IN ({', '.join(f':{name}' for name in names)})",
+            "SELECT j.id, j.auth_scope, j.status, j.error_json, j.completed_at, "  # noqa: S608
+            f"r.id AS response_id FROM {tables.jobs} AS j "
+            f"LEFT JOIN {tables.responses} AS r ON r.job_id = j.id WHERE j.origin = 'job' "
+            f"AND j.id IN ({', '.join(f':{name}' for name in names)})",
             names,
         )
-        events.extend(event for event in map(job_event, rows) if event is not None)
+        for row in rows:
+            event = job_event(row) if row["response_id"] is None else response_event(row)
+            if event is not None:
+                events.append(event)
     return (yield from write_outbox(tables, events, limits=limits, now_ms=now_ms))
 
 

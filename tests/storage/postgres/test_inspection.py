@@ -16,8 +16,8 @@ pytestmark = pytest.mark.postgres
 
 async def test_inspection_is_read_only(postgres_url: str, postgres_schema: str) -> None:
     status = await inspect_job_schema(postgres_url, schema=postgres_schema)
-    assert status.to_dict() == {"initialized": False, "version": None, "current_version": 2}
+    assert status.to_dict() == {"initialized": False, "version": None, "current_version": 3}
     assert not schema_exists(postgres_url, postgres_schema)
     await (await PostgresSharedJobStore.open(postgres_url, schema=postgres_schema)).close()
     status = await inspect_job_schema(postgres_url, schema=postgres_schema)
-    assert (status.initialized, status.version, status.current) == (True, 2, True)
+    assert (status.initialized, status.version, status.current) == (True, 3, True)

@@ -49,7 +49,9 @@ async def test_many_bridges_can_create_one_fresh_schema_at_once(
         f"SELECT component, version FROM {postgres_schema}.schema_migrations "  # noqa: S608
         "ORDER BY component",
     )
-    assert rows == [("jobs", 1), ("jobs", 2), ("presets", 1), ("presets", 2), ("sessions", 1)]
+    assert rows == [
+        ("jobs", 1), ("jobs", 2), ("jobs", 3), ("presets", 1), ("presets", 2), ("sessions", 1)
+    ]  # fmt: skip
 
 
 async def test_newer_schema_is_refused_untouched(postgres_url: str, postgres_schema: str) -> None:
@@ -64,7 +66,7 @@ async def test_newer_schema_is_refused_untouched(postgres_url: str, postgres_sch
     assert caught.value.message == (
         "durable job database schema version 9 is newer than this bridge supports"
     )
-    assert caught.value.details["current_version"] == 2
+    assert caught.value.details["current_version"] == 3
     status = await inspect_job_schema(postgres_url, schema=postgres_schema)
     assert (status.version, status.current) == (9, False)
     # Other components in the same schema are not affected.

@@ -35,7 +35,7 @@ async def test_presets_share_the_jobs_schema(postgres_url: str, postgres_schema:
         await presets.close()
         await jobs.close()
     for inspect, version in (
-        (inspect_job_schema, 2),
+        (inspect_job_schema, 3),
         (inspect_preset_schema, 2),
         (inspect_session_schema, None),
     ):

@@ -67,7 +67,7 @@ async def test_two_stores_can_create_one_fresh_file_at_once(tmp_path: Path) -> N
     finally:
         for store in stores:
             await store.close()
-    assert (await inspect_job_schema(path)).version == 4
+    assert (await inspect_job_schema(path)).version == 5
 
 
 def _locked_rollback_journal_file(path: Path) -> sqlite3.Connection:
@@ -94,7 +94,7 @@ async def test_opening_waits_for_a_writer_that_holds_a_new_file_in_rollback_mode
         assert await store.healthy()
     finally:
         await store.close()
-    assert (await inspect_job_schema(path)).version == 4
+    assert (await inspect_job_schema(path)).version == 5
 
 
 async def test_a_writer_holding_a_new_file_longer_than_the_busy_timeout_is_busy(

@@ -12,7 +12,7 @@ async def test_inspection_reads_a_live_wal_database(tmp_path: Path) -> None:
     path = tmp_path / "live.sqlite3"
     store = await SqliteJobStore.open(path)
     try:
-        assert (await inspect_job_schema(path)).version == 4
+        assert (await inspect_job_schema(path)).version == 5
         assert await store.healthy()
     finally:
         await store.close()

@@ -400,7 +400,7 @@ async def test_version_one_database_migrates_prompt_search_without_losing_jobs(
     store = await SqliteJobStore.open(path)
     try:
         status = await inspect_job_schema(path)
-        assert (status.version, status.current_version, status.current) == (4, 4, True)
+        assert (status.version, status.current_version, status.current) == (5, 5, True)
         everything = await store.list(LEGACY_SCOPE, visibility="all")
         assert [item.id for item in everything.items] == [job_id(2), job_id(1)]
         found = await store.list(LEGACY_SCOPE, search="šťastný drak")
@@ -424,13 +424,13 @@ async def test_version_one_database_migrates_prompt_search_without_losing_jobs(
     try:
         found = await store.list(LEGACY_SCOPE, search="GROẞES")
         assert [item.id for item in found.items] == [job_id(1)]
-        assert (await inspect_job_schema(path)).version == 4
+        assert (await inspect_job_schema(path)).version == 5
     finally:
         await store.close()
     conn = sqlite3.connect(path)
     versions = [row[0] for row in conn.execute("SELECT version FROM job_schema_migrations")]
     conn.close()
-    assert sorted(versions) == [1, 2, 3, 4]
+    assert sorted(versions) == [1, 2, 3, 4, 5]
 
 
 # -- submission rules and accounting ------------------------------------------------------------
@@ -798,7 +798,7 @@ async def test_integrity_check_is_clean_after_a_workload(db_path: Path) -> None:
 async def test_inspect_job_schema_is_read_only(tmp_path: Path) -> None:
     missing = tmp_path / "absent" / "jobs.sqlite3"
     status = await inspect_job_schema(missing)
-    assert status.to_dict() == {"initialized": False, "version": None, "current_version": 4}
+    assert status.to_dict() == {"initialized": False, "version": None, "current_version": 5}
     assert os.listdir(tmp_path) == []
 
 

@@ -8,10 +8,10 @@ call the tool, so the tool is always called, once. Every field of the SDK's
 - served: ``input``, ``instructions``, ``model`` (recorded; routed by the server), ``tools``,
   ``tool_choice``, ``stream``, ``metadata``, ``safety_identifier`` / ``user``,
   ``parallel_tool_calls``, ``max_tool_calls``, ``max_output_tokens``, ``truncation``,
-  ``store``, ``text`` (plain text), ``service_tier``, ``include``, ``background: false``;
+  ``store``, ``text`` (plain text), ``service_tier``, ``include``, ``background``,
+  ``previous_response_id`` (the server resolves it to the earlier image and passes it in);
 - accepted with no effect and a warning (:data:`IGNORED_FIELDS`);
-- refused with a 400 naming them (:data:`REFUSED_FIELDS`; ``background: true`` and
-  ``previous_response_id`` are the next phase's).
+- refused with a 400 naming them (:data:`REFUSED_FIELDS`).
 
 The image tool's fields go through the Images API's table
 (:func:`imagebridge.contract.openai.fields.translate`), so ``quality: "xhigh"``, ``gif`` or
@@ -22,6 +22,7 @@ an error the engine raises names the caller's field (:meth:`ResponsesTranslation
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -56,6 +57,7 @@ __all__ = [
     "ResponsesBridgeExtension",
     "ResponsesCreateRequest",
     "ResponsesTranslation",
+    "rename_param",
     "translate_request",
 ]
 
@@ -82,17 +84,16 @@ chat model's sampling, reasoning or caching, and the bridge has no chat model (t
 assistant message is the bridge's own sentence, see :func:`assistant_text`)."""
 
 REFUSED_FIELDS: dict[str, str] = {
-    "background_options": "background responses are not served yet (background: true)",
-    "previous_response_id": (
-        "previous_response_id needs stored responses, which this bridge does not keep yet; "
-        "send the earlier image_generation_call item in input instead"
+    "background_options": (
+        "background_options is not served: a background response is polled, resumed or "
+        "cancelled by its id"
     ),
     "conversation": "conversations are not kept by this bridge; send the history in input",
     "prompt": "saved prompt templates are not served by this bridge; send the text in input",
 }
 """Fields asking for state or features the bridge has not: a 400 naming them."""
 
-BACKGROUND = "background responses are not served yet; send background: false or omit it"
+BACKGROUND_STORE = "a background response is kept until it is retrieved: it needs store: true"
 NOT_IMAGE_TOOL = (
     "only the image_generation tool is served: this is an image bridge, not a model proxy"
 )
@@ -216,7 +217,7 @@ class ResponsesTranslation:
     def param(self, native: str | None) -> str | None:
         """The Responses request field a native field path names (``images[0]`` →
         ``input[1].content[0].image_url``, ``parameters.size`` → ``tools[0].size``)."""
-        return _rename(self.params, self.tool_param, native)
+        return rename_param(self.params, self.tool_param, native)
 
     def echoed_tools(self) -> list[dict[str, Any]]:
         """The ``tools`` the answer repeats: the image tool as decoded (nulls left out)."""
@@ -226,7 +227,9 @@ class ResponsesTranslation:
         return self.body.tool_choice if self.body.tool_choice is not None else "auto"
 
 
-def _rename(params: dict[str, str], tool_param: str, native: str | None) -> str | None:
+def rename_param(params: Mapping[str, str], tool_param: str, native: str | None) -> str | None:
+    """The request path a native field path came from (``params``' longest prefix, or the
+    tool's field for a ``parameters.*`` path); the native path when neither names it."""
     if native is None:
         return None
     for prefix in sorted(params, key=len, reverse=True):
@@ -275,8 +278,8 @@ def _check_tool_choice(choice: str | dict[str, Any] | None) -> None:
 
 def _check_fields(body: ResponsesCreateRequest) -> list[str]:
     """Refuse what is refused; the warnings of the fields accepted with no effect."""
-    if body.background:
-        raise refuse("background", BACKGROUND)
+    if body.background and body.store is False:
+        raise refuse("store", BACKGROUND_STORE)
     given = body.model_dump(exclude_none=True)
     for name, message in REFUSED_FIELDS.items():
         if name in given:
@@ -344,10 +347,20 @@ def _place_images(
         params[f"{key}[{index}]"] = source.param
 
 
-def translate_request(body: ResponsesCreateRequest) -> ResponsesTranslation:
+def translate_request(
+    body: ResponsesCreateRequest,
+    *,
+    previous: ImageSource | None = None,
+    references: Mapping[str, ImageSource] | None = None,
+) -> ResponsesTranslation:
     """Decide every field (refusals raise, naming the field) and map the request onto a
     native ``ImageRequest`` whose ``routing.model`` is the tool's ``model`` (the server
-    routes it, or the top-level ``model`` when the tool names none)."""
+    routes it, or the top-level ``model`` when the tool names none).
+
+    ``previous`` is the image of the response ``previous_response_id`` names, and
+    ``references`` the images of the ``image_generation_call`` ids ``item_reference`` items
+    name (the server reads them from the kept responses): the earliest history, then the
+    input's items in order."""
     warnings = _check_fields(body)
     tool_index, tool = _image_tool(body.tools or [])
     tool_param = f"tools[{tool_index}]"
@@ -358,7 +371,9 @@ def translate_request(body: ResponsesCreateRequest) -> ResponsesTranslation:
         error.details["field"] = f"{tool_param}.{error.field}"
         raise
     assert body.input is not None
-    read = read_input(body.input)
+    read = read_input(body.input, references or {})
+    if read.earlier is None:
+        read.earlier = previous
     action = tool.action or ImageAction.AUTO
     params: dict[str, str] = {"prompt": "input"}
     ext = body.imagegen_bridge or ResponsesBridgeExtension()
@@ -400,7 +415,7 @@ def translate_request(body: ResponsesCreateRequest) -> ResponsesTranslation:
     except ValidationError as exc:
         refusal = validation_refusal(exc, "the request does not make an image request")
         native = refusal.field
-        param = _rename(params, tool_param, native)
+        param = rename_param(params, tool_param, native)
         message = refusal.message.replace(native, param, 1) if native and param else refusal.message
         raise invalid(param or "input", message) from None
     return ResponsesTranslation(

@@ -15,7 +15,9 @@ bridge cannot serve:
   Agents SDK's ``to_input_list()``): the newest one's ``result`` is the image a follow-up
   ("make it blue") edits when the last user message holds no image of its own.
 
-``input_file`` parts, ``file_id`` images, ``item_reference`` items and every other tool's
+An ``item_reference`` naming a kept response's ``image_generation_call`` stands for that
+item (the server resolved it). ``input_file`` parts, ``file_id`` images, other
+``item_reference`` items and every other tool's
 items (function calls, reasoning, web search …) are refused by name: this is an image
 bridge, not a model proxy. Nothing here does I/O; the engine loads and verifies the
 images like any native request's.
@@ -23,6 +25,7 @@ images like any native request's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,7 +36,15 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.openai.fields import invalid, refuse, validation_refusal
 from imagebridge.contract.request import ImageInput
 
-__all__ = ["ImageSource", "ReadInput", "image_input", "read_input", "within"]
+__all__ = [
+    "ImageSource",
+    "ReadInput",
+    "call_image",
+    "image_input",
+    "item_references",
+    "read_input",
+    "within",
+]
 
 _MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 
@@ -42,8 +53,8 @@ NOT_AN_IMAGE_ITEM = (
     "(input_text, input_image) and earlier image_generation_call results"
 )
 ITEM_REFERENCES = (
-    "item_reference inputs name items the bridge keeps, and this bridge keeps none yet; "
-    "send the image_generation_call item itself"
+    "item_reference inputs may name the image_generation_call (ig_…) of a response this "
+    "key kept (store: true, not deleted); send the item itself otherwise"
 )
 FILE_IDS = "file_id inputs need OpenAI's Files API, which the bridge has not; send image_url"
 FILES = "input_file parts are not images; send input_image parts"
@@ -174,16 +185,37 @@ def _parts(message: _Message, param: str) -> tuple[list[str], list[ImageSource]]
     return texts, images
 
 
+def call_image(result: str, output_format: str | None) -> ImageInput:
+    """An ``image_generation_call``'s ``result`` (base64) as the native input it is."""
+    media_type = _MEDIA_TYPES.get(output_format or "")
+    return ImageInput(type="base64", data=result, media_type=media_type)
+
+
 def _earlier(item: _ImageCall, param: str) -> ImageSource | None:
     if item.result is None:
         return None
-    media_type = _MEDIA_TYPES.get(item.output_format or "")
-    image = ImageInput(type="base64", data=item.result, media_type=media_type)
-    return ImageSource(f"{param}.result", image)
+    return ImageSource(f"{param}.result", call_image(item.result, item.output_format))
 
 
-def read_input(raw: str | list[Any]) -> ReadInput:
-    """Read ``input`` (a string, or the SDKs' item list) as described above."""
+def item_references(raw: str | list[Any] | None) -> list[str]:
+    """The ids the input's ``item_reference`` items name, in order, without repeats (the
+    server reads the ``image_generation_call`` ids among them from the kept responses)."""
+    if not isinstance(raw, list):
+        return []
+    found: dict[str, None] = {}
+    for item in raw:
+        if isinstance(item, dict) and item.get("type") == "item_reference":
+            ident = item.get("id")
+            if isinstance(ident, str):
+                found[ident] = None
+    return list(found)
+
+
+def read_input(
+    raw: str | list[Any], references: Mapping[str, ImageSource] | None = None
+) -> ReadInput:
+    """Read ``input`` (a string, or the SDKs' item list) as described above; an
+    ``item_reference`` is served when ``references`` holds the image it names."""
     read = ReadInput()
     if isinstance(raw, str):
         read.prompt = raw
@@ -205,7 +237,11 @@ def read_input(raw: str | list[Any]) -> ReadInput:
             call = _decode(_ImageCall, item, param)
             read.earlier = _earlier(call, param) or read.earlier
         elif kind == "item_reference":
-            raise refuse(param, ITEM_REFERENCES)
+            ident = item.get("id")
+            source = (references or {}).get(ident) if isinstance(ident, str) else None
+            if source is None:
+                raise refuse(param, ITEM_REFERENCES)
+            read.earlier = ImageSource(param, source.image)
         elif isinstance(kind, str):
             raise refuse(param, NOT_AN_IMAGE_ITEM.format(kind=kind))
         else:

@@ -14,7 +14,8 @@ warnings, timings; the native error of a failed response) is in a top-level
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import Field
@@ -28,7 +29,7 @@ from imagebridge.contract.openai.images import (
     compat_response,
     compat_usage,
 )
-from imagebridge.contract.openai.responses import ResponsesTranslation
+from imagebridge.contract.openai.responses import ResponsesTranslation, rename_param
 from imagebridge.contract.request import GenerationParameters
 from imagebridge.contract.response import (
     BridgeErrorBody,
@@ -44,12 +45,14 @@ __all__ = [
     "OutputText",
     "ResponseIds",
     "ResponseObject",
+    "ResponseShape",
     "ResponseStatus",
     "assistant_text",
     "failed_response",
     "finished_response",
     "pending_response",
     "response_error_code",
+    "response_shape",
 ]
 
 ResponseStatus = Literal["completed", "failed", "in_progress", "cancelled", "queued", "incomplete"]
@@ -214,53 +217,152 @@ class ResponseIds:
     created_at: int
 
 
-def _echo(translation: ResponsesTranslation, ids: ResponseIds, model: str) -> dict[str, Any]:
-    """The request's values an answer repeats, as OpenAI repeats them."""
+Action = Literal["generate", "edit", "auto"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseShape:
+    """What a response repeats of its request and reports of its translation: all an answer
+    needs besides its ids and its outcome, so a kept response is rebuilt from this and its
+    history record (:meth:`to_json` is what the response store keeps)."""
+
+    echo: dict[str, Any]
+    """The request's values every answer repeats (not ``id``, ``created_at``, ``model``)."""
+    model: str | None
+    """The ``model`` the client sent (``None``: the answer names what served it)."""
+    action: Action
+    operation: Operation
+    preview: dict[str, str]
+    """``size``, ``quality``, ``background``, ``output_format`` a partial image repeats."""
+    warnings: tuple[str, ...] = ()
+    normalizations: tuple[Normalization, ...] = ()
+    background: bool = False
+    previous_response_id: str | None = None
+    served_model: str | None = field(default=None, compare=False)
+    """What served it when the client named no ``model`` (known once routed)."""
+    tool_param: str = "tools[0]"
+    params: dict[str, str] = field(default_factory=dict)
+    """Native field path → the request path it came from (:meth:`param`)."""
+
+    def param(self, native: str | None) -> str | None:
+        """The request field a native error's field names (as the translation names it)."""
+        return rename_param(self.params, self.tool_param, native)
+
+    def answer_model(self, fallback: str) -> str:
+        return self.model or self.served_model or fallback
+
+    def with_normalizations(self, first: list[Normalization]) -> ResponseShape:
+        """The shape with ``first`` reported before the translation's own."""
+        return replace(self, normalizations=(*first, *self.normalizations))
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "echo": self.echo,
+                "model": self.model,
+                "action": self.action,
+                "operation": self.operation.value,
+                "preview": self.preview,
+                "warnings": list(self.warnings),
+                "normalizations": [n.model_dump(mode="json") for n in self.normalizations],
+                "background": self.background,
+                "previous_response_id": self.previous_response_id,
+                "served_model": self.served_model,
+                "tool_param": self.tool_param,
+                "params": self.params,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> ResponseShape:
+        data = json.loads(text)
+        return cls(
+            echo=dict(data["echo"]),
+            model=data["model"],
+            action=data["action"],
+            operation=Operation(data["operation"]),
+            preview=dict(data["preview"]),
+            warnings=tuple(data["warnings"]),
+            normalizations=tuple(Normalization.model_validate(n) for n in data["normalizations"]),
+            background=bool(data["background"]),
+            previous_response_id=data.get("previous_response_id"),
+            served_model=data.get("served_model"),
+            tool_param=data.get("tool_param", "tools[0]"),
+            params=dict(data.get("params", {})),
+        )
+
+
+def response_shape(translation: ResponsesTranslation) -> ResponseShape:
+    """The shape of the response a translated request gets."""
     body = translation.body
+    parameters = translation.request.parameters
+    action = translation.tool.action
+    return ResponseShape(
+        echo={
+            "instructions": body.instructions,
+            "max_output_tokens": body.max_output_tokens,
+            "max_tool_calls": body.max_tool_calls,
+            "metadata": dict(body.metadata or {}),
+            "parallel_tool_calls": body.parallel_tool_calls is not False,
+            "prompt_cache_key": body.prompt_cache_key,
+            "safety_identifier": body.safety_identifier,
+            "temperature": body.temperature,
+            "tool_choice": translation.echoed_tool_choice(),
+            "tools": translation.echoed_tools(),
+            "top_logprobs": body.top_logprobs,
+            "top_p": body.top_p,
+            "truncation": body.truncation or "disabled",
+            "user": body.user,
+        },
+        model=body.model,
+        action="auto" if action is None else action.value,
+        operation=translation.request.operation,
+        preview={
+            "size": parameters.size,
+            "quality": parameters.quality.value,
+            "background": parameters.background.value,
+            "output_format": parameters.output_format.value,
+        },
+        warnings=tuple(translation.warnings),
+        normalizations=tuple(translation.normalizations),
+        background=bool(body.background),
+        previous_response_id=body.previous_response_id,
+        tool_param=translation.tool_param,
+        params=dict(translation.params),
+    )
+
+
+def _echo(shape: ResponseShape, ids: ResponseIds, model: str) -> dict[str, Any]:
+    """The request's values an answer repeats, as OpenAI repeats them."""
     return {
+        **shape.echo,
         "id": ids.response,
         "created_at": ids.created_at,
-        "instructions": body.instructions,
-        "max_output_tokens": body.max_output_tokens,
-        "max_tool_calls": body.max_tool_calls,
-        "metadata": dict(body.metadata or {}),
-        "model": body.model or model,
-        "parallel_tool_calls": body.parallel_tool_calls is not False,
-        "prompt_cache_key": body.prompt_cache_key,
-        "safety_identifier": body.safety_identifier,
-        "temperature": body.temperature,
-        "tool_choice": translation.echoed_tool_choice(),
-        "tools": translation.echoed_tools(),
-        "top_logprobs": body.top_logprobs,
-        "top_p": body.top_p,
-        "truncation": body.truncation or "disabled",
-        "user": body.user,
+        "model": shape.answer_model(model),
+        "background": shape.background,
+        "previous_response_id": shape.previous_response_id,
     }
 
 
-def _action(translation: ResponsesTranslation) -> Literal["generate", "edit", "auto"]:
-    """The call item's ``action``: the tool's (``auto`` when it gave none)."""
-    action = translation.tool.action
-    return "auto" if action is None else action.value
-
-
 def pending_response(
-    translation: ResponsesTranslation,
+    shape: ResponseShape,
     ids: ResponseIds,
     *,
     model: str,
     status: Literal["in_progress", "queued"] = "in_progress",
 ) -> ResponseObject:
-    """The response before its image exists (``response.created``, ``in_progress``)."""
+    """The response before its image exists (``response.created``, ``in_progress``; a
+    background response is ``queued`` until its job runs)."""
     return ResponseObject(
-        **_echo(translation, ids, model),
+        **_echo(shape, ids, model),
         status=status,
-        imagegen_bridge=ResponseExtension(warnings=list(translation.warnings)),
+        imagegen_bridge=ResponseExtension(warnings=list(shape.warnings)),
     )
 
 
-def pending_call(translation: ResponsesTranslation, ids: ResponseIds) -> ImageGenerationCallItem:
-    return ImageGenerationCallItem(id=ids.call, status="in_progress", action=_action(translation))
+def pending_call(shape: ResponseShape, ids: ResponseIds) -> ImageGenerationCallItem:
+    return ImageGenerationCallItem(id=ids.call, status="in_progress", action=shape.action)
 
 
 _BACKGROUNDS: dict[Background, Literal["transparent", "opaque"]] = {
@@ -283,10 +385,10 @@ def assistant_text(operation: Operation, response: ImageResponse) -> str:
 
 
 def _extension(
-    answer: CompatResponseExtension, translation: ResponsesTranslation, route: list[Normalization]
+    answer: CompatResponseExtension, shape: ResponseShape, route: list[Normalization]
 ) -> ResponseExtension:
-    normalizations = [*route, *translation.normalizations, *answer.normalizations]
-    warnings = list(translation.warnings)
+    normalizations = [*route, *shape.normalizations, *answer.normalizations]
+    warnings = list(shape.warnings)
     warnings.extend(warning for warning in answer.warnings if warning not in warnings)
     return ResponseExtension(
         id=answer.id,
@@ -314,7 +416,7 @@ def _usage(response: ImageResponse) -> tuple[ResponseUsage | None, ToolUsage | N
 
 
 def finished_call(
-    translation: ResponsesTranslation, ids: ResponseIds, response: ImageResponse
+    shape: ResponseShape, ids: ResponseIds, response: ImageResponse
 ) -> ImageGenerationCallItem:
     image = response.data[0]
     effective = response.effective
@@ -322,7 +424,7 @@ def finished_call(
         id=ids.call,
         status="completed",
         result=image.b64_json,
-        action=_action(translation),
+        action=shape.action,
         background=_BACKGROUNDS.get(effective.background, "auto"),
         output_format=image.format.value,
         quality=_QUALITIES[effective.quality],
@@ -332,14 +434,14 @@ def finished_call(
 
 
 def finished_message(
-    translation: ResponsesTranslation, ids: ResponseIds, response: ImageResponse
+    shape: ResponseShape, ids: ResponseIds, response: ImageResponse
 ) -> OutputMessage:
-    text = assistant_text(translation.request.operation, response)
+    text = assistant_text(shape.operation, response)
     return OutputMessage(id=ids.message, status="completed", content=[OutputText(text=text)])
 
 
 def finished_response(
-    translation: ResponsesTranslation,
+    shape: ResponseShape,
     ids: ResponseIds,
     response: ImageResponse,
     *,
@@ -352,18 +454,16 @@ def finished_response(
     """
     usage, tool_usage = _usage(response)
     return ResponseObject(
-        **_echo(translation, ids, response.model),
+        **_echo(shape, ids, response.model),
         status="completed",
         completed_at=completed_at,
         output=[
-            finished_call(translation, ids, response),
-            finished_message(translation, ids, response),
+            finished_call(shape, ids, response),
+            finished_message(shape, ids, response),
         ],
         usage=usage,
         tool_usage=tool_usage,
-        imagegen_bridge=_extension(
-            compat_response(response).imagegen_bridge, translation, route or []
-        ),
+        imagegen_bridge=_extension(compat_response(response).imagegen_bridge, shape, route or []),
     )
 
 
@@ -382,27 +482,31 @@ def response_error_code(error: BridgeError) -> ResponseErrorCode:
 
 
 def failed_response(
-    translation: ResponsesTranslation,
+    shape: ResponseShape,
     ids: ResponseIds,
     error: BridgeError,
     *,
     model: str,
     param: str | None,
     completed_at: int,
+    status: Literal["failed", "cancelled"] = "failed",
 ) -> ResponseObject:
     """A failed response: ``error`` in OpenAI's terms, the native error in the extension,
-    and the call item ``failed``."""
+    and the call item ``failed``. A cancelled background response is ``cancelled``, with
+    no ``error`` (as at OpenAI) and the native error in the extension."""
     native = BridgeErrorBody.model_validate(error.to_dict())
     return ResponseObject(
-        **_echo(translation, ids, model),
-        status="failed",
+        **_echo(shape, ids, model),
+        status=status,
         completed_at=completed_at,
-        error=ResponseError(
+        error=None
+        if status == "cancelled"
+        else ResponseError(
             code=response_error_code(error),
             message=error.message,
             type=ERROR_TABLE[error.code].openai_type,
             param=param,
         ),
-        output=[ImageGenerationCallItem(id=ids.call, status="failed", action=_action(translation))],
-        imagegen_bridge=ResponseExtension(warnings=list(translation.warnings), error=native),
+        output=[ImageGenerationCallItem(id=ids.call, status="failed", action=shape.action)],
+        imagegen_bridge=ResponseExtension(warnings=list(shape.warnings), error=native),
     )

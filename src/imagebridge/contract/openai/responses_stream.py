@@ -25,7 +25,6 @@ from typing import Literal
 from pydantic import Field
 
 from imagebridge.contract._base import U8, U64, ContractModel, StrictStr, omit_none
-from imagebridge.contract.openai.responses import ResponsesTranslation
 from imagebridge.contract.openai.responses_output import (
     ImageGenerationCallItem,
     OutputItem,
@@ -33,6 +32,7 @@ from imagebridge.contract.openai.responses_output import (
     OutputText,
     ResponseIds,
     ResponseObject,
+    ResponseShape,
     pending_call,
     pending_response,
 )
@@ -147,8 +147,16 @@ _MESSAGE = 1
 class ResponseEvents:
     """The events of one streamed response, numbered in the order they are made."""
 
-    def __init__(self, translation: ResponsesTranslation, ids: ResponseIds, model: str) -> None:
-        self._translation = translation
+    def __init__(
+        self,
+        shape: ResponseShape,
+        ids: ResponseIds,
+        model: str,
+        *,
+        status: Literal["in_progress", "queued"] = "in_progress",
+    ) -> None:
+        self._shape = shape
+        self._status: Literal["in_progress", "queued"] = status
         self._ids = ids
         self._model = model
         self._next = 0
@@ -177,9 +185,10 @@ class ResponseEvents:
         if self._opened:
             return []
         self._opened = True
-        pending = pending_response(self._translation, self._ids, model=self._model)
+        created = pending_response(self._shape, self._ids, model=self._model, status=self._status)
+        pending = pending_response(self._shape, self._ids, model=self._model)
         return [
-            LifecycleEvent(type="response.created", sequence_number=self._seq(), response=pending),
+            LifecycleEvent(type="response.created", sequence_number=self._seq(), response=created),
             LifecycleEvent(
                 type="response.in_progress", sequence_number=self._seq(), response=pending
             ),
@@ -187,7 +196,7 @@ class ResponseEvents:
                 type="response.output_item.added",
                 sequence_number=self._seq(),
                 output_index=_CALL,
-                item=pending_call(self._translation, self._ids),
+                item=pending_call(self._shape, self._ids),
             ),
             self._call_event("response.image_generation_call.in_progress"),
         ]
@@ -202,7 +211,7 @@ class ResponseEvents:
 
     def partial_image(self, b64: str, index: int) -> list[ResponseEvent]:
         events = self.generating()
-        parameters = self._translation.request.parameters
+        preview = self._shape.preview
         events.append(
             PartialImageEvent(
                 sequence_number=self._seq(),
@@ -210,10 +219,10 @@ class ResponseEvents:
                 item_id=self._ids.call,
                 partial_image_b64=b64,
                 partial_image_index=index,
-                size=parameters.size,
-                quality=parameters.quality.value,
-                background=parameters.background.value,
-                output_format=parameters.output_format.value,
+                size=preview["size"],
+                quality=preview["quality"],
+                background=preview["background"],
+                output_format=preview["output_format"],
             )
         )
         return events

@@ -27,13 +27,14 @@ from imagebridge.contract.openai.images_stream import (
     stream_error,
 )
 from imagebridge.contract.request import ImageRequest
-from imagebridge.contract.response import ImageResponse, Normalization
+from imagebridge.contract.response import ImageResponse
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.provider import EventSink, ProviderEventT
 from imagebridge.server.context import request_context
 from imagebridge.server.errors import json_bytes
 from imagebridge.server.execution import execute_image
 from imagebridge.server.openai.errors import openai_error
+from imagebridge.server.openai.previews import PreviewBound
 from imagebridge.server.presence import ClientPresence
 from imagebridge.server.state import BridgeState
 from imagebridge.server.streaming import EndpointStream, EventStreamResponse, sse_frame
@@ -109,54 +110,6 @@ class OpenAIStreamDialect:
         return sse_frame("error", json_bytes(stream_error(error_envelope(error, request_id))))
 
 
-class _PreviewBound:
-    """Holds ``partial_images`` to what the routed provider makes, as OpenAI's own bound.
-
-    OpenAI treats ``partial_images`` as an upper bound (the final image may come before
-    them all), so asking a provider without previews for two is not a mistake here: the
-    request runs with the provider's maximum and the completed events say so in a
-    ``partial_images`` normalization. Elsewhere (the native routes, JSON answers) the
-    request's compatibility policy decides, as for any parameter.
-    """
-
-    def __init__(self, state: BridgeState, routed: Routed) -> None:
-        self._state = state
-        self._routed = routed
-        self._maximum: int | None = None
-        self.normalization: Normalization | None = None
-
-    async def measure(self) -> None:
-        """Look up the routed provider's preview bound (any failure is the build's to tell)."""
-        try:
-            routed = self._routed()
-            caps = await self._state.runtime.registry.capabilities(
-                routed.routing.provider, routed.routing.model
-            )
-        except BridgeError:
-            return
-        self._maximum = caps.partial_images.max
-
-    def __call__(self) -> ImageRequest:
-        built = self._routed()
-        asked = built.parameters.partial_images
-        if self._maximum is None or asked <= self._maximum:
-            return built
-        self.normalization = Normalization(
-            field="partial_images",
-            requested=asked,
-            effective=self._maximum,
-            reason="clamped_to_provider_range",
-        )
-        parameters = built.parameters.model_copy(update={"partial_images": self._maximum})
-        return built.model_copy(update={"parameters": parameters})
-
-    def answer(self, response: ImageResponse) -> CompatImagesResponse:
-        answer = self._routed.answer(response)
-        if self.normalization is not None:
-            answer.imagegen_bridge.normalizations.insert(0, self.normalization)
-        return answer
-
-
 def stream_compatible(
     state: BridgeState,
     request: Request,
@@ -174,8 +127,14 @@ def stream_compatible(
             ErrorCode.UNSUPPORTED_CAPABILITY, URL_IN_STREAM, details={"field": "response_format"}
         )
 
-    previews = _PreviewBound(state, routed)
+    previews = PreviewBound(state, routed, "partial_images")
     presence = ClientPresence()
+
+    def answer(response: ImageResponse) -> CompatImagesResponse:
+        answered = routed.answer(response)
+        if previews.normalization is not None:
+            answered.imagegen_bridge.normalizations.insert(0, previews.normalization)
+        return answered
 
     async def operation(sink: EventSink, token: CancelToken) -> ImageResponse:
         await previews.measure()
@@ -197,7 +156,7 @@ def stream_compatible(
         request_id=request_context(request).request_id,
         heartbeat_interval=state.heartbeat_interval,
         queue_size=state.options.stream_queue_size,
-        dialect=OpenAIStreamDialect(kind, image_request, previews.answer),
+        dialect=OpenAIStreamDialect(kind, image_request, answer),
         presence=presence,
     )
     return EndpointStream(stream)

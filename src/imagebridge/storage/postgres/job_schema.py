@@ -5,7 +5,8 @@ table has the ``provider``, ``lease_owner`` and ``lease_expires_at`` columns fro
 its logical size is a stored generated column (:data:`LOGICAL_BYTES_SQL`), so it never goes
 stale. Identifier-like text is compared bytewise, as in SQLite. Version 2 adds the records of
 synchronous requests: each row's ``origin`` (every older row is a ``job``) and the index a
-marked retry finds the record it repeats by.
+marked retry finds the record it repeats by; version 3 the kept OpenAI responses
+(``openai_responses``: a response's ids and shape beside the record holding its work).
 """
 
 from __future__ import annotations
@@ -126,6 +127,40 @@ async def _migrate_v2(conn: Connection, schema: str, recorded: bool) -> None:
         )
 
 
+_RESPONSES_TABLE = """
+CREATE TABLE IF NOT EXISTS {schema}.openai_responses (
+    id text COLLATE "C" PRIMARY KEY,
+    auth_scope text COLLATE "C" NOT NULL,
+    job_id text COLLATE "C" NOT NULL,
+    call_id text COLLATE "C" NOT NULL,
+    message_id text COLLATE "C" NOT NULL,
+    background boolean NOT NULL DEFAULT false,
+    created_at bigint NOT NULL,
+    deleted_at bigint,
+    shape_json text NOT NULL
+)
+"""
+_RESPONSE_INDEXES = {
+    "openai_responses_job_idx": "CREATE UNIQUE INDEX IF NOT EXISTS openai_responses_job_idx "
+    "ON {schema}.openai_responses (job_id)",
+    "openai_responses_call_idx": "CREATE INDEX IF NOT EXISTS openai_responses_call_idx "
+    "ON {schema}.openai_responses (auth_scope, call_id)",
+}
+
+
+async def _migrate_v3(conn: Connection, schema: str, recorded: bool) -> None:
+    """Kept OpenAI responses: one row per response, at most one per history record (each
+    object made only when missing, as in version 2)."""
+    quoted = quote_schema(schema)
+    missing = await missing_objects(conn, schema, ("openai_responses", *_RESPONSE_INDEXES))
+    if "openai_responses" in missing:
+        await conn.execute(_RESPONSES_TABLE.format(schema=quoted))
+    for name, statement in _RESPONSE_INDEXES.items():
+        if name in missing:
+            await conn.execute(statement.format(schema=quoted))
+
+
 JOB_SCHEMA = StoreSchema(
-    recorded_as="jobs", migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2))
+    recorded_as="jobs",
+    migrations=(Migration(1, _migrate_v1), Migration(2, _migrate_v2), Migration(3, _migrate_v3)),
 )

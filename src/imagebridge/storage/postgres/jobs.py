@@ -582,7 +582,8 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
 
         First rows completed at or before ``now - retention_secs``; then, newest first by
         creation, every row past ``max_retained`` or past ``max_retained_bytes`` of
-        cumulative logical size. Favourites are never pruned; soft-deleted rows are.
+        cumulative logical size. Favourites are never pruned; soft-deleted rows are. A kept
+        OpenAI response is removed with its record.
         """
         cutoff = prune_cutoff(
             now=now,
@@ -591,12 +592,19 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             max_retained_bytes=max_retained_bytes,
         )
         t = self._t
+        responses = self._db.table("openai_responses")
 
         async def operation(conn: Connection) -> int:
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._prune_key,))
+            # A kept OpenAI response goes with its record (the ids each delete returns).
+            with_responses = (
+                f", kept AS (DELETE FROM {responses} WHERE job_id IN (SELECT id FROM gone)) "  # noqa: S608
+                "SELECT COUNT(*) FROM gone"
+            )
             expired = await conn.execute(
-                f"DELETE FROM {t} WHERE status IN {TERMINAL_SQL} AND NOT favorite "  # noqa: S608
-                "AND COALESCE(completed_at, updated_at) <= %s",
+                f"WITH gone AS (DELETE FROM {t} WHERE status IN {TERMINAL_SQL} "  # noqa: S608
+                "AND NOT favorite AND COALESCE(completed_at, updated_at) <= %s RETURNING id)"
+                + with_responses,
                 (cutoff,),
             )
             excess = await conn.execute(
@@ -604,12 +612,13 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 "row_number() OVER w AS rank, SUM(logical_bytes) OVER w AS cumulative "
                 f"FROM {t} WHERE status IN {TERMINAL_SQL} AND NOT favorite "
                 "WINDOW w AS (ORDER BY created_at DESC, id DESC "
-                "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) "
-                f"DELETE FROM {t} AS j USING ranked WHERE j.id = ranked.id "
-                "AND (ranked.rank > %s OR ranked.cumulative > %s)",
+                "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)), "
+                f"gone AS (DELETE FROM {t} AS j USING ranked WHERE j.id = ranked.id "
+                "AND (ranked.rank > %s OR ranked.cumulative > %s) RETURNING j.id)" + with_responses,
                 (max_retained, max_retained_bytes),
             )
-            return max(expired.rowcount, 0) + max(excess.rowcount, 0)
+            counted = [await expired.fetchone(), await excess.fetchone()]
+            return sum(int(row[0]) for row in counted if row is not None)
 
         return await self._db.run(operation)
 

@@ -110,6 +110,7 @@ def tables_in(database: PostgresDatabase) -> WebhookTables:
         deliveries=database.table("webhook_deliveries"),
         endpoints=database.table("webhook_endpoints"),
         jobs=database.table("image_jobs"),
+        responses=database.table("openai_responses"),
     )
 
 

@@ -64,6 +64,7 @@ __all__ = [
     "mint_event_id",
     "plan_outbox",
     "receives",
+    "response_event",
 ]
 
 Statement = tuple[str, Mapping[str, Any]]
@@ -222,6 +223,34 @@ def job_event(row: Mapping[str, Any]) -> OutboxEvent | None:
         },
         key_id=key_id_of_scope(str(row["auth_scope"])),
         source=f"job:{row['id']}",
+        created_at=int(created) if created is not None else 0,
+    )
+
+
+_RESPONSE_EVENTS = {
+    "succeeded": "response.completed",
+    "failed": "response.failed",
+    "interrupted": "response.failed",
+    "cancelled": "response.cancelled",
+}
+"""A background response's job status → its OpenAI event (an interrupted job is a failed
+response: docs/api-decisions.md, "Responses", the restart rule)."""
+
+
+def response_event(row: Mapping[str, Any]) -> OutboxEvent | None:
+    """The OpenAI event of a background response whose job just reached its final status:
+    ``data`` is ``{"id": "resp_…"}``, as OpenAI sends it. ``row`` is :func:`job_event`'s
+    with ``response_id``."""
+    kind = _RESPONSE_EVENTS.get(str(row["status"]))
+    if kind is None:
+        return None
+    response_id = str(row["response_id"])
+    created = row.get("completed_at")
+    return OutboxEvent(
+        type=kind,
+        data={"id": response_id},
+        key_id=key_id_of_scope(str(row["auth_scope"])),
+        source=f"response:{response_id}",
         created_at=int(created) if created is not None else 0,
     )
 

@@ -5,7 +5,8 @@ the searchable lower-cased prompt, version 3 ownership scopes, submission idempo
 cached logical size of each row (:data:`LOGICAL_BYTES_SQL`, back-filled here and kept by every
 write of :class:`~imagebridge.storage.sqlite.jobs.SqliteJobStore`), version 4 the records of
 synchronous requests: each row's ``origin`` (every older row is a ``job``) and the index a
-marked retry finds the record it repeats by.
+marked retry finds the record it repeats by, version 5 the kept OpenAI responses
+(``openai_responses``: a response's ids and shape beside the record holding its work).
 """
 
 from __future__ import annotations
@@ -172,6 +173,33 @@ def _migrate_v4(conn: sqlite3.Connection, recorded: bool) -> None:
     )
 
 
+RESPONSES_TABLE = """
+CREATE TABLE IF NOT EXISTS openai_responses (
+    id TEXT PRIMARY KEY NOT NULL,
+    auth_scope TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    background INTEGER NOT NULL DEFAULT 0 CHECK (background IN (0, 1)),
+    created_at INTEGER NOT NULL,
+    deleted_at INTEGER,
+    shape_json TEXT NOT NULL
+)
+"""
+
+
+def _migrate_v5(conn: sqlite3.Connection, recorded: bool) -> None:
+    """Kept OpenAI responses: one row per response, at most one per history record."""
+    conn.execute(RESPONSES_TABLE)
+    conn.execute(
+        "CREATE UNIQUE INDEX IF NOT EXISTS openai_responses_job_idx ON openai_responses (job_id)"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS openai_responses_call_idx "
+        "ON openai_responses (auth_scope, call_id)"
+    )
+
+
 JOB_SCHEMA = StoreSchema(
     recorded_as="job_schema_migrations",
     migrations=(
@@ -179,5 +207,6 @@ JOB_SCHEMA = StoreSchema(
         Migration(2, _migrate_v2),
         Migration(3, _migrate_v3),
         Migration(4, _migrate_v4),
+        Migration(5, _migrate_v5),
     ),
 )

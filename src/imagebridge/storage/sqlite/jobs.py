@@ -593,7 +593,8 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
         First rows completed at or before ``now - retention_secs``; then, newest first by
         creation, every row past ``max_retained`` or past ``max_retained_bytes`` of
-        cumulative logical size. Favourites are never pruned; soft-deleted rows are.
+        cumulative logical size. Favourites are never pruned; soft-deleted rows are. A kept
+        OpenAI response is removed with its record.
         """
         cutoff = prune_cutoff(
             now=now,
@@ -604,11 +605,15 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
         def operation(conn: sqlite3.Connection) -> int:
             with immediate(conn):
-                removed = conn.execute(
-                    f"DELETE FROM image_jobs WHERE status IN {TERMINAL_SQL} "  # noqa: S608
-                    "AND favorite = 0 AND COALESCE(completed_at, updated_at) <= ?",
+                expired = (
+                    f"FROM image_jobs WHERE status IN {TERMINAL_SQL} "
+                    "AND favorite = 0 AND COALESCE(completed_at, updated_at) <= ?"
+                )
+                conn.execute(  # a kept response goes with its record
+                    f"DELETE FROM openai_responses WHERE job_id IN (SELECT id {expired})",  # noqa: S608
                     (cutoff,),
-                ).rowcount
+                )
+                removed = conn.execute(f"DELETE {expired}", (cutoff,)).rowcount
                 victims: builtins.list[str] = []
                 cumulative = 0
                 rows = conn.execute(
@@ -620,6 +625,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
                     cumulative += int(size or 0)
                     if rank > max_retained or cumulative > max_retained_bytes:
                         victims.append(str(job_id))
+                run_for_ids(conn, "DELETE FROM openai_responses WHERE job_id IN ({ids})", victims)
                 removed += run_for_ids(conn, "DELETE FROM image_jobs WHERE id IN ({ids})", victims)
             return int(removed)
 

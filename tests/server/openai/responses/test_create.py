@@ -246,7 +246,7 @@ REFUSALS: list[tuple[str, dict[str, Any], int, str]] = [
         "type": "allowed_tools", "mode": "auto", "tools": [{"type": "web_search"}]}},
      400, "tool_choice"),
     ("structured output", {"text": {"format": {"type": "json_object"}}}, 400, "text.format"),
-    ("background", {"background": True}, 400, "background"),
+    ("background without store", {"background": True, "store": False}, 400, "store"),
     ("previous_response_id", {"previous_response_id": "resp_1"}, 400, "previous_response_id"),
     ("conversation", {"conversation": "conv_1"}, 400, "conversation"),
     ("a saved prompt", {"prompt": {"id": "pmpt_1"}}, 400, "prompt"),

@@ -1,0 +1,66 @@
+"""Kept OpenAI responses in PostgreSQL (the ``openai_responses`` table of the jobs schema).
+
+The SQL is :class:`~imagebridge.storage.response_store.ResponseStoreBase`'s; the table is
+the job schema's (version 3), so the store opens the schema with that component. Every
+instance on the database reads the same rows.
+"""
+
+from __future__ import annotations
+
+from typing import Self, TypeVar
+
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, JOB_STORE, StoreLifecycle
+from imagebridge.storage.postgres.connection import Connection
+from imagebridge.storage.postgres.database import PostgresDatabase
+from imagebridge.storage.postgres.job_schema import JOB_SCHEMA
+from imagebridge.storage.postgres.url import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_POOL_MAX_SIZE,
+    DEFAULT_POOL_MIN_SIZE,
+    DEFAULT_SCHEMA,
+)
+from imagebridge.storage.postgres.webhooks import converse
+from imagebridge.storage.response_store import ResponseStoreBase
+from imagebridge.storage.webhook_store import Conversation
+
+__all__ = ["PostgresResponseStore"]
+
+T = TypeVar("T")
+
+
+class PostgresResponseStore(ResponseStoreBase, StoreLifecycle[PostgresDatabase]):
+    """:class:`~imagebridge.storage.interfaces.ResponseStore` in one PostgreSQL schema."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._db = database
+        self._table = database.table("openai_responses")
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
+        pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
+    ) -> Self:
+        database = await PostgresDatabase.open(
+            url,
+            schema=schema,
+            store_schema=JOB_SCHEMA,
+            code=JOB_STORE.code,
+            label=JOB_STORE.label,
+            busy_timeout_ms=busy_timeout_ms,
+            connect_timeout_s=connect_timeout_s,
+            pool_min_size=pool_min_size,
+            pool_max_size=pool_max_size,
+        )
+        return cls(database)
+
+    async def _converse(self, conversation: Conversation[T]) -> T:
+        async def operation(conn: Connection) -> T:
+            return await converse(conn, conversation)
+
+        return await self._db.run(operation)

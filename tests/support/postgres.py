@@ -131,8 +131,8 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is still a live process (a zombie counts as gone)."""
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is still running (a zombie counts as gone: it has exited)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
@@ -165,9 +165,9 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=wait)
     deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    survivors = [pid for pid in pids if _alive(pid)]
+    survivors = [pid for pid in pids if _running(pid)]
     if survivors:
         for pid in survivors:
             with contextlib.suppress(ProcessLookupError):

@@ -29,10 +29,10 @@ import psycopg
 from tests.support.postgres import (
     APP_DATABASE,
     APP_ROLE,
-    _alive,
     _as_server_user,
     _children,
     _free_port,
+    _running,
     _server_user,
     _stop,
     _wait_ready,
@@ -116,7 +116,7 @@ class RestartablePostgres:
         os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=_EXIT_TIMEOUT_S)
         deadline = time.monotonic() + _EXIT_TIMEOUT_S
-        while any(_alive(pid) for pid in children):
+        while any(_running(pid) for pid in children):
             if time.monotonic() > deadline:
                 raise RuntimeError("PostgreSQL backends outlived their postmaster")
             time.sleep(0.05)

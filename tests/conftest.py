@@ -14,6 +14,7 @@ import pytest
 
 pytest_plugins = [
     "tests.support.parallel",
+    "tests.support.first_per_module",
     "tests.support.codex_backend",
     "tests.support.postgres",
     "tests.support.s3",

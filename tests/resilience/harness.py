@@ -33,6 +33,8 @@ from typing import Any, Final
 import httpx
 import uvicorn
 
+from tests.support.waiting import STARTUP_S
+
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 MOCK_ONLY: Final = (
     'default_provider="mock"',
@@ -41,7 +43,6 @@ MOCK_ONLY: Final = (
     "providers.codex_images.enabled=false",
 )
 TERMINAL_JOB_STATES: Final = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
-STARTUP_TIMEOUT_S: Final = 20.0
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
@@ -104,7 +105,7 @@ def start_in_thread(
     server = uvicorn.Server(uvicorn_config(app, config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    if not wait_until(lambda: server.started or not thread.is_alive(), STARTUP_TIMEOUT_S):
+    if not wait_until(lambda: server.started or not thread.is_alive(), STARTUP_S):
         raise RuntimeError("server did not start")
     if not server.started:
         raise RuntimeError("server failed to start")
@@ -180,7 +181,7 @@ class ServerProcess:
             del self.stderr_tail[:-200]
 
     def _await_url(self) -> str:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        deadline = time.monotonic() + STARTUP_S
         while time.monotonic() < deadline:
             try:
                 line = self._lines.get(timeout=0.1)

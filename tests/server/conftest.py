@@ -29,13 +29,13 @@ from imagebridge.engine.provider import Provider
 from imagebridge.server import ServerOptions, create_app
 from imagebridge.server.serve import uvicorn_config
 from imagebridge.server.state import BridgeState
+from tests.support.waiting import STARTUP_S
 
 MOCK_ONLY = (
     'default_provider="mock"',
     "providers.codex_responses.enabled=false",
     "providers.codex_app_server.enabled=false",
 )
-STARTUP_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -105,7 +105,7 @@ def start_server(
     server = uvicorn.Server(uvicorn_config(app, config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    if not wait_for(lambda: server.started or not thread.is_alive(), STARTUP_TIMEOUT_S):
+    if not wait_for(lambda: server.started or not thread.is_alive(), STARTUP_S):
         raise RuntimeError("server did not start")
     if not server.started:
         raise RuntimeError("server failed to start")

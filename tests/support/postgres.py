@@ -39,6 +39,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.support.waiting import STARTUP_S
+
 __all__ = [
     "PostgresServer",
     "find_postgres_bin",
@@ -49,7 +51,6 @@ __all__ = [
 ]
 
 _BIN_GLOB = "/usr/lib/postgresql/*/bin"
-_START_TIMEOUT_S = 30.0
 _STOP_TIMEOUT_S = 30.0
 APP_ROLE = "bridge"
 APP_DATABASE = "imagebridge_test"
@@ -141,7 +142,7 @@ def _running(pid: int) -> bool:
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_S
+    deadline = time.monotonic() + STARTUP_S
     while True:
         if process.poll() is not None:
             raise RuntimeError(f"postgres exited early:\n{log.read_text(errors='replace')[-2000:]}")

@@ -33,6 +33,8 @@ from typing import IO
 
 import pytest
 
+from tests.support.waiting import STARTUP_S
+
 __all__ = [
     "S3_SCRIPT",
     "S3Server",
@@ -43,7 +45,6 @@ __all__ = [
 ]
 
 S3_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "s3-server"
-_START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 60.0
 _KEYS = ("S3_ENDPOINT", "S3_REGION", "S3_BUCKET", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
@@ -105,7 +106,7 @@ def _start_once(base: Path) -> tuple[subprocess.Popen[str], S3Server]:
     values: dict[str, str] = {}
     try:
         while not all(key in values for key in _KEYS):
-            line = lines.get(timeout=_START_TIMEOUT_S)
+            line = lines.get(timeout=STARTUP_S)
             if line is None:
                 raise RuntimeError(f"scripts/s3-server exited early (log: {base}/s3-server.log)")
             key, _, value = line.strip().partition("=")

@@ -22,7 +22,9 @@ xdist 3.8 groups ``--dist loadgroup`` by appending ``@group`` to node ids, which
 structured node ids ignore (pytest-dev/pytest-xdist#1386): every test would be spread alone.
 So the workers write the groups they collected to the run's directory and
 :class:`_GroupScheduling`, the scheduler this plugin gives xdist for ``loadgroup``, reads them
-(and still honours an ``@group`` suffix once xdist's own fix lands).
+(and still honours an ``@group`` suffix once xdist's own fix lands). It also hands out the
+longest units first, by the durations the previous run left in pytest's cache, so that no
+long test starts last while the other workers idle.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import pytest
 
 _SHARED_SCOPES = ("package", "module", "class")
 _GROUPS = "xdist-groups"
+_DURATIONS = "imagebridge/test-durations"
 
 
 def _scope_name(definition: object) -> str:
@@ -118,6 +121,13 @@ def _make_group_scheduling(config: pytest.Config, log: Any) -> Any:
         """``loadgroup``: a group's tests are one unit of work; other tests go one by one."""
 
         _groups: dict[str, str] | None = None
+        _ordered = False
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self._ordered:  # the first assignment: the whole queue is known
+                self._ordered = True
+                _longest_first(self.workqueue, _recorded_durations(config))
+            super()._assign_work_unit(node)
 
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.rfind("@") > nodeid.rfind("]"):  # xdist's own suffix, where it works
@@ -129,6 +139,47 @@ def _make_group_scheduling(config: pytest.Config, log: Any) -> Any:
             return self._groups.get(nodeid, nodeid)
 
     return _GroupScheduling(config, log)
+
+
+def _longest_first(queue: dict[str, dict[str, bool]], durations: dict[str, float]) -> None:
+    """Reorder the units of work, longest first by the last runs' durations (ties and units
+    never timed keep xdist's order): a long unit left for the end runs alone on one worker
+    while the others have nothing left to do."""
+    if not durations:
+        return
+    units = list(queue.items())
+    units.sort(key=lambda unit: -sum(durations.get(nodeid, 0.0) for nodeid in unit[1]))
+    queue.clear()
+    queue.update(units)
+
+
+def _recorded_durations(config: pytest.Config) -> dict[str, float]:
+    cache = getattr(config, "cache", None)
+    recorded = cache.get(_DURATIONS, {}) if cache is not None else {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
+class _DurationRecorder:
+    """On the controller of a ``loadgroup`` run: each test's setup + call + teardown time,
+    kept in pytest's cache for the next run's order (``-p no:cacheprovider`` keeps none)."""
+
+    def __init__(self) -> None:
+        self.durations: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        cache = getattr(session.config, "cache", None)
+        if cache is not None and self.durations:
+            recorded = _recorded_durations(session.config)
+            recorded.update({nodeid: round(s, 3) for nodeid, s in self.durations.items()})
+            cache.set(_DURATIONS, recorded)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "loadgroup":
+        config.pluginmanager.register(_DurationRecorder(), "imagebridge-durations")
 
 
 def _locked(path: Path, operation: int) -> IO[bytes]:

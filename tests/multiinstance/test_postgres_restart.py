@@ -18,6 +18,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,14 @@ def _while_away(bridges: list[BridgeProcess], stopped: float) -> None:
     time.sleep(max(0.0, stopped + OUTAGE_S - time.monotonic()))  # the fault's length
 
 
+def _submit_all(bridges: list[BridgeProcess], numbers: range) -> list[str]:
+    """Jobs ``numbers``, alternately on each instance, all at once: submitted one by one on a
+    busy machine they would trickle in no faster than they finish, and none would be queued
+    when the database goes away."""
+    with ThreadPoolExecutor(max_workers=len(numbers)) as pool:
+        return list(pool.map(_submit, [bridges[n % 2].url for n in numbers], numbers))
+
+
 def _back(server: RestartablePostgres, bridges: list[BridgeProcess]) -> None:
     """Both instances listen again and are ready again."""
     _wait(lambda: _listeners(server) == len(bridges), 60, "both LISTEN sessions back")
@@ -172,7 +181,7 @@ def test_two_database_restarts_during_30_jobs_end_every_job_exactly_once(
         bridges.append(start_bridge("inst-b", database, tmp_path / "b", *shared))
         for bridge in bridges:
             _wait(lambda b=bridge: _ready(b) == 200, 60, f"{bridge.name} ready")
-        ids = [_submit(bridges[n % 2].url, n) for n in range(FIRST_BATCH)]
+        ids = _submit_all(bridges, range(FIRST_BATCH))
         _wait(lambda: _counts(server)["running"] >= 4, 60, "jobs running")
 
         # 1. Fast shutdown in the middle of the run, then the same server again.
@@ -180,7 +189,7 @@ def test_two_database_restarts_during_30_jobs_end_every_job_exactly_once(
         _while_away(bridges, time.monotonic())
         server.start()
         _back(server, bridges)
-        ids += [_submit(bridges[n % 2].url, n) for n in range(FIRST_BATCH, JOBS)]
+        ids += _submit_all(bridges, range(FIRST_BATCH, JOBS))
 
         # 2. kill -9 of the postmaster while jobs are still queued; crash recovery.
         _wait(lambda: _counts(server)["running"] >= 4, 60, "jobs running again")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,11 @@ def test_sigterm_of_one_instance_hands_the_queue_to_the_other(
         started.append(stopping)
         staying = start_bridge("inst-b", database, tmp_path / "b", *shared)
         started.append(staying)
-        ids = [_submit((stopping if n % 2 else staying).url, n) for n in range(JOBS)]
+        # All at once: submitted one by one on a busy machine, the jobs would trickle in no
+        # faster than they finish, and neither instance would ever hold two of them.
+        with ThreadPoolExecutor(max_workers=JOBS) as pool:
+            urls = [(stopping if n % 2 else staying).url for n in range(JOBS)]
+            ids = list(pool.map(_submit, urls, range(JOBS)))
 
         def both_busy() -> bool:
             owners = Counter(

@@ -17,7 +17,9 @@ pytest_plugins = [
     "tests.support.first_per_module",
     "tests.support.codex_backend",
     "tests.support.postgres",
+    "tests.support.postgres_restart",
     "tests.support.s3",
+    "tests.support.storage_health",
 ]
 
 

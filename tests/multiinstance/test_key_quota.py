@@ -36,11 +36,7 @@ def test_a_quota_is_exact_and_a_revocation_immediate_across_two_instances(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ADMIN_ENV, ADMIN)
-    database = SharedDatabase(
-        url=f"postgresql://bridge@{postgres_server.host}:{postgres_server.port}/imagebridge_test",
-        schema=postgres_schema,
-        password=postgres_server.password,
-    )
+    database = SharedDatabase.on(postgres_server, postgres_schema)
     call_log = tmp_path / "calls.log"
     shared = (
         f'artifacts.root="{tmp_path / "artifacts"}"',

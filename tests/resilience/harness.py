@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -33,7 +33,7 @@ from typing import Any, Final
 import httpx
 import uvicorn
 
-from tests.support.waiting import STARTUP_S
+from tests.support.waiting import STARTUP_S, wait_until
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 MOCK_ONLY: Final = (
@@ -43,16 +43,6 @@ MOCK_ONLY: Final = (
     "providers.codex_images.enabled=false",
 )
 TERMINAL_JOB_STATES: Final = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` passes (bounded)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 # -- in-thread server ----------------------------------------------------------------------

@@ -41,7 +41,8 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from tests.resilience.harness import REPO_ROOT, ServerProcess, Table, percentile, wait_until
+from tests.resilience.harness import REPO_ROOT, ServerProcess, Table, percentile
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -176,6 +176,36 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         raise RuntimeError(f"PostgreSQL processes outlived the test run: {survivors}")
 
 
+def init_cluster(bin_dir: Path, root: Path) -> str:
+    """``initdb`` into ``root/data`` (owned by the server's user, scram-sha-256, UTF-8);
+    returns the password of its bootstrap superuser ``imagebridge``."""
+    user = _server_user()
+    if user is not None:
+        os.chown(root, user.pw_uid, user.pw_gid)
+    superuser_password = secrets.token_urlsafe(24)
+    pwfile = root / "pwfile"
+    pwfile.write_text(superuser_password + "\n")
+    if user is not None:
+        os.chown(pwfile, user.pw_uid, user.pw_gid)
+    command = [
+        str(bin_dir / "initdb"),
+        "-D",
+        str(root / "data"),
+        "-U",
+        "imagebridge",
+        f"--pwfile={pwfile}",
+        "--auth=scram-sha-256",
+        "--encoding=UTF8",
+        "--locale=C.UTF-8",
+        "--no-sync",
+    ]
+    subprocess.run(
+        _as_server_user(command, user), check=True, capture_output=True, timeout=STARTUP_S
+    )
+    pwfile.unlink()
+    return superuser_password
+
+
 @contextlib.contextmanager
 def running_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
     """Start a private server from ``bin_dir``; stop it and remove its files on exit."""
@@ -183,36 +213,9 @@ def running_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
     root = Path(tempfile.mkdtemp(prefix="imagebridge-pg-"))
     process: subprocess.Popen[bytes] | None = None
     try:
-        if user is not None:
-            os.chown(root, user.pw_uid, user.pw_gid)
-        superuser_password = secrets.token_urlsafe(24)
+        superuser_password = init_cluster(bin_dir, root)
         password = secrets.token_urlsafe(24)
-        pwfile = root / "pwfile"
-        pwfile.write_text(superuser_password + "\n")
-        if user is not None:
-            os.chown(pwfile, user.pw_uid, user.pw_gid)
         data = root / "data"
-        subprocess.run(
-            _as_server_user(
-                [
-                    str(bin_dir / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    "imagebridge",
-                    f"--pwfile={pwfile}",
-                    "--auth=scram-sha-256",
-                    "--encoding=UTF8",
-                    "--locale=C.UTF-8",
-                    "--no-sync",
-                ],
-                user,
-            ),
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        pwfile.unlink()
         log = root / "postgres.log"
         for _attempt in range(5):
             port = _free_port()
@@ -283,15 +286,20 @@ def running_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
             shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
+def require_postgres_bin() -> Path:
+    """PostgreSQL's ``bin`` directory; skips the test, saying why, where it is not installed."""
     bin_dir = find_postgres_bin()
     if bin_dir is None:
         pytest.skip(
             "PostgreSQL is not installed (no initdb/postgres under /usr/lib/postgresql/*/bin "
             "or on PATH); run scripts/install-test-deps"
         )
-    with running_postgres(bin_dir) as server:
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    with running_postgres(require_postgres_bin()) as server:
         yield server
 
 

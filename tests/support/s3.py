@@ -29,9 +29,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from imagebridge.artifacts.s3.objects import S3Settings
 
 from tests.support.waiting import STARTUP_S
 
@@ -67,6 +70,22 @@ class S3Server:
     def resume_gateway(self) -> None:
         """Start the gateway again on the same port; returns once it answers."""
         _script("resume-gateway", self.directory)
+
+    def settings(self, prefix: str, **changes: Any) -> S3Settings:
+        """The S3 artifact backend's settings for this server's bucket under ``prefix``
+        (path-style addressing, this server's keys); ``changes`` replace any field."""
+        from imagebridge.artifacts.s3.objects import S3Credentials, S3Settings
+
+        values: dict[str, Any] = {
+            "bucket": self.bucket,
+            "endpoint": self.endpoint,
+            "region": self.region,
+            "key_prefix": prefix,
+            "addressing_style": "path",
+            "credentials": S3Credentials(self.access_key_id, self.secret_access_key),
+            **changes,
+        }
+        return S3Settings(**values)
 
 
 def _script(command: str, directory: Path) -> None:

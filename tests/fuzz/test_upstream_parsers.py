@@ -17,6 +17,7 @@ import json
 import re
 from typing import Any, Final
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -220,6 +221,7 @@ def _assert_clean(error: BridgeError) -> None:
 LIMITS: Final = SseLimits(max_line_bytes=64 * 1024, max_event_bytes=64 * 1024, max_events=64)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(chunks=sse_streams())
 @example(chunks=[b'data: {"type": []}\n\n', b'data: {"type": {"a": 1}}\n\n'])

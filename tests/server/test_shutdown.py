@@ -28,7 +28,7 @@ from imagebridge.artifacts.filesystem.objects import TEMP_PREFIX
 from tests.server.test_serve import MOCK_ONLY, Process
 from tests.support.waiting import wait_or_fail
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 GRACE_MS = 12_000
 SETTLE_MS = 5_000

@@ -15,6 +15,7 @@ import pytest
 pytest_plugins = [
     "tests.support.parallel",
     "tests.support.first_per_module",
+    "tests.support.figures",
     "tests.support.codex_backend",
     "tests.support.postgres",
     "tests.support.postgres_restart",

@@ -27,6 +27,8 @@ from schemathesis.specs.openapi import checks as openapi_checks
 
 from tests.resilience.harness import ThreadServer, poll_job, start_in_thread
 
+pytestmark = pytest.mark.slow
+
 EXAMPLES: Final = 15
 CHECKS: Final[list[Callable[..., Any]]] = [
     builtin_checks.not_a_server_error,

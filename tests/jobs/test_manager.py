@@ -857,12 +857,13 @@ async def test_statistics_report_counts_and_bounds(make_bridge: BridgeFactory) -
     assert queue["instance_id"] == bridge.manager.instance_id
 
 
+@pytest.mark.usefixtures("fresh_storage_health")
 async def test_an_outcome_row_refused_by_a_full_database_is_written_when_space_returns(
     make_bridge: BridgeFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A full disk between a job's images and its outcome row leaves no row ``running``:
     the write is retried and lands once there is room, without a restart."""
-    from imagebridge.engine.storage_faults import STORAGE_HEALTH, disk_fault
+    from imagebridge.engine.storage_faults import disk_fault
 
     bridge = await make_bridge()
     full = {"refused": 0, "on": True}
@@ -889,7 +890,6 @@ async def test_an_outcome_row_refused_by_a_full_database_is_written_when_space_r
     done = await bridge.settled(job.id)
     assert done.status is ImageJobStatus.SUCCEEDED
     assert done.result is not None and done.result.data[0].type == "artifact"
-    STORAGE_HEALTH.reset()
 
 
 async def _true_after(value: bool) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.artifacts.s3.store import S3ArtifactStore
 from tests.multiinstance.bridges import (
     BridgeProcess,
@@ -46,17 +46,7 @@ TERMINAL = {"succeeded", "failed", "cancelled", "interrupted"}
 
 
 def _objects(server: S3Server, prefix: str) -> S3ObjectStore:
-    return S3ObjectStore(
-        S3Settings(
-            bucket=server.bucket,
-            endpoint=server.endpoint,
-            region=server.region,
-            key_prefix=prefix,
-            addressing_style="path",
-            credentials=S3Credentials(server.access_key_id, server.secret_access_key),
-            max_attempts=1,
-        )
-    )
+    return S3ObjectStore(server.settings(prefix, max_attempts=1))
 
 
 def _keys(server: S3Server, prefix: str) -> list[str]:
@@ -112,11 +102,7 @@ def pair(
     s3_prefix: str,
     tmp_path: Path,
 ) -> Iterator[tuple[BridgeProcess, BridgeProcess]]:
-    database = SharedDatabase(
-        url=f"postgresql://bridge@{postgres_server.host}:{postgres_server.port}/imagebridge_test",
-        schema=postgres_schema,
-        password=postgres_server.password,
-    )
+    database = SharedDatabase.on(postgres_server, postgres_schema)
     env = {
         _KEY_ENV: s3_server.access_key_id,
         _SECRET_ENV: s3_server.secret_access_key,

@@ -29,6 +29,8 @@ from tests.support.bridge_server import (
     start_server,
 )
 
+pytestmark = pytest.mark.slow
+
 IMAGE: dict[str, Any] = {
     "operation": "generate",
     "prompt": "a crash test fox",

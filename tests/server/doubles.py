@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import base64
-import io
 from collections.abc import Sequence
-
-from PIL import Image
 
 from imagebridge.application import PROVIDER_FACTORIES
 from imagebridge.config import BridgeConfig
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.provider import Provider
+from tests.support import images
 from tests.support.fakes import FakeProvider
+from tests.support.images import png_bytes
 
 __all__ = [
     "UnreadyProvider",
@@ -26,13 +24,12 @@ __all__ = [
 
 
 def png(width: int = 4, height: int = 4, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(buffer, format="PNG")
-    return buffer.getvalue()
+    """The server tests' input image: a 4×4 PNG unless they say otherwise."""
+    return png_bytes(width, height, color)
 
 
 def png_b64(width: int = 4, height: int = 4) -> str:
-    return base64.b64encode(png(width, height)).decode()
+    return images.png_b64(width, height, (200, 30, 30))
 
 
 def ready_provider() -> FakeProvider:

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import (
     UnreadyProvider,
     codex_fake,
@@ -29,6 +29,7 @@ from tests.server.doubles import (
     with_mock,
 )
 from tests.support.fakes import FakeProvider
+from tests.support.waiting import wait_until
 
 TOKEN = "checklist-secret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -89,13 +90,13 @@ def test_01_health_live_is_public_and_carries_ids(guarded: LiveServer) -> None:
 
 def test_02_health_ready_follows_the_cached_probe(serve: ServeFactory) -> None:
     healthy = serve()
-    assert wait_for(lambda: healthy.state.readiness.probed)
+    assert wait_until(lambda: healthy.state.readiness.probed)
     response = get(healthy, "/health/ready")
     assert (response.status_code, response.json()) == (200, {"status": "ready"})
     assert "retry-after" not in response.headers
 
     failing = serve('default_provider="broken"', providers=[UnreadyProvider("broken")])
-    assert wait_for(lambda: failing.state.readiness.probed)
+    assert wait_until(lambda: failing.state.readiness.probed)
     response = get(failing, "/health/ready")
     assert (response.status_code, response.json()) == (503, {"status": "not_ready"})
     assert (response.headers["x-should-retry"], response.headers["retry-after"]) == ("true", "1")

@@ -28,7 +28,7 @@ import openai
 import pytest
 
 from imagebridge.providers.mock import MockProvider
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
 from tests.support.codex_backend import (
     BRIDGE_ACCOUNT,
     BRIDGE_TOKEN,
@@ -38,6 +38,7 @@ from tests.support.codex_backend import (
     write_codex_auth,
 )
 from tests.support.nginx import NginxProxy, nginx_proxy, require_nginx
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.nginx, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -105,7 +106,7 @@ def bridge(
 
 def _finished_record(server: LiveServer) -> dict[str, Any]:
     with server.client() as client:
-        assert wait_for(
+        assert wait_until(
             lambda: [i["status"] for i in client.get("/v1/jobs").json()["items"]] == ["succeeded"],
             timeout=GENERATION_S + 10,
         )

@@ -5,19 +5,16 @@ runs meanwhile. The full disk shows in the storage health until a write succeeds
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import openai
 import psycopg
 import pytest
 
-from imagebridge.engine.storage_faults import STORAGE_HEALTH
 from imagebridge.providers.mock import MockProvider
-from tests.server.conftest import ServeFactory, wait_for
+from tests.server.conftest import ServeFactory
 from tests.server.test_keys import ADMIN, ENV, KEYS_ON, create_key
-from tests.support.postgres import find_postgres_bin
-from tests.support.postgres_restart import RestartablePostgres, restartable_postgres
+from tests.support.postgres_restart import RestartablePostgres
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
 
@@ -25,33 +22,21 @@ PASSWORD_ENV = "TEST_DB_AWAY_PASSWORD"
 SUBMISSION = {"operation": "generate", "prompt": "a paper fox", "parameters": {"size": "16x16"}}
 
 
-@pytest.fixture
-def database_server() -> Iterator[RestartablePostgres]:
-    bin_dir = find_postgres_bin()
-    if bin_dir is None:
-        pytest.skip(
-            "PostgreSQL is not installed (no initdb/postgres under /usr/lib/postgresql/*/bin "
-            "or on PATH); run scripts/install-test-deps"
-        )
-    with restartable_postgres(bin_dir) as server:
-        yield server
-
-
 def test_a_stopped_database_is_a_503_the_sdk_retries_and_no_provider_runs(
-    database_server: RestartablePostgres, serve: ServeFactory
+    restartable_postgres_server: RestartablePostgres, serve: ServeFactory
 ) -> None:
-    # database_server first: the bridge is stopped before its database at the end.
+    # restartable_postgres_server first: the bridge is stopped before its database at the end.
     server = serve(
         *KEYS_ON,
-        f'server.jobs.database="{database_server.url(with_password=False)}"',
+        f'server.jobs.database="{restartable_postgres_server.url(with_password=False)}"',
         f'server.jobs.postgres_password_env="{PASSWORD_ENV}"',
         "server.jobs.postgres_connect_timeout_ms=2000",
-        env={**ENV, PASSWORD_ENV: database_server.password},
+        env={**ENV, PASSWORD_ENV: restartable_postgres_server.password},
     )
     _, secret = create_key(server, "team", images_per_day=10)
     mock = server.state.find_provider(MockProvider)
     assert mock is not None
-    database_server.stop()
+    restartable_postgres_server.stop()
     before = mock.calls
 
     # A job submission: nothing was written, the same request may be sent again.
@@ -79,18 +64,11 @@ def test_a_stopped_database_is_a_503_the_sdk_retries_and_no_provider_runs(
 
     # Back: once the pool has reconnected (readiness says so), the same request succeeds
     # without a restart of the bridge.
-    database_server.start()
+    restartable_postgres_server.start()
     with server.client(headers={"authorization": f"Bearer {ADMIN}"}) as client:
-        assert wait_for(lambda: client.get("/health/ready").status_code == 200, 90, 0.2)
+        assert wait_until(lambda: client.get("/health/ready").status_code == 200, 90, 0.2)
         again = client.post("/v1/jobs", json=SUBMISSION, timeout=60)
     assert again.status_code == 202, again.text
-
-
-@pytest.fixture
-def clean_health() -> Iterator[None]:
-    STORAGE_HEALTH.reset()
-    yield
-    STORAGE_HEALTH.reset()
 
 
 _DISK_FULL = """
@@ -104,20 +82,20 @@ CREATE TRIGGER disk_full BEFORE INSERT ON "{schema}".image_jobs
 
 
 def test_the_databases_own_full_disk_is_named_and_shows_in_health(
-    database_server: RestartablePostgres,
+    restartable_postgres_server: RestartablePostgres,
     serve: ServeFactory,
     postgres_schema: str,
-    clean_health: None,
+    fresh_storage_health: None,
 ) -> None:
     """SQLSTATE 53100 from the real server (raised by a trigger: filling a real tablespace
     would need a volume of its own) answers and reports like SQLite's SQLITE_FULL."""
     server = serve(
-        f'server.jobs.database="{database_server.url(with_password=False)}"',
+        f'server.jobs.database="{restartable_postgres_server.url(with_password=False)}"',
         f'server.jobs.postgres_password_env="{PASSWORD_ENV}"',
         f'server.jobs.postgres_schema="{postgres_schema}"',
-        env={PASSWORD_ENV: database_server.password},
+        env={PASSWORD_ENV: restartable_postgres_server.password},
     )
-    with psycopg.connect(database_server.url(), autocommit=True) as conn:
+    with psycopg.connect(restartable_postgres_server.url(), autocommit=True) as conn:
         conn.execute(_DISK_FULL.format(schema=postgres_schema))  # type: ignore[arg-type]
 
     with server.client() as client:
@@ -136,7 +114,7 @@ def test_the_databases_own_full_disk_is_named_and_shows_in_health(
         assert ready.headers["x-imagebridge-storage"] == "degraded; database=no_space"
         assert extended["storage"]["areas"]["database"]["reason"] == "no_space"
 
-        with psycopg.connect(database_server.url(), autocommit=True) as conn:
+        with psycopg.connect(restartable_postgres_server.url(), autocommit=True) as conn:
             conn.execute(f'DROP TRIGGER disk_full ON "{postgres_schema}".image_jobs')  # type: ignore[arg-type]
         # Space is back: the next write works and clears the fault, without a restart.
         assert client.post("/v1/jobs", json=SUBMISSION).status_code == 202

@@ -9,9 +9,10 @@ from typing import Any
 
 from imagebridge.server import ServerOptions
 from tests.compat import original_contract
-from tests.server.conftest import ServeFactory, wait_for
+from tests.server.conftest import ServeFactory
 from tests.server.doubles import UnreadyProvider, mock_provider
 from tests.support.fakes import FakeProvider
+from tests.support.waiting import wait_until
 
 TOKEN = "diag-secret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -59,7 +60,7 @@ def test_diagnostics_never_contain_secrets(serve: ServeFactory) -> None:
         )
         assert generated.status_code == 200, generated.text
         assert client.get(f"/v1/sessions/{secrets['session']}?provider=mock").status_code == 200
-        assert wait_for(lambda: server.state.readiness.probed)
+        assert wait_until(lambda: server.state.readiness.probed)
         response = client.get("/v1/diagnostics")
         extended = client.get("/v1/diagnostics/extended")
     assert response.status_code == extended.status_code == 200
@@ -92,7 +93,7 @@ def test_the_base_document_holds_exactly_the_original_keys(serve: ServeFactory) 
     server = serve('default_provider="quota"', providers=[QuotaProvider("quota")])
     with server.client() as client:
         client.get("/v1/providers")
-        assert wait_for(lambda: server.state.readiness.probed)
+        assert wait_until(lambda: server.state.readiness.probed)
         body = client.get("/v1/diagnostics").json()
         extended = client.get("/v1/diagnostics/extended").json()
     # `events` is emitted by the original and decoded by its SDK, but missing from its

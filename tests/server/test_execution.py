@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import base64
-import io
-import os
 import re
 import uuid
 
 import pytest
-from PIL import Image
 
 from imagebridge.providers.mock import MockProvider
 from tests.server.conftest import LiveServer, ServeFactory
+from tests.support.images import noise_png
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +94,7 @@ def test_metrics_label_unresolved_providers(server: LiveServer) -> None:
 
 
 def test_large_inline_inputs_are_decoded_and_used(server: LiveServer) -> None:
-    noise = Image.frombytes("RGB", (800, 800), os.urandom(800 * 800 * 3))
-    buffer = io.BytesIO()
-    noise.save(buffer, format="PNG")
-    encoded = base64.b64encode(buffer.getvalue()).decode()
+    encoded = base64.b64encode(noise_png(800, 800)).decode()
     assert len(encoded) > 1024 * 1024  # takes the worker-thread decoding path
     body = {
         "operation": "edit",

@@ -14,7 +14,9 @@ import pytest
 from PIL import Image
 
 from imagebridge.artifacts.filesystem.store import AsyncArtifactStore
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
+from tests.support.images import png_bytes
+from tests.support.waiting import wait_until
 
 TOKEN_A = "jobs-token-a"
 TOKEN_B = "jobs-token-b"
@@ -111,9 +113,8 @@ def test_36_artifacts_are_served_verified_with_cache_headers(jobs_server: LiveSe
         # Every read re-verifies: bytes changed on disk are never served.
         path = jobs_server.data_dir / "artifacts" / item["name"]
         original = path.read_bytes()
-        other = io.BytesIO()
-        Image.new("RGB", (16, 16), (1, 2, 3)).save(other, format="PNG")
-        for tampered in (other.getvalue(), original[: len(original) // 2]):
+        other = png_bytes(16, 16, (1, 2, 3))
+        for tampered in (other, original[: len(original) // 2]):
             path.write_bytes(tampered)
             refused = client.get(f"/v1/artifacts/{item['id']}")
             assert refused.status_code == 404, len(tampered)
@@ -253,7 +254,7 @@ def test_40_jobs_and_artifacts_belong_to_the_bearer_that_created_them(
     key = (scope_of(TOKEN_A), resumed["id"])
     with second.client(headers=bearer(TOKEN_B)) as client:
         # A's job runs in this very process and has a preview: the 404 is the scope's.
-        assert wait_for(lambda: manager.partial(*key) is not None, timeout=20)
+        assert wait_until(lambda: manager.partial(*key) is not None, timeout=20)
         path = f"/v1/jobs/{resumed['id']}"
         same_as_unknown(client.get(f"{path}/partial"), client.get(f"{unknown_job}/partial"))
         assert manager.partial(*key) is not None

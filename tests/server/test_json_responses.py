@@ -17,7 +17,8 @@ from starlette.responses import Response
 from imagebridge.contract.request import GenerationParameters
 from imagebridge.contract.response import ImageResponse
 from imagebridge.server import routes
-from tests.support.fakes import image_item, png_bytes
+from tests.support.fakes import image_item
+from tests.support.images import png_bytes
 
 
 def image_response(data: bytes) -> ImageResponse:

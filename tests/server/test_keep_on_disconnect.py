@@ -20,10 +20,11 @@ import httpx
 import pytest
 
 from imagebridge.providers.mock import MockProvider
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.rawhttp import open_request, read_until
 from tests.server.test_keys import ENV, KEYS_ON, admin, as_key, create_key
 from tests.server.test_streaming import BOUNDARY, multipart_edit
+from tests.support.waiting import wait_until
 
 LATENCY_MS = 1_500
 NATIVE = {"operation": "generate", "parameters": {"size": "8x8"}}
@@ -79,7 +80,7 @@ def leave_once_the_provider_runs(
     try:
         if path.endswith("stream"):
             assert b"event: started" in read_until(sock, b"event: started")
-        assert wait_for(lambda: mock.in_flight == 1)
+        assert wait_until(lambda: mock.in_flight == 1)
     finally:
         sock.close()
 
@@ -93,10 +94,10 @@ def test_a_caller_leaving_after_the_provider_began_keeps_the_image(
     prompt = f"[mock:latency={LATENCY_MS}] a kept lighthouse"
     leave_once_the_provider_runs(server, path, kind, prompt)
     # The generation runs to its end: not cancelled, called once.
-    assert wait_for(lambda: mock.in_flight == 0, timeout=10)
+    assert wait_until(lambda: mock.in_flight == 0, timeout=10)
     assert (mock.calls, mock.cancellations) == (1, 0)
     with server.client() as client:
-        assert wait_for(
+        assert wait_until(
             lambda: (
                 client.get("/v1/jobs").json()["items"][:1]
                 and client.get("/v1/jobs").json()["items"][0]["status"] == "succeeded"
@@ -125,12 +126,12 @@ def test_a_caller_leaving_before_any_provider_call_cancels(serve: ServeFactory) 
         server.port, "/v1/images", {**NATIVE, "prompt": "[mock:latency=2500] the first"}
     )
     try:
-        assert wait_for(lambda: mock.in_flight == 1)
+        assert wait_until(lambda: mock.in_flight == 1)
         waiting = open_request(server.port, "/v1/images", {**NATIVE, "prompt": "the second"})
         with server.client() as client:
-            assert wait_for(lambda: len(client.get("/v1/jobs").json()["items"]) == 2)
+            assert wait_until(lambda: len(client.get("/v1/jobs").json()["items"]) == 2)
             waiting.close()
-            assert wait_for(
+            assert wait_until(
                 lambda: client.get("/v1/jobs", params={"status": "cancelled"}).json()["items"],
                 timeout=5,
             )
@@ -141,7 +142,7 @@ def test_a_caller_leaving_before_any_provider_call_cancels(serve: ServeFactory) 
     finally:
         read_until(blocker, b"\r\n\r\n")
         blocker.close()
-    assert wait_for(lambda: mock.in_flight == 0, timeout=10)
+    assert wait_until(lambda: mock.in_flight == 0, timeout=10)
     assert mock.calls == 1  # the second never reached the provider
 
 
@@ -155,12 +156,12 @@ def test_the_cancel_policy_of_one_request_stops_its_generation(serve: ServeFacto
     }
     sock = open_request(server.port, "/v1/images", body)
     try:
-        assert wait_for(lambda: mock.in_flight == 1)
+        assert wait_until(lambda: mock.in_flight == 1)
     finally:
         sock.close()
-    assert wait_for(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=5)
+    assert wait_until(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=5)
     with server.client() as client:
-        assert wait_for(lambda: client.get("/v1/jobs").json()["items"][0]["status"] != "running")
+        assert wait_until(lambda: client.get("/v1/jobs").json()["items"][0]["status"] != "running")
         record = only_record(client)
     assert record["status"] == "cancelled"
     assert record["request"]["policies"]["on_disconnect"] == "cancel"
@@ -208,14 +209,14 @@ def test_a_killed_client_on_a_key_is_kept_and_counted_once(
     )
     try:
         assert client.stdout is not None and client.stdout.readline().strip() == "sent"
-        assert wait_for(lambda: mock.in_flight == 1)
+        assert wait_until(lambda: mock.in_flight == 1)
         os.kill(client.pid, signal.SIGKILL)
     finally:
         client.wait(timeout=10)
-    assert wait_for(lambda: mock.in_flight == 0, timeout=10)
+    assert wait_until(lambda: mock.in_flight == 0, timeout=10)
     assert (mock.calls, mock.cancellations) == (1, 0)
     with as_key(server, secret) as owner:
-        assert wait_for(
+        assert wait_until(
             lambda: owner.get("/v1/jobs").json()["items"][0]["status"] == "succeeded", timeout=10
         )
         record = only_record(owner)

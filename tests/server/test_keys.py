@@ -223,10 +223,8 @@ def test_keys_work_with_jobs_disabled_and_revocation_reaches_another_instance(
         assert client.post("/v1/images", json=BODY).status_code == 429  # the shared quota
     with admin(first) as client:
         client.delete(f"/v1/keys/{key_id}")
-    started = time.monotonic()
-    with as_key(second, secret) as client:
+    with as_key(second, secret) as client:  # the very next request: no cache between them
         assert client.get("/v1/providers").status_code == 401
-    assert time.monotonic() - started < 1.0
 
 
 def test_the_admin_api_is_in_the_openapi_document_without_colliding_names(

@@ -7,15 +7,18 @@ import asyncio
 import re
 from typing import Any
 
+import pytest
+
 from imagebridge.engine.provider import AccountCounters
 from imagebridge.engine.storage_faults import STORAGE_HEALTH
 from imagebridge.jobs.outcomes import ImageOutcome, image_shares
 from imagebridge.server.metrics import BridgeMetrics
 from imagebridge.storage.records import KeyLimits, KeyRecord
 from imagebridge.storage.rules.keys import windows_at, zone
-from tests.server.conftest import ServeFactory, wait_for
+from tests.server.conftest import ServeFactory
 from tests.support.fakes import FakeProvider
 from tests.support.runtime import make_runtime
+from tests.support.waiting import wait_until
 
 
 def _metrics(*providers: Any, **settings: Any) -> BridgeMetrics:
@@ -285,15 +288,12 @@ async def test_pool_accounts_state_and_quota_are_gauges() -> None:
     assert _value(text, reset + '{account="main",provider="codex",window="5h"}') == 1_700_003_600
 
 
+@pytest.mark.usefixtures("fresh_storage_health")
 async def test_storage_health_is_read_at_every_scrape() -> None:
     metrics = _metrics(scrape_cache_ms=60_000)
-    STORAGE_HEALTH.reset()
-    try:
-        ok = (await metrics.scrape(keys=None, jobs=None)).decode()
-        STORAGE_HEALTH.failed("artifacts", "no_space")
-        bad = (await metrics.scrape(keys=None, jobs=None)).decode()
-    finally:
-        STORAGE_HEALTH.reset()
+    ok = (await metrics.scrape(keys=None, jobs=None)).decode()
+    STORAGE_HEALTH.failed("artifacts", "no_space")
+    bad = (await metrics.scrape(keys=None, jobs=None)).decode()
     assert _value(ok, 'imagegen_bridge_storage_degraded{area="artifacts"}') == 0
     assert _value(bad, 'imagegen_bridge_storage_degraded{area="artifacts"}') == 1
     assert _value(bad, 'imagegen_bridge_storage_fault{area="artifacts",reason="no_space"}') == 1
@@ -328,7 +328,7 @@ def test_jobs_are_counted_once_with_their_wait_and_key(serve: ServeFactory) -> N
             states.append(client.get(f"/v1/jobs/{mine}").json()["status"])
             return all(state in {"succeeded", "failed"} for state in states)
 
-        assert wait_for(finished, timeout=30)
+        assert wait_until(finished, timeout=30)
         text = client.get("/metrics").text
     images = 'imagegen_bridge_images_total{account="(none)",key="%s",model="%s",outcome="%s",'
     images += 'provider="mock",route="jobs"}'

@@ -18,9 +18,10 @@ from imagebridge.contract.response import SessionMetadata
 from imagebridge.server.errors import bridge_error_handler
 from imagebridge.server.events import OperatorEvents
 from imagebridge.server.middleware import BridgeMiddleware, MiddlewareSettings
-from tests.server.conftest import ServeFactory, wait_for
+from tests.server.conftest import ServeFactory
 from tests.server.doubles import png
 from tests.support.fakes import FakeProvider
+from tests.support.waiting import wait_until
 
 GENERATE = {"operation": "generate", "prompt": "test", "parameters": {"size": "8x8"}}
 
@@ -95,7 +96,7 @@ def test_max_connections_queues_instead_of_refusing(serve: ServeFactory) -> None
             + f"Content-Length: {len(slow)}\r\n\r\n".encode()
             + slow
         )
-        assert wait_for(lambda: server.state.runtime.global_gate.active == 1)
+        assert wait_until(lambda: server.state.runtime.global_gate.active == 1)
         started = time.monotonic()
         with server.client() as client:
             response = client.get("/health/live")  # waits for the slot, then succeeds

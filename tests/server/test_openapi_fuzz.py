@@ -21,6 +21,8 @@ from schemathesis.specs.openapi import checks as openapi_checks
 
 from tests.server.conftest import LiveServer, ServeFactory
 
+pytestmark = pytest.mark.slow
+
 TOKEN = "fuzz-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 POSITIVE_EXAMPLES = 20

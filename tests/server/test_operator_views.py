@@ -21,7 +21,8 @@ from fastapi.routing import APIRoute
 
 from imagebridge.server.routes import require_access, require_admin
 from tests.compat import original_contract
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
+from tests.support.waiting import wait_until
 
 Access = Literal["public", "own", "admin"]
 """``public``: no bearer; ``own``: any key, which sees its own work only; ``admin``: the
@@ -180,7 +181,7 @@ def test_a_key_reads_its_own_view_of_the_diagnostics_in_the_original_shape(
         assert client.get("/v1/jobs", headers=other).status_code == 200
         mine = client.get("/v1/providers", headers={"authorization": f"Bearer {secret}"})
         assert mine.status_code == 200
-        assert wait_for(lambda: server.state.readiness.probed)
+        assert wait_until(lambda: server.state.readiness.probed)
         keys_view = _document(client, secret)
         admins = _document(client, ADMIN)
     for body in (keys_view, admins):  # strict clients decode both

@@ -19,8 +19,9 @@ import openai
 import pytest
 
 from imagebridge.providers.mock import MockProvider
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.test_keys import ENV, KEYS_ON, admin, create_key
+from tests.support.waiting import wait_until
 
 RETRY = {"x-stainless-retry-count": "1"}
 SLOW_MS = 1_200
@@ -180,7 +181,7 @@ def test_a_joined_retry_on_a_key_reserves_and_counts_nothing_more(serve: ServeFa
     async def first_and_retry() -> tuple[httpx.Response, httpx.Response]:
         async with server.async_client(timeout=60, headers=auth) as client:
             first = asyncio.create_task(client.post("/v1/images/generations", json=body))
-            assert await asyncio.to_thread(wait_for, lambda: mock_of(server).in_flight == 1)
+            assert await asyncio.to_thread(wait_until, lambda: mock_of(server).in_flight == 1)
             retried = await client.post("/v1/images/generations", json=body, headers=RETRY)
             return await first, retried
 
@@ -209,7 +210,7 @@ def test_cancelling_a_running_synchronous_record_stops_its_generation(
                 client.post("/v1/images", json={"operation": "generate", "prompt":
                             "[mock:latency=5000] stop me", "parameters": {"size": "8x8"}})
             )  # fmt: skip
-            assert await asyncio.to_thread(wait_for, lambda: mock.in_flight == 1)
+            assert await asyncio.to_thread(wait_until, lambda: mock.in_flight == 1)
             [item] = (await client.get("/v1/jobs")).json()["items"]
             assert item["status"] == "running"
             cancelled = await client.delete(f"/v1/jobs/{item['id']}")
@@ -219,9 +220,11 @@ def test_cancelling_a_running_synchronous_record_stops_its_generation(
 
     answer = asyncio.run(cancel_while_running())
     assert answer.status_code >= 400
-    assert wait_for(lambda: mock.cancellations == 1)
+    assert wait_until(lambda: mock.cancellations == 1)
     with server.client() as client:
-        assert wait_for(lambda: client.get("/v1/jobs").json()["items"][0]["status"] == "cancelled")
+        assert wait_until(
+            lambda: client.get("/v1/jobs").json()["items"][0]["status"] == "cancelled"
+        )
 
 
 def test_the_openai_sdk_retrying_a_timed_out_call_joins_instead_of_paying_again(

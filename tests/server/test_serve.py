@@ -22,9 +22,10 @@ from imagebridge.config import load_config
 from imagebridge.contract.errors import BridgeError
 from imagebridge.providers.mock import MockProvider
 from imagebridge.server.serve import _listen, check_bind, uvicorn_config
-from tests.server.conftest import ServeFactory, wait_for
+from tests.server.conftest import ServeFactory
 from tests.server.doubles import with_mock
 from tests.support.fakes import FakeProvider
+from tests.support.waiting import wait_until
 
 MOCK_ONLY = [
     'default_provider="mock"',
@@ -236,7 +237,7 @@ def test_stopping_cuts_work_beyond_the_grace_and_shuts_providers_down(
 
     worker = threading.Thread(target=slow_request)
     worker.start()
-    assert wait_for(lambda: mock.in_flight == 1, timeout=10)
+    assert wait_until(lambda: mock.in_flight == 1, timeout=10)
     started = time.monotonic()
     server.stop()
     assert time.monotonic() - started < 8  # the grace (+ the runtime's own), not 20 s

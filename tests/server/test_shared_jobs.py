@@ -19,9 +19,10 @@ import pytest
 from imagebridge.config import BridgeConfig
 from imagebridge.engine.provider import Provider
 from imagebridge.providers.mock import MockProvider, MockSettings
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import mock_provider
 from tests.support.postgres import PostgresServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -83,7 +84,7 @@ def settled(client: httpx.Client, job_id: str) -> dict[str, Any]:
         latest.update(client.get(f"/v1/jobs/{job_id}").json())
         return latest["status"] not in ("queued", "running")
 
-    assert wait_for(terminal, timeout=20, interval=0.02)
+    assert wait_until(terminal, timeout=20, interval=0.02)
     return latest
 
 
@@ -132,7 +133,7 @@ def test_a_cancel_sent_to_one_server_stops_the_job_on_another(
             state = via_front.get(f"/v1/jobs/{job['id']}").json()
             return bool(state["status"] == "running" and state["progress"]["stage"] != "starting")
 
-        assert wait_for(running, timeout=10)
+        assert wait_until(running, timeout=10)
         diagnostics = via_front.get("/v1/diagnostics/extended").json()["jobs"]
         assert diagnostics["leases"] == {"runner": 1}
         cancelled = via_front.delete(f"/v1/jobs/{job['id']}")

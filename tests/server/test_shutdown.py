@@ -26,8 +26,9 @@ from PIL import Image
 
 from imagebridge.artifacts.filesystem.objects import TEMP_PREFIX
 from tests.server.test_serve import MOCK_ONLY, Process
+from tests.support.waiting import wait_or_fail
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 GRACE_MS = 12_000
 SETTLE_MS = 5_000
@@ -72,14 +73,6 @@ def _submit(client: httpx.Client, prompt: str, latency_ms: int) -> str:
     assert response.status_code == 202, response.text
     job_id: str = response.json()["id"]
     return job_id
-
-
-def _wait(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not reached within {timeout} s")
-        time.sleep(0.05)
 
 
 def _all_running(client: httpx.Client, ids: list[str]) -> bool:
@@ -153,10 +146,10 @@ def test_sigterm_drains_streams_and_jobs_then_exits_zero(data_dir: Path) -> None
     process, url = _start(data_dir)
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
-            _wait(lambda: client.get("/health/ready").status_code == 200, 30, "ready")
+            wait_or_fail(lambda: client.get("/health/ready").status_code == 200, 30, "ready")
             quick = [_submit(client, f"quick job {n}", 2_000) for n in range(5)]
             slow = [_submit(client, f"slow job {n}", 120_000) for n in range(5)]
-            _wait(lambda: _all_running(client, quick + slow), 30, "10 jobs running")
+            wait_or_fail(lambda: _all_running(client, quick + slow), 30, "10 jobs running")
         streams = [_Stream(url, n, 3_000) for n in range(5)]
         for stream in streams:
             stream.start()
@@ -164,7 +157,7 @@ def test_sigterm_drains_streams_and_jobs_then_exits_zero(data_dir: Path) -> None
             assert stream.first_event.wait(30), "a stream never started"
         signalled = time.monotonic()
         process.popen.send_signal(signal.SIGTERM)
-        _wait(lambda: _refused_while_draining(url), 10, "the drain refuses new requests")
+        wait_or_fail(lambda: _refused_while_draining(url), 10, "the drain refuses new requests")
         for stream in streams:
             stream.join(timeout=GRACE_MS / 1000 + 10)
         code = process.popen.wait(timeout=(GRACE_MS + SETTLE_MS) / 1000 + 20)
@@ -195,14 +188,14 @@ def test_a_second_sigterm_exits_at_once_without_half_written_files(data_dir: Pat
     process, url = _start(data_dir)
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
-            _wait(lambda: client.get("/health/ready").status_code == 200, 30, "ready")
+            wait_or_fail(lambda: client.get("/health/ready").status_code == 200, 30, "ready")
             jobs = [_submit(client, f"abandoned job {n}", 120_000) for n in range(3)]
-            _wait(lambda: _all_running(client, jobs), 30, "3 jobs running")
+            wait_or_fail(lambda: _all_running(client, jobs), 30, "3 jobs running")
         stream = _Stream(url, 0, 120_000)
         stream.start()
         assert stream.first_event.wait(30)
         process.popen.send_signal(signal.SIGTERM)
-        _wait(lambda: _refused_while_draining(url), 10, "the drain refuses new requests")
+        wait_or_fail(lambda: _refused_while_draining(url), 10, "the drain refuses new requests")
         signalled = time.monotonic()
         process.popen.send_signal(signal.SIGTERM)
         code = process.popen.wait(timeout=10)
@@ -241,10 +234,12 @@ def test_a_generation_kept_after_its_caller_left_finishes_within_the_grace(
     process, url = _start(data_dir, f'providers.mock.call_log="{calls}"')
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
-            _wait(lambda: client.get("/health/ready").status_code == 200, 30, "ready")
+            wait_or_fail(lambda: client.get("/health/ready").status_code == 200, 30, "ready")
             port = int(url.rsplit(":", 1)[1])
             sock = open_request(port, "/v1/images", _body("kept through a stop", 3_000))
-            _wait(lambda: calls.exists() and calls.read_text(), 30, "the provider call began")
+            wait_or_fail(
+                lambda: calls.exists() and calls.read_text(), 30, "the provider call began"
+            )
             sock.close()  # the client goes away; then the bridge is told to stop
         process.popen.send_signal(signal.SIGTERM)
         code = process.popen.wait(timeout=(GRACE_MS + SETTLE_MS) / 1000 + 20)

@@ -7,26 +7,20 @@ strictly) and ``/v1/diagnostics`` keeps its keys; the storage state is in the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from imagebridge.engine.storage_faults import STORAGE_HEALTH
-from tests.server.conftest import ServeFactory, wait_for
+from tests.server.conftest import ServeFactory
+from tests.support.waiting import wait_until
 
-
-@pytest.fixture(autouse=True)
-def _fresh_health() -> Iterator[None]:
-    STORAGE_HEALTH.reset()
-    yield
-    STORAGE_HEALTH.reset()
+pytestmark = pytest.mark.usefixtures("fresh_storage_health")
 
 
 def test_a_storage_fault_shows_in_health_headers_and_extended_diagnostics(
     serve: ServeFactory,
 ) -> None:
     server = serve()
-    assert wait_for(lambda: server.state.readiness.probed)
+    assert wait_until(lambda: server.state.readiness.probed)
     with server.client() as client:
         assert "x-imagebridge-storage" not in client.get("/health/ready").headers
         assert client.get("/v1/diagnostics/extended").json()["storage"] == {

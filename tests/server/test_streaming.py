@@ -17,9 +17,10 @@ from imagebridge.engine.provider import EventSink
 from imagebridge.providers.mock import MockProvider
 from imagebridge.server import ServerOptions
 from imagebridge.server.streaming import HEARTBEAT, EventStreamResponse, sse_frame
-from tests.server.conftest import ServeFactory, wait_for
+from tests.server.conftest import ServeFactory
 from tests.server.doubles import png
 from tests.server.rawhttp import open_request, read_until
+from tests.support.waiting import wait_until
 
 SLOW = {
     "operation": "generate",
@@ -184,10 +185,10 @@ def test_client_disconnect_cancels_the_provider_under_the_cancel_policy(
     try:
         if path.endswith("stream"):
             assert b"event: started" in read_until(sock, b"event: started")
-        assert wait_for(lambda: mock.in_flight == 1)
+        assert wait_until(lambda: mock.in_flight == 1)
     finally:
         sock.close()
-    assert wait_for(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=4)
+    assert wait_until(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=4)
 
 
 async def test_an_unexpected_failure_still_ends_the_stream_with_one_error() -> None:

@@ -22,8 +22,9 @@ from imagebridge.config import load_config
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.webhooks import BridgeWebhookEvent
 from imagebridge.server import ServerOptions, create_app
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
 from tests.support.network_guard import no_external_network
+from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Receiver
 
 __all__ = ["no_external_network"]  # the guard fixture, for the refusal tests
@@ -69,7 +70,7 @@ def submit(client: httpx.Client, prompt: str) -> str:
 
 
 def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    assert wait_for(predicate, timeout=timeout, interval=0.05), "not reached in time"
+    assert wait_until(predicate, timeout=timeout, interval=0.05), "not reached in time"
 
 
 def deliveries(client: httpx.Client, **query: str) -> list[dict[str, Any]]:

@@ -18,9 +18,10 @@ import httpx
 import openai
 import pytest
 
-from tests.server.conftest import ServeFactory, wait_for
+from tests.server.conftest import ServeFactory
 from tests.server.test_shared_jobs import PASSWORD_ENV, bare_url
 from tests.support.postgres import PostgresServer
+from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.postgres
@@ -91,7 +92,7 @@ def test_two_servers_deliver_each_event_from_one_of_them(
             page = first.get("/v1/webhook_deliveries", params={"limit": "100"}).json()["data"]
             return len(page) == 16 and all(d["status"] == "delivered" for d in page)
 
-        assert wait_for(all_delivered, timeout=60, interval=0.1)
+        assert wait_until(all_delivered, timeout=60, interval=0.1)
         listed = first.get("/v1/webhook_deliveries", params={"limit": "100"}).json()["data"]
         counts = (delivered_here(first), delivered_here(second))
 

@@ -144,7 +144,9 @@ async def test_concurrent_requests_are_correlated_by_id(fake_codex: FakeCodexFac
 
 
 async def test_default_timeout_comes_from_the_options(fake_codex: FakeCodexFactory) -> None:
-    client = fake_codex.client({"no_answer": ["account/read"]}, rpc_timeout_ms=200)
+    client = fake_codex.client(
+        {"no_answer": ["account/read"]}, rpc_timeout_ms=200, wait_started=True
+    )
     await client.start()
     with pytest.raises(BridgeError) as caught:
         await client.read_account()

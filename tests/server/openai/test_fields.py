@@ -11,7 +11,6 @@ sent here without editing the test; a field the table below does not know fails
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import types
 import typing
@@ -21,10 +20,10 @@ import openai
 import pytest
 from openai.types import image_edit_params, image_generate_params
 from openai.types.images_response import ImagesResponse
-from PIL import Image
 
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import png
+from tests.support.images import png_bytes
 
 GENERATE = typing.get_type_hints(image_generate_params.ImageGenerateParamsNonStreaming)
 EDIT = typing.get_type_hints(image_edit_params.ImageEditParamsNonStreaming)
@@ -85,9 +84,7 @@ def _cases(hints: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _mask(width: int, height: int) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGBA", (width, height), (0, 0, 0, 0)).save(buffer, format="PNG")
-    return buffer.getvalue()
+    return png_bytes(width, height, (0, 0, 0, 0), mode="RGBA")
 
 
 @pytest.fixture(scope="module")

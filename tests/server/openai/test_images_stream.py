@@ -24,10 +24,11 @@ from openai.types import (
 
 from imagebridge.providers.mock import MockProvider
 from imagebridge.server import ServerOptions
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import png, with_mock
 from tests.server.rawhttp import open_request, read_until
 from tests.support.fakes import FakeProvider
+from tests.support.waiting import wait_until
 
 TOKEN = "stream-test-token"
 
@@ -261,12 +262,12 @@ def test_a_client_that_leaves_cancels_the_provider_under_the_cancel_policy(
     }
     sock = open_request(server.port, "/v1/images/generations", body)
     try:
-        assert wait_for(lambda: mock.in_flight == 1)
+        assert wait_until(lambda: mock.in_flight == 1)
         if partials:
             assert b"partial_image" in read_until(sock, b"image_generation.partial_image")
     finally:
         sock.close()
-    assert wait_for(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=10)
+    assert wait_until(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=10)
 
 
 def test_previews_beyond_the_providers_are_clamped_not_refused(serve: ServeFactory) -> None:

@@ -15,7 +15,8 @@ import openai
 import pytest
 
 from imagebridge.providers.mock import MockProvider
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +130,7 @@ def test_a_full_queue_says_retry(serve: ServeFactory) -> None:
         slow.start()
         try:
             mock = _mock(live)
-            assert wait_for(lambda: mock.in_flight == 1, timeout=20)
+            assert wait_until(lambda: mock.in_flight == 1, timeout=20)
             refused = raw.post("/v1/images/generations", json={"prompt": "x", "size": "8x8"})
         finally:
             slow.join(timeout=30)

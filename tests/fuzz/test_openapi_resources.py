@@ -1,6 +1,6 @@
 """Schemathesis on the operations that take a resource in their path, with *real* resources.
 
-``tests/server/test_openapi_fuzz.py`` fuzzes every operation, but a random ``{id}`` or
+``tests/server/openapi/test_openapi_fuzz.py`` fuzzes every operation, but a random ``{id}`` or
 ``{name}`` only ever reaches the "not found" branch. Here each such operation is fuzzed
 with its path parameter pinned to something that exists — a finished job, its artifact, a
 preset, a persistent session, the mock provider — created afresh for every operation, so

@@ -248,7 +248,7 @@ def test_a_client_that_leaves_cancels_the_provider_under_the_cancel_policy(
     serve: ServeFactory, when: str
 ) -> None:
     """``server.sync.on_disconnect = "cancel"`` (the default keeps a generation whose
-    provider call began: tests/server/test_keep_on_disconnect.py)."""
+    provider call began: tests/server/execution/test_keep_on_disconnect.py)."""
     server = serve('server.sync.on_disconnect="cancel"')
     mock = server.state.find_provider(MockProvider)
     assert mock is not None

@@ -19,8 +19,8 @@ import openai
 import pytest
 
 from imagebridge.providers.mock import MockProvider
+from tests.server.auth.test_keys import ENV, KEYS_ON, admin, create_key
 from tests.server.conftest import LiveServer, ServeFactory
-from tests.server.test_keys import ENV, KEYS_ON, admin, create_key
 from tests.support.waiting import wait_until
 
 RETRY = {"x-stainless-retry-count": "1"}

@@ -1,4 +1,4 @@
-"""The key-quota acceptance test of tests/server/test_keys.py on the real PostgreSQL tier:
+"""The key-quota acceptance test of tests/server/auth/test_keys.py on the real PostgreSQL tier:
 one bridge whose jobs database (and so its key store) is PostgreSQL."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from imagebridge.providers.mock import MockProvider
+from tests.server.auth.test_keys import ENV, KEYS_ON, _burst, create_key
 from tests.server.conftest import ServeFactory
-from tests.server.test_keys import ENV, KEYS_ON, _burst, create_key
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.postgres

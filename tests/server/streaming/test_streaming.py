@@ -169,7 +169,7 @@ def test_client_disconnect_cancels_the_provider_under_the_cancel_policy(
     serve: ServeFactory, path: str, body: dict[str, Any] | str
 ) -> None:
     """``server.sync.on_disconnect = "cancel"``: the original's rule (the default keeps the
-    work once the provider ran: tests/server/test_keep_on_disconnect.py)."""
+    work once the provider ran: tests/server/execution/test_keep_on_disconnect.py)."""
     server = serve('server.sync.on_disconnect="cancel"')
     mock = server.state.find_provider(MockProvider)
     assert mock is not None

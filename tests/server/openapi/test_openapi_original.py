@@ -3,7 +3,7 @@
 A client generated from either document must work with both, so paths, operation ids and
 component names match the original's; every difference is listed below with its reason,
 and an unlisted one fails. Shapes of the original's components that the original's own
-clients decode strictly are checked live in tests/server/test_diagnostics.py and
+clients decode strictly are checked live in tests/server/observability/test_diagnostics.py and
 tests/compat/.
 """
 

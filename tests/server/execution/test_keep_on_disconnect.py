@@ -20,10 +20,10 @@ import httpx
 import pytest
 
 from imagebridge.providers.mock import MockProvider
+from tests.server.auth.test_keys import ENV, KEYS_ON, admin, as_key, create_key
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.rawhttp import open_request, read_until
-from tests.server.test_keys import ENV, KEYS_ON, admin, as_key, create_key
-from tests.server.test_streaming import BOUNDARY, multipart_edit
+from tests.server.streaming.test_streaming import BOUNDARY, multipart_edit
 from tests.support.waiting import wait_until
 
 LATENCY_MS = 1_500

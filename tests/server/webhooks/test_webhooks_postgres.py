@@ -19,7 +19,7 @@ import openai
 import pytest
 
 from tests.server.conftest import ServeFactory
-from tests.server.test_shared_jobs import PASSWORD_ENV, bare_url
+from tests.server.storage.test_shared_jobs import PASSWORD_ENV, bare_url
 from tests.support.postgres import PostgresServer
 from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Receiver

@@ -235,7 +235,7 @@ def test_the_admin_api_is_in_the_openapi_document_without_colliding_names(
 
     original = json.loads(
         (
-            Path(__file__).parents[1] / "fixtures" / "contract" / "imagegen-bridge-v1.openapi.json"
+            Path(__file__).parents[2] / "fixtures" / "contract" / "imagegen-bridge-v1.openapi.json"
         ).read_text()
     )
     theirs = {

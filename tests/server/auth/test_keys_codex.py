@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.server.auth.test_keys import ENV, KEYS_ON, _wait_job, admin, as_key, create_key
 from tests.server.conftest import ServeFactory
-from tests.server.test_keys import ENV, KEYS_ON, _wait_job, admin, as_key, create_key
 from tests.support.codex_backend import (
     BRIDGE_ACCOUNT,
     BRIDGE_TOKEN,

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from imagebridge.providers.mock import MockProvider
+from tests.server.auth.test_keys import ADMIN, ENV, KEYS_ON, create_key
 from tests.server.conftest import ServeFactory
-from tests.server.test_keys import ADMIN, ENV, KEYS_ON, create_key
 from tests.support.postgres_restart import RestartablePostgres
 from tests.support.waiting import wait_until
 

@@ -6,7 +6,6 @@ instances on one database, once on SQLite and once on the session's PostgreSQL s
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from imagebridge.storage import (
     SqliteJobStore,
     SqliteSharedJobStore,
 )
+from tests.support.waiting import eventually
 
 SCOPE = "bearer:" + "a" * 64
 OTHER_SCOPE = "anonymous-local"
@@ -63,18 +63,6 @@ class FakeClock:
         self.now += seconds
 
 
-async def wait_until(
-    predicate: Callable[[], Awaitable[bool]], *, timeout: float = 10.0, interval: float = 0.01
-) -> None:
-    """Poll ``predicate`` until it holds; fail the test after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await predicate():
-        if loop.time() >= deadline:
-            pytest.fail("condition not reached in time")
-        await asyncio.sleep(interval)
-
-
 @dataclass
 class Bridge:
     """One running bridge: application, job store and manager over a shared data dir."""
@@ -105,7 +93,7 @@ class Bridge:
             latest[:] = [job]
             return job.status.terminal
 
-        await wait_until(terminal)
+        await eventually(terminal)
         return latest[0]
 
     async def reached(self, job_id: str, predicate: Callable[[ImageJob], bool]) -> ImageJob:
@@ -116,7 +104,7 @@ class Bridge:
             latest[:] = [job]
             return predicate(job)
 
-        await wait_until(check)
+        await eventually(check)
         return latest[0]
 
 
@@ -208,7 +196,7 @@ class Instance:
             latest[:] = [job]
             return job.status.terminal
 
-        await wait_until(terminal)
+        await eventually(terminal)
         return latest[0]
 
     async def reached(self, job_id: str, predicate: Callable[[ImageJob], bool]) -> ImageJob:
@@ -219,7 +207,7 @@ class Instance:
             latest[:] = [job]
             return predicate(job)
 
-        await wait_until(check)
+        await eventually(check)
         return latest[0]
 
 

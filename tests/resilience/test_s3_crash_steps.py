@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,16 +84,6 @@ def _s3_sets(server: S3Server, prefix: str) -> tuple[str, ...]:
         f"artifacts.retention.repair_interval_secs={GRACE_S}",
         f"artifacts.s3.stale_upload_secs={GRACE_S}",
     )
-
-
-@pytest.fixture
-def processes() -> Iterator[list[ServerProcess]]:
-    started: list[ServerProcess] = []
-    try:
-        yield started
-    finally:
-        for process in started:
-            process.stop(timeout=10)
 
 
 def test_a_kill_between_an_object_and_its_record_leaves_nothing_after_the_sweep(

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from imagebridge.application import PROVIDER_FACTORIES
 from imagebridge.config import BridgeConfig
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.provider import Provider
+from imagebridge.providers.mock import MockProvider
 from tests.support import images
 from tests.support.fakes import FakeProvider
 from tests.support.images import png_bytes
 
+if TYPE_CHECKING:
+    from tests.server.conftest import LiveServer
+
 __all__ = [
     "UnreadyProvider",
     "codex_fake",
+    "mock_of",
     "mock_provider",
     "png",
     "png_b64",
@@ -63,3 +69,11 @@ def with_mock(*others: Provider) -> object:
         return [mock_provider(config), *others]
 
     return build
+
+
+def mock_of(server: LiveServer) -> MockProvider:
+    """The served app's offline mock provider: its counters (``in_flight``,
+    ``cancellations``) say where a request is."""
+    mock = server.state.find_provider(MockProvider)
+    assert mock is not None
+    return mock

@@ -8,8 +8,9 @@ is, so a generous bound costs a passing run nothing; a tight one fails a healthy
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 STARTUP_S: Final = 120.0
@@ -39,3 +40,18 @@ def wait_or_fail(
 
     if not wait_until(predicate, timeout, interval):
         pytest.fail(f"{what}: not reached within {timeout} s")
+
+
+async def eventually(
+    predicate: Callable[[], Awaitable[bool]], timeout: float = STATE_S, interval: float = 0.01
+) -> None:
+    """:func:`wait_or_fail` for an awaitable ``predicate``, polled on the running loop (the
+    state it waits for is made by tasks on that same loop)."""
+    import pytest
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await predicate():
+        if loop.time() >= deadline:
+            pytest.fail(f"condition not reached within {timeout} s")
+        await asyncio.sleep(interval)

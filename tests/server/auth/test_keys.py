@@ -21,7 +21,7 @@ from imagebridge.contract.keys import (
 from imagebridge.providers.mock import MockProvider
 from imagebridge.server.routes.keys import _LIMIT_PROPERTIES
 from tests.server.conftest import LiveServer, ServeFactory
-from tests.server.doubles import with_mock
+from tests.server.doubles import mock_of, with_mock
 from tests.support.fakes import FakeProvider
 
 ADMIN = "admin-token-SECRET-1"
@@ -60,8 +60,7 @@ def test_forty_concurrent_requests_on_ten_images_a_day_give_exactly_ten(
 ) -> None:
     server = serve(*KEYS_ON, env=ENV)
     _, secret = create_key(server, "team", images_per_day=10)
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     before = mock.calls
 
     responses = asyncio.run(_burst(server, secret, 40))
@@ -366,8 +365,7 @@ def test_the_openai_sdk_on_a_key_gets_its_images_then_a_rate_limit_error(
 
     server = serve(*KEYS_ON, env=ENV)
     _, secret = create_key(server, "sdk", images_per_day=2)
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=secret, max_retries=0)
     result = client.images.generate(
         model="mock-image-1", prompt="two foxes", n=2, response_format="b64_json"
@@ -396,8 +394,7 @@ def test_max_concurrent_waits_within_the_deadline(serve: ServeFactory) -> None:
     assert asyncio.run(_two_at_once(server, secret, slow)) == [200, 200]
     assert time.monotonic() - started >= 0.8  # the second waited for the first
     # A deadline shorter than the wait: the second is refused, nothing reserved for it.
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     slow = {**BODY, "prompt": "[mock:latency=3000] a fox"}
     hurried = {**BODY, "timeout_ms": 500}
     assert asyncio.run(_behind(server, secret, mock, slow, hurried)) == (200, 429)

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from imagebridge.providers.mock import MockProvider
 from tests.server.auth.test_keys import ENV, KEYS_ON, _burst, create_key
 from tests.server.conftest import ServeFactory
+from tests.server.doubles import mock_of
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.postgres
@@ -29,8 +29,7 @@ def test_forty_concurrent_requests_on_ten_images_a_day_on_postgres(
         env={**ENV, PASSWORD_ENV: postgres_server.password},
     )
     _, secret = create_key(server, "team", images_per_day=10)
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     before = mock.calls
 
     responses = asyncio.run(_burst(server, secret, 40))

@@ -27,8 +27,8 @@ import httpx
 import openai
 import pytest
 
-from imagebridge.providers.mock import MockProvider
 from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.doubles import mock_of
 from tests.support.codex_backend import (
     BRIDGE_ACCOUNT,
     BRIDGE_TOKEN,
@@ -62,8 +62,7 @@ class Bridge:
 
 def _mock_bridge(serve: ServeFactory, tmp_path: Path) -> Iterator[Bridge]:
     server = serve(HEARTBEAT)
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     with nginx_proxy(tmp_path / "nginx", [server.url], read_timeout_s=PROXY_READ_TIMEOUT_S) as px:
         yield Bridge(
             server, px, lambda: mock.calls, f"[mock:latency={GENERATION_S * 1000}] a slow pier"
@@ -204,8 +203,7 @@ def test_a_stream_without_heartbeats_in_time_is_cut_by_the_proxy_and_kept(
     alive (nginx cuts it), and the generation, begun, is kept in the history anyway."""
     require_nginx()
     server = serve("server.stream_heartbeat_ms=30000")
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     prompt = "[mock:latency=8000] a cut stream"
     with nginx_proxy(tmp_path / "nginx", [server.url], read_timeout_s=PROXY_READ_TIMEOUT_S) as px:
         body = {"operation": "generate", "prompt": prompt, "parameters": {"size": "8x8"}}

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from imagebridge.providers.mock import MockProvider
 from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.doubles import mock_of
 from tests.support.images import noise_png
 
 
@@ -40,8 +40,7 @@ def test_safety_rejections_are_moderation_blocked(server: LiveServer) -> None:
 
 
 def test_compat_routes_replay_by_idempotency_key(server: LiveServer) -> None:
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     key = {"Idempotency-Key": f"compat-{uuid.uuid4()}"}
     body = {"prompt": "replayed fox", "size": "8x8"}
     with server.client() as client:
@@ -58,8 +57,7 @@ def test_url_delivery_that_cannot_be_signed_fails_before_provider_work(
     serve: ServeFactory,
 ) -> None:
     server = serve('artifacts.url_signing_key_env="UNSET_LINK_KEY_FOR_TEST"')
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     body = {**generate("needs a url"), "output": {"response_format": "url"}}
     with server.client() as client:
         refused = client.post("/v1/images", json=body)

@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from imagebridge.providers.mock import MockProvider
 from tests.server.auth.test_keys import ENV, KEYS_ON, admin, as_key, create_key
 from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.doubles import mock_of
 from tests.server.rawhttp import open_request, read_until
 from tests.server.streaming.test_streaming import BOUNDARY, multipart_edit
 from tests.support.waiting import wait_until
@@ -51,12 +51,6 @@ def body_for(kind: str, prompt: str) -> tuple[bytes | dict[str, Any], str]:
     if kind == "openai-stream":
         return {"prompt": prompt, "size": "8x8", "stream": True}, "application/json"
     return multipart_edit(prompt), f"multipart/form-data; boundary={BOUNDARY}"
-
-
-def mock_of(server: LiveServer) -> MockProvider:
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
-    return mock
 
 
 def only_record(client: httpx.Client, **params: str) -> dict[str, Any]:

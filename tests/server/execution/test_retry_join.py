@@ -18,19 +18,13 @@ import httpx
 import openai
 import pytest
 
-from imagebridge.providers.mock import MockProvider
 from tests.server.auth.test_keys import ENV, KEYS_ON, admin, create_key
 from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.doubles import mock_of
 from tests.support.waiting import wait_until
 
 RETRY = {"x-stainless-retry-count": "1"}
 SLOW_MS = 1_200
-
-
-def mock_of(server: LiveServer) -> MockProvider:
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
-    return mock
 
 
 def generation(prompt: str, **extra: Any) -> dict[str, Any]:

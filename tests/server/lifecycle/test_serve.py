@@ -20,10 +20,9 @@ import pytest
 
 from imagebridge.config import load_config
 from imagebridge.contract.errors import BridgeError
-from imagebridge.providers.mock import MockProvider
 from imagebridge.server.serve import _listen, check_bind, uvicorn_config
 from tests.server.conftest import ServeFactory
-from tests.server.doubles import with_mock
+from tests.server.doubles import mock_of, with_mock
 from tests.support.fakes import FakeProvider
 from tests.support.waiting import wait_until
 
@@ -219,8 +218,7 @@ def test_stopping_cuts_work_beyond_the_grace_and_shuts_providers_down(
     running), and every provider's ``shutdown`` runs once."""
     extra = FakeProvider("extra")
     server = serve("runtime.shutdown_grace_ms=300", providers=with_mock(extra))
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     outcome: dict[str, object] = {}
 
     def slow_request() -> None:

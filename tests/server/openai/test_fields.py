@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import types
 import typing
-from typing import Any, Literal
+from typing import Any
 
 import openai
 import pytest
@@ -23,6 +22,7 @@ from openai.types.images_response import ImagesResponse
 
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import png
+from tests.server.openai.sdk_hints import literals
 from tests.support.images import png_bytes
 
 GENERATE = typing.get_type_hints(image_generate_params.ImageGenerateParamsNonStreaming)
@@ -62,23 +62,13 @@ PART_B = {("stream", True)}
 """Streams answer events, not an ``ImagesResponse``: tests/server/openai/test_images_stream.py."""
 
 
-def _literals(hint: Any) -> list[Any]:
-    if typing.get_origin(hint) is Literal:
-        return list(typing.get_args(hint))
-    values: list[Any] = []
-    for arg in typing.get_args(hint):
-        if arg is not type(None) and not isinstance(arg, types.NoneType):
-            values.extend(_literals(arg))
-    return values
-
-
 def _cases(hints: dict[str, Any]) -> list[tuple[str, Any]]:
     cases: list[tuple[str, Any]] = []
     for name in sorted(hints):
-        literals = _literals(hints[name])
+        admitted = literals(hints[name])
         if name == "model":
-            literals = []  # every ImageModel name: tests/server/openai/test_models.py
-        values = literals or SAMPLES[name]
+            admitted = []  # every ImageModel name: tests/server/openai/test_models.py
+        values = admitted or SAMPLES[name]
         cases.extend((name, value) for value in values if (name, value) not in PART_B)
     return cases
 
@@ -95,7 +85,7 @@ def server(serve_module: ServeFactory) -> LiveServer:
 def test_the_table_knows_every_sdk_field() -> None:
     for hints in (GENERATE, EDIT):
         for name, hint in hints.items():
-            assert _literals(hint) or name in SAMPLES, f"a new SDK field: {name}"
+            assert literals(hint) or name in SAMPLES, f"a new SDK field: {name}"
 
 
 def _arguments(name: str, value: Any, *, edit: bool) -> dict[str, Any]:

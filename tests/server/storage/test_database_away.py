@@ -10,9 +10,9 @@ import openai
 import psycopg
 import pytest
 
-from imagebridge.providers.mock import MockProvider
 from tests.server.auth.test_keys import ADMIN, ENV, KEYS_ON, create_key
 from tests.server.conftest import ServeFactory
+from tests.server.doubles import mock_of
 from tests.support.postgres_restart import RestartablePostgres
 from tests.support.waiting import wait_until
 
@@ -34,8 +34,7 @@ def test_a_stopped_database_is_a_503_the_sdk_retries_and_no_provider_runs(
         env={**ENV, PASSWORD_ENV: restartable_postgres_server.password},
     )
     _, secret = create_key(server, "team", images_per_day=10)
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     restartable_postgres_server.stop()
     before = mock.calls
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +67,6 @@ def submit(client: httpx.Client, prompt: str) -> str:
     assert response.status_code == 202, response.text
     job_id: str = response.json()["id"]
     return job_id
-
-
-def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    assert wait_until(predicate, timeout=timeout, interval=0.05), "not reached in time"
 
 
 def deliveries(client: httpx.Client, **query: str) -> list[dict[str, Any]]:
@@ -146,8 +142,9 @@ def test_a_receiver_gets_every_job_event_once_per_id_while_down_failing_and_slow
     with server.client() as client:
         jobs = {submit(client, f"fox {n}") for n in range(4)}
         jobs.add(submit(client, "[mock:fail=upstream] broken fox"))
-        until(lambda: len(deliveries(client)) == 5)
-        until(lambda: all(d["attempts"] >= 2 for d in deliveries(client)))  # down: refused
+        assert wait_until(lambda: len(deliveries(client)) == 5)
+        # the receiver is down: each delivery is refused, then tried again
+        assert wait_until(lambda: all(d["attempts"] >= 2 for d in deliveries(client)))
 
         def answer(number: int) -> tuple[int, float]:
             if number < 4:
@@ -158,7 +155,7 @@ def test_a_receiver_gets_every_job_event_once_per_id_while_down_failing_and_slow
 
         receiver.answer = answer
         receiver.start()
-        until(lambda: all(d["status"] == "delivered" for d in deliveries(client)))
+        assert wait_until(lambda: all(d["status"] == "delivered" for d in deliveries(client)))
         listed = deliveries(client)
 
     received = receiver.snapshot()
@@ -188,10 +185,12 @@ def test_metrics_count_deliveries_and_the_backlog(serve: ServeFactory, receiver:
     sdk(server).webhooks.create(name="m", url=receiver.url, event_types=JOB_EVENTS)
     with server.client() as client:
         submit(client, "a counted fox")
-        until(lambda: [d["status"] for d in deliveries(client)] == ["delivered"])
+        assert wait_until(lambda: [d["status"] for d in deliveries(client)] == ["delivered"])
         delivered = 'imagegen_bridge_webhook_deliveries_total{outcome="delivered"} 1.0'
-        until(lambda: delivered in client.get("/metrics").text)
-        until(lambda: "imagegen_bridge_webhook_backlog 0.0" in client.get("/metrics").text)
+        assert wait_until(lambda: delivered in client.get("/metrics").text)
+        assert wait_until(
+            lambda: "imagegen_bridge_webhook_backlog 0.0" in client.get("/metrics").text
+        )
         text = client.get("/metrics").text
     assert 'imagegen_bridge_webhook_deliveries_total{outcome="failed"} 0.0' in text
     assert "imagegen_bridge_webhook_oldest_pending_age_seconds 0.0" in text
@@ -231,8 +230,8 @@ def test_admin_only_with_keys_and_a_keys_endpoint_gets_only_its_jobs(
         for name, secret in secrets.items():
             with server.client(headers={"authorization": f"Bearer {secret}"}) as client:
                 jobs[name] = submit(client, f"{name}'s fox")
-        until(lambda: len(other.accepted()) == 2)
-        until(lambda: len(receiver.accepted()) == 1)
+        assert wait_until(lambda: len(other.accepted()) == 2)
+        assert wait_until(lambda: len(receiver.accepted()) == 1)
         time.sleep(0.3)  # nothing more arrives for ann's endpoint
         [event] = receiver.accepted().values()
         assert event["data"]["id"] == jobs["ann"]
@@ -335,7 +334,7 @@ def test_configured_endpoints_are_listed_read_only_and_deliver(
     with server.client() as http:
         job = submit(http, "[mock:latency=20000] a slow fox")
         assert http.delete(f"/v1/jobs/{job}").status_code == 200
-    until(lambda: len(receiver.accepted()) == 1)
+    assert wait_until(lambda: len(receiver.accepted()) == 1)
     [event] = receiver.accepted().values()
     assert (event["type"], event["data"]["id"]) == ("job.cancelled", job)
     assert all(item.verified for item in receiver.snapshot())

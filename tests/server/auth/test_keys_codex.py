@@ -11,10 +11,9 @@ import pytest
 from tests.server.auth.test_keys import ENV, KEYS_ON, _wait_job, admin, as_key, create_key
 from tests.server.conftest import ServeFactory
 from tests.support.codex_backend import (
-    BRIDGE_ACCOUNT,
-    BRIDGE_TOKEN,
     CodexBackend,
     bridge_sets,
+    codex_responses_sets,
     write_codex_auth,
 )
 
@@ -33,17 +32,7 @@ def test_a_failure_gives_back_and_an_unknown_outcome_keeps_the_reservation(
     behaviour: str,
     kept: bool,
 ) -> None:
-    home = tmp_path / "codex-home"
-    write_codex_auth(home, access_token=BRIDGE_TOKEN, account_id=BRIDGE_ACCOUNT)
-    monkeypatch.setenv("CODEX_HOME", str(home))  # the login is read from the process
-    sets = [s for s in bridge_sets(codex_backend, tmp_path) if not s.startswith("inputs.")]
-    server = serve(
-        *KEYS_ON,
-        *sets,
-        "providers.codex_responses.enabled=true",
-        'default_provider="codex-responses"',
-        env=ENV,
-    )
+    server = serve(*KEYS_ON, *codex_responses_sets(codex_backend, tmp_path, monkeypatch), env=ENV)
     _, secret = create_key(server, "kim", images_per_day=3)
     codex_backend.set_default(behaviour)
     with as_key(server, secret) as client:

@@ -30,12 +30,9 @@ import pytest
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import mock_of
 from tests.support.codex_backend import (
-    BRIDGE_ACCOUNT,
-    BRIDGE_TOKEN,
     Behaviour,
     CodexBackend,
-    bridge_sets,
-    write_codex_auth,
+    codex_responses_sets,
 )
 from tests.support.nginx import NginxProxy, nginx_proxy, require_nginx
 from tests.support.waiting import wait_until
@@ -75,14 +72,7 @@ def _codex_bridge(
     codex_backend: CodexBackend,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Bridge]:
-    home = tmp_path / "codex-home"
-    write_codex_auth(home, access_token=BRIDGE_TOKEN, account_id=BRIDGE_ACCOUNT)
-    monkeypatch.setenv("CODEX_HOME", str(home))
-    inputs = tmp_path / "inputs"
-    inputs.mkdir()
-    sets = [s for s in bridge_sets(codex_backend, inputs) if not s.startswith("inputs.")]
-    server = serve("providers.codex_responses.enabled=true", *sets,
-                   'default_provider="codex-responses"', HEARTBEAT)  # fmt: skip
+    server = serve(*codex_responses_sets(codex_backend, tmp_path, monkeypatch), HEARTBEAT)
     codex_backend.set_default(Behaviour.slow_ok(GENERATION_S))
     with nginx_proxy(tmp_path / "nginx", [server.url], read_timeout_s=PROXY_READ_TIMEOUT_S) as px:
         yield Bridge(server, px, lambda: codex_backend.calls("responses"), "a slow pier")

@@ -16,11 +16,8 @@ import pytest
 
 from tests.server.conftest import ServeFactory
 from tests.support.codex_backend import (
-    BRIDGE_ACCOUNT,
-    BRIDGE_TOKEN,
     CodexBackend,
-    bridge_sets,
-    write_codex_auth,
+    codex_responses_sets,
 )
 
 Events = list[tuple[str, dict[str, Any]]]
@@ -34,14 +31,7 @@ def codex_stream(
     monkeypatch: pytest.MonkeyPatch,
 ) -> Callable[[str], Events]:
     """``stream(behaviour)``: one ``/v1/images/stream`` call served by ``behaviour``."""
-    home = tmp_path / "codex-home"
-    write_codex_auth(home, access_token=BRIDGE_TOKEN, account_id=BRIDGE_ACCOUNT)
-    monkeypatch.setenv("CODEX_HOME", str(home))  # the login is read from the process
-    data = tmp_path / "inputs"
-    data.mkdir()
-    sets = [s for s in bridge_sets(codex_backend, data) if not s.startswith("inputs.")]
-    server = serve("providers.codex_responses.enabled=true", *sets,
-                   'default_provider="codex-responses"')  # fmt: skip
+    server = serve(*codex_responses_sets(codex_backend, tmp_path, monkeypatch))
 
     def stream(behaviour: str) -> Events:
         codex_backend.set_default(behaviour)

@@ -88,7 +88,7 @@ def test_a_caller_leaving_after_the_provider_began_keeps_the_image(
     prompt = f"[mock:latency={LATENCY_MS}] a kept lighthouse"
     leave_once_the_provider_runs(server, path, kind, prompt)
     # The generation runs to its end: not cancelled, called once.
-    assert wait_until(lambda: mock.in_flight == 0, timeout=10)
+    assert wait_until(lambda: mock.in_flight == 0)
     assert (mock.calls, mock.cancellations) == (1, 0)
     with server.client() as client:
         assert wait_until(
@@ -136,7 +136,7 @@ def test_a_caller_leaving_before_any_provider_call_cancels(serve: ServeFactory) 
     finally:
         read_until(blocker, b"\r\n\r\n")
         blocker.close()
-    assert wait_until(lambda: mock.in_flight == 0, timeout=10)
+    assert wait_until(lambda: mock.in_flight == 0)
     assert mock.calls == 1  # the second never reached the provider
 
 
@@ -153,7 +153,7 @@ def test_the_cancel_policy_of_one_request_stops_its_generation(serve: ServeFacto
         assert wait_until(lambda: mock.in_flight == 1)
     finally:
         sock.close()
-    assert wait_until(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=5)
+    assert wait_until(lambda: mock.cancellations == 1 and mock.in_flight == 0)
     with server.client() as client:
         assert wait_until(lambda: client.get("/v1/jobs").json()["items"][0]["status"] != "running")
         record = only_record(client)
@@ -207,7 +207,7 @@ def test_a_killed_client_on_a_key_is_kept_and_counted_once(
         os.kill(client.pid, signal.SIGKILL)
     finally:
         client.wait(timeout=10)
-    assert wait_until(lambda: mock.in_flight == 0, timeout=10)
+    assert wait_until(lambda: mock.in_flight == 0)
     assert (mock.calls, mock.cancellations) == (1, 0)
     with as_key(server, secret) as owner:
         assert wait_until(

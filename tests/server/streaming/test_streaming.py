@@ -14,11 +14,10 @@ from imagebridge.contract.events import PartialImageEvent, ProgressEvent, Starte
 from imagebridge.contract.response import ImageResponse, Timings
 from imagebridge.engine.cancellation import CancelToken
 from imagebridge.engine.provider import EventSink
-from imagebridge.providers.mock import MockProvider
 from imagebridge.server import ServerOptions
 from imagebridge.server.streaming import HEARTBEAT, EventStreamResponse, sse_frame
 from tests.server.conftest import ServeFactory
-from tests.server.doubles import png
+from tests.server.doubles import mock_of, png
 from tests.server.rawhttp import open_request, read_until
 from tests.support.waiting import wait_until
 
@@ -171,8 +170,7 @@ def test_client_disconnect_cancels_the_provider_under_the_cancel_policy(
     """``server.sync.on_disconnect = "cancel"``: the original's rule (the default keeps the
     work once the provider ran: tests/server/execution/test_keep_on_disconnect.py)."""
     server = serve('server.sync.on_disconnect="cancel"')
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     if body == "multipart":
         sock = open_request(
             server.port,
@@ -188,7 +186,7 @@ def test_client_disconnect_cancels_the_provider_under_the_cancel_policy(
         assert wait_until(lambda: mock.in_flight == 1)
     finally:
         sock.close()
-    assert wait_until(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=4)
+    assert wait_until(lambda: mock.cancellations == 1 and mock.in_flight == 0)
 
 
 async def test_an_unexpected_failure_still_ends_the_stream_with_one_error() -> None:

@@ -30,6 +30,7 @@ from imagebridge.providers.mock import render_image
 from imagebridge.server import ServerOptions, create_app
 from imagebridge.server.serve import uvicorn_config
 from tests.support.images import png_b64
+from tests.support.waiting import STARTUP_S
 
 TOKEN = "upstream-bridge-token-0123456789"
 MOCK_ONLY = [
@@ -70,7 +71,7 @@ def start_upstream(data_dir: Path, *sets: str) -> Iterator[Upstream]:
     server = uvicorn.Server(uvicorn_config(app, config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + STARTUP_S
     while not server.started and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.01)
     try:

@@ -19,6 +19,7 @@ from imagebridge.contract.response import ImageResponse
 from imagebridge.server import routes
 from tests.support.fakes import image_item
 from tests.support.images import png_bytes
+from tests.support.waiting import STARTUP_S
 
 
 def image_response(data: bytes) -> ImageResponse:
@@ -186,7 +187,7 @@ def test_a_large_answer_arrives_whole_through_uvicorn(
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + STARTUP_S
         while not server.started and time.monotonic() < deadline:
             time.sleep(0.01)
         answer = httpx.get(f"http://127.0.0.1:{port}/", timeout=30)

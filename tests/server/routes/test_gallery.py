@@ -7,24 +7,26 @@ admin reads one API key's gallery with ``?key=`` and nobody else may.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.server.conftest import LiveServer, ServeFactory
+from tests.support.waiting import wait_until
 
 ADMIN = "gallery-admin-token"
 
 
-def wait_done(client: httpx.Client, job_id: str, timeout: float = 20.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] not in ("queued", "running") or time.monotonic() > deadline:
-            return job
-        time.sleep(0.05)
+def wait_done(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    job: dict[str, Any] = {}
+
+    def done() -> bool:
+        job.update(client.get(f"/v1/jobs/{job_id}").json())
+        return job["status"] not in ("queued", "running")
+
+    wait_until(done, interval=0.05)
+    return job
 
 
 def make(client: httpx.Client, prompt: str, n: int = 1) -> dict[str, Any]:

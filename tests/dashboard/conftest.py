@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 
 from tests.server.conftest import LiveServer, ProviderSpec, start_server
-from tests.support.waiting import STATE_S, wait_until
+from tests.support.jobs_api import finished_job
+from tests.support.waiting import STATE_S
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -361,14 +362,8 @@ def job(server: LiveServer, job_id: str) -> dict[str, Any]:
 
 def wait_terminal(server: LiveServer, job_id: str, timeout: float = STATE_S) -> dict[str, Any]:
     """Poll the API (bounded) until the job has finished; its last state."""
-    current: dict[str, Any] = {}
-
-    def finished() -> bool:
-        current.update(job(server, job_id))
-        return current["status"] not in ("queued", "running")
-
-    wait_until(finished, timeout, interval=0.05)
-    return current
+    with server.client() as client:
+        return finished_job(client, job_id, timeout)
 
 
 def jobs_with_prompt(server: LiveServer, prompt: str) -> list[dict[str, Any]]:

@@ -28,7 +28,8 @@ from playwright.sync_api import expect
 
 from tests.dashboard.conftest import OpenPage
 from tests.support.bridge_server import start_server
-from tests.support.waiting import STATE_S, wait_until
+from tests.support.jobs_api import finished_job
+from tests.support.waiting import STATE_S
 
 pytestmark = pytest.mark.browser
 
@@ -51,18 +52,6 @@ class ProcessBridge:
         return httpx.Client(base_url=self.url, **kwargs)
 
 
-def _finished(client: httpx.Client, job_id: str) -> str:
-    status = ""
-
-    def done() -> bool:
-        nonlocal status
-        status = str(client.get(f"/v1/jobs/{job_id}").json()["status"])
-        return status not in ("queued", "running")
-
-    wait_until(done, 120, interval=0.1)
-    return status
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessBridge]:
     process = start_server(Path(tmp_path_factory.mktemp("scale")), "server.jobs.max_running=8")
@@ -80,7 +69,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessBridge]:
                 ).json()["id"]
                 for n in range(IMAGES // PER_REQUEST)
             ]
-            assert [_finished(client, job_id) for job_id in ids] == ["succeeded"] * len(ids)
+            statuses = {finished_job(client, job_id, 120)["status"] for job_id in ids}
+            assert statuses == {"succeeded"}, statuses
         yield live
     finally:
         process.stop()

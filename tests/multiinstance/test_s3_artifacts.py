@@ -34,6 +34,7 @@ from tests.multiinstance.bridges import (
     bridge_processes,
     start_bridge,
 )
+from tests.support.jobs_api import finished_job
 from tests.support.postgres import PostgresServer
 from tests.support.s3 import S3Server
 
@@ -42,7 +43,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.s3, pytest.mark.timeout(300)]
 _KEY_ENV = "MULTI_INSTANCE_S3_KEY"
 _SECRET_ENV = "MULTI_INSTANCE_S3_SECRET"
 _LINK_ENV = "MULTI_INSTANCE_LINK_KEY"
-TERMINAL = {"succeeded", "failed", "cancelled", "interrupted"}
 
 
 def _objects(server: S3Server, prefix: str) -> S3ObjectStore:
@@ -63,17 +63,6 @@ def _sidecar(server: S3Server, prefix: str, artifact_id: str) -> dict[str, Any] 
             return await S3ArtifactStore(objects).read_sidecar(artifact_id, None)
 
     return asyncio.run(read())
-
-
-def _wait_job(client: httpx.Client, job_id: str, timeout: float = 90.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] in TERMINAL:
-            return job
-        if time.monotonic() > deadline:
-            pytest.fail(f"job {job_id} did not finish: {job['status']}")
-        time.sleep(0.1)
 
 
 def _wait_ready(url: str, ready: bool, timeout: float = 90.0) -> None:
@@ -164,14 +153,14 @@ def test_a_job_run_on_one_instance_is_served_by_the_other(
     ):
         submitted = on_a.post("/v1/jobs", json=body)
         assert submitted.status_code == 202, submitted.text
-        job = _wait_job(on_a, submitted.json()["id"])
+        job = finished_job(on_a, submitted.json()["id"], 90)
         assert job["status"] == "succeeded", job
         [item] = job["result"]["data"]
         artifact_id = item["id"]
         assert item["metadata_name"]
 
         # B: the record, the image (same bytes and ETag as A), the thumbnail
-        assert _wait_job(on_b, job["id"])["result"]["data"][0]["id"] == artifact_id
+        assert finished_job(on_b, job["id"])["result"]["data"][0]["id"] == artifact_id
         from_a = on_a.get(f"/v1/artifacts/{artifact_id}")
         from_b = on_b.get(f"/v1/artifacts/{artifact_id}")
         assert from_b.status_code == 200, from_b.text

@@ -20,39 +20,11 @@ from imagebridge.contract.keys import (
 )
 from imagebridge.providers.mock import MockProvider
 from imagebridge.server.routes.keys import _LIMIT_PROPERTIES
+from tests.server.auth.keys import BODY, ENV, KEYS_ON, admin, as_key, burst, create_key
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import mock_of, with_mock
 from tests.support.fakes import FakeProvider
-
-ADMIN = "admin-token-SECRET-1"
-ENV = {"BRIDGE_ADMIN": ADMIN}
-KEYS_ON = ("server.keys.enabled=true", 'server.bearer_token_env="BRIDGE_ADMIN"')
-BODY = {"operation": "generate", "prompt": "a paper fox", "routing": {"provider": "mock"}}
-
-
-def admin(server: LiveServer) -> httpx.Client:
-    return server.client(headers={"authorization": f"Bearer {ADMIN}"})
-
-
-def create_key(server: LiveServer, name: str, **limits: Any) -> tuple[str, str]:
-    with admin(server) as client:
-        response = client.post("/v1/keys", json={"name": name, **limits})
-    assert response.status_code == 201, response.text
-    body = response.json()
-    assert body["secret"].startswith("ibk_") and body["key"]["prefix"] == body["secret"][:12]
-    return body["key"]["id"], body["secret"]
-
-
-def as_key(server: LiveServer, secret: str) -> httpx.Client:
-    return server.client(headers={"authorization": f"Bearer {secret}"})
-
-
-async def _burst(server: LiveServer, secret: str, count: int) -> list[httpx.Response]:
-    limits = httpx.Limits(max_connections=count)
-    async with server.async_client(
-        headers={"authorization": f"Bearer {secret}"}, limits=limits, timeout=120
-    ) as client:
-        return await asyncio.gather(*(client.post("/v1/images", json=BODY) for _ in range(count)))
+from tests.support.jobs_api import finished_job
 
 
 def test_forty_concurrent_requests_on_ten_images_a_day_give_exactly_ten(
@@ -63,7 +35,7 @@ def test_forty_concurrent_requests_on_ten_images_a_day_give_exactly_ten(
     mock = mock_of(server)
     before = mock.calls
 
-    responses = asyncio.run(_burst(server, secret, 40))
+    responses = asyncio.run(burst(server, secret, 40))
 
     statuses = sorted(r.status_code for r in responses)
     assert statuses.count(200) == 10 and statuses.count(429) == 30
@@ -262,16 +234,6 @@ def test_the_admin_api_is_in_the_openapi_document_without_colliding_names(
     assert not any(path.startswith("/v1/keys") for path in original["paths"])
 
 
-def _wait_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] in ("succeeded", "failed", "cancelled", "interrupted"):
-            return job
-        time.sleep(0.05)
-    raise AssertionError("job did not finish")
-
-
 def test_a_key_never_sees_another_keys_jobs_artifacts_sessions_or_changes_presets(
     serve: ServeFactory,
 ) -> None:
@@ -281,7 +243,7 @@ def test_a_key_never_sees_another_keys_jobs_artifacts_sessions_or_changes_preset
     session = {"mode": "persistent", "key": "my-story"}
     with as_key(server, owner_secret) as owner, as_key(server, other_secret) as other:
         job = owner.post("/v1/jobs", json={**BODY, "session": session}).json()
-        done = _wait_job(owner, job["id"])
+        done = finished_job(owner, job["id"])
         assert done["status"] == "succeeded"
         artifact = done["result"]["data"][0]["id"]
         assert done["result"]["session"]["key"] == "my-story"  # as the caller named it
@@ -429,12 +391,12 @@ def test_a_keys_job_reserves_when_it_runs(serve: ServeFactory) -> None:
     _, secret = create_key(server, "jobs", images_per_day=1)
     with as_key(server, secret) as client:
         failing = client.post("/v1/jobs", json={**BODY, "prompt": "[mock:fail=upstream] x"})
-        assert _wait_job(client, failing.json()["id"])["status"] == "failed"
+        assert finished_job(client, failing.json()["id"])["status"] == "failed"
         first = client.post("/v1/jobs", json=BODY).json()
-        assert _wait_job(client, first["id"])["status"] == "succeeded"  # the failure gave back
+        assert finished_job(client, first["id"])["status"] == "succeeded"  # the failure gave back
         second = client.post("/v1/jobs", json=BODY)
         assert second.status_code == 202  # queued: nothing is reserved before it runs
-        refused = _wait_job(client, second.json()["id"])
+        refused = finished_job(client, second.json()["id"])
     assert refused["status"] == "failed"
     assert refused["error"]["code"] == "rate_limited"
     assert refused["error"]["details"]["reason"] == "key_quota"
@@ -527,7 +489,7 @@ def test_a_keys_request_or_job_never_falls_back_to_a_provider_off_its_allow_list
         refused = client.post("/v1/images", json=body)
         job = client.post("/v1/jobs", json=body)
         assert job.status_code == 202, job.text
-        failed = _wait_job(client, job.json()["id"])
+        failed = finished_job(client, job.json()["id"])
         allowed = client.post("/v1/images", json={**BODY, "parameters": {"n": 1}})
     assert refused.status_code == 403
     assert failed["status"] == "failed"

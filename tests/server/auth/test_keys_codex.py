@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.auth.test_keys import ENV, KEYS_ON, _wait_job, admin, as_key, create_key
+from tests.server.auth.keys import ENV, KEYS_ON, admin, as_key, create_key
 from tests.server.conftest import ServeFactory
 from tests.support.codex_backend import (
     CodexBackend,
@@ -16,6 +16,7 @@ from tests.support.codex_backend import (
     codex_responses_sets,
     write_codex_auth,
 )
+from tests.support.jobs_api import finished_job
 
 BODY = {"operation": "generate", "prompt": "a red fox", "timeout_ms": 3000}
 
@@ -74,7 +75,7 @@ def test_a_success_is_counted_on_the_pool_account_it_ran_on(
         second = client.post("/v1/images", json=BODY)
         job = client.post("/v1/jobs", json=BODY)
         assert job.status_code in (200, 201, 202), job.text
-        assert _wait_job(client, job.json()["id"])["status"] == "succeeded"
+        assert finished_job(client, job.json()["id"])["status"] == "succeeded"
     assert first.status_code == 200, first.text
     assert second.status_code == 200, second.text
     ran = {name: codex_backend.calls_by(token) for name, token in tokens.items()}

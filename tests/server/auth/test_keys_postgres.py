@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tests.server.auth.test_keys import ENV, KEYS_ON, _burst, create_key
+from tests.server.auth.keys import ENV, KEYS_ON, burst, create_key
 from tests.server.conftest import ServeFactory
 from tests.server.doubles import mock_of
 from tests.support.postgres import PostgresServer
@@ -32,7 +32,7 @@ def test_forty_concurrent_requests_on_ten_images_a_day_on_postgres(
     mock = mock_of(server)
     before = mock.calls
 
-    responses = asyncio.run(_burst(server, secret, 40))
+    responses = asyncio.run(burst(server, secret, 40))
 
     statuses = [r.status_code for r in responses]
     assert statuses.count(200) == 10 and statuses.count(429) == 30

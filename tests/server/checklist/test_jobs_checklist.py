@@ -30,13 +30,16 @@ def job_body(prompt: str = "DURABLE TEST fox", **parameters: Any) -> dict[str, A
     }
 
 
-def wait_status(client: httpx.Client, job_id: str, wanted: set[str], timeout: float = 15) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] in wanted or time.monotonic() > deadline:
-            return job
-        time.sleep(0.05)
+def wait_status(client: httpx.Client, job_id: str, wanted: set[str]) -> Any:
+    """The job once its status is one of ``wanted`` (or its last state: a hang guard)."""
+    job: dict[str, Any] = {}
+
+    def reached() -> bool:
+        job.update(client.get(f"/v1/jobs/{job_id}").json())
+        return job["status"] in wanted
+
+    wait_until(reached, interval=0.05)
+    return job
 
 
 @pytest.fixture(scope="module")

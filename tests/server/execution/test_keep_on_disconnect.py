@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.auth.test_keys import ENV, KEYS_ON, admin, as_key, create_key
+from tests.server.auth.keys import ENV, KEYS_ON, admin, as_key, create_key
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import mock_of
 from tests.server.rawhttp import open_request, read_until

@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from tests.server.auth.test_keys import ENV, KEYS_ON, admin, create_key
+from tests.server.auth.keys import ENV, KEYS_ON, admin, create_key
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import mock_of
 from tests.support.waiting import wait_until

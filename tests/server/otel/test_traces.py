@@ -29,6 +29,7 @@ from imagebridge.server.tracing import configure_logging
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import mock_of, with_mock
 from tests.support.fakes import FakeProvider
+from tests.support.jobs_api import finished_job
 from tests.support.otlp import (
     SERVER_KIND,
     OtlpGrpcReceiver,
@@ -274,15 +275,7 @@ def test_a_fallback_is_two_attempts_and_an_unknown_outcome_one(
 def _job(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
     submitted = client.post("/v1/jobs", json=body, headers={"traceparent": traceparent()})
     assert submitted.status_code == 202, submitted.text
-    job_id = submitted.json()["id"]
-    job: dict[str, Any] = {}
-
-    def finished() -> bool:
-        job.update(client.get(f"/v1/jobs/{job_id}").json())
-        return job["status"] not in ("queued", "running")
-
-    assert wait_until(finished, interval=0.05), f"the job did not finish: {job}"
-    return job
+    return finished_job(client, submitted.json()["id"])
 
 
 def job_trace(receiver: OtlpHttpReceiver, job_id: str) -> Trace:

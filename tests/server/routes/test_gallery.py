@@ -13,27 +13,16 @@ import httpx
 import pytest
 
 from tests.server.conftest import LiveServer, ServeFactory
-from tests.support.waiting import wait_until
+from tests.support.jobs_api import finished_job
 
 ADMIN = "gallery-admin-token"
-
-
-def wait_done(client: httpx.Client, job_id: str) -> dict[str, Any]:
-    job: dict[str, Any] = {}
-
-    def done() -> bool:
-        job.update(client.get(f"/v1/jobs/{job_id}").json())
-        return job["status"] not in ("queued", "running")
-
-    wait_until(done, interval=0.05)
-    return job
 
 
 def make(client: httpx.Client, prompt: str, n: int = 1) -> dict[str, Any]:
     body = {"operation": "generate", "prompt": prompt, "parameters": {"size": "8x8", "n": n}}
     created = client.post("/v1/jobs", json=body)
     assert created.status_code == 202, created.text
-    return wait_done(client, created.json()["id"])
+    return finished_job(client, created.json()["id"])
 
 
 def pages(client: httpx.Client, **params: Any) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ import openai
 import psycopg
 import pytest
 
-from tests.server.auth.test_keys import ADMIN, ENV, KEYS_ON, create_key
+from tests.server.auth.keys import ADMIN, ENV, KEYS_ON, create_key
 from tests.server.conftest import ServeFactory
 from tests.server.doubles import mock_of
 from tests.support.postgres_restart import RestartablePostgres

@@ -91,6 +91,11 @@ class PostgresServer:
         secret = self.password if password is None else password
         return f"postgresql://{user}:{secret}@{self.host}:{self.port}/{database}"
 
+    def bare_url(self, *, database: str = APP_DATABASE, user: str = APP_ROLE) -> str:
+        """:meth:`url` without the password: a bridge reads it from the variable its
+        ``server.jobs.postgres_password_env`` names."""
+        return f"postgresql://{user}@{self.host}:{self.port}/{database}"
+
     def admin_url(self, database: str = APP_DATABASE) -> str:
         """The bootstrap superuser, for tests that set up roles or odd databases."""
         return self.url(database=database, user="imagebridge", password=self.superuser_password)

@@ -22,8 +22,7 @@ import pytest
 from tests.server.auth.keys import ENV, KEYS_ON, admin, as_key, create_key
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import mock_of
-from tests.server.rawhttp import open_request, read_until
-from tests.server.streaming.test_streaming import BOUNDARY, multipart_edit
+from tests.server.rawhttp import BOUNDARY, multipart_edit, open_request, read_until
 from tests.support.waiting import wait_until
 
 LATENCY_MS = 1_500

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import socket
@@ -23,57 +22,11 @@ from imagebridge.contract.errors import BridgeError
 from imagebridge.server.serve import _listen, check_bind, uvicorn_config
 from tests.server.conftest import ServeFactory
 from tests.server.doubles import mock_of, with_mock
+from tests.server.lifecycle.process import MOCK_ONLY, Process
 from tests.support.fakes import FakeProvider
 from tests.support.waiting import wait_until
 
-MOCK_ONLY = [
-    'default_provider="mock"',
-    "providers.codex_responses.enabled=false",
-    "providers.codex_app_server.enabled=false",
-]
 SECRET_PROMPT = "serve-secret-prompt"
-
-
-class Process:
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
-        self.popen = subprocess.Popen(
-            [sys.executable, "-m", "imagebridge.server", *args],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.popen.stderr is not None
-        for line in self.popen.stderr:
-            self.lines.put(line.rstrip("\n"))
-
-    def wait_line(self, pattern: str, timeout: float = 15.0) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                if self.popen.poll() is not None and self.lines.empty():
-                    break
-                continue
-            self.seen.append(line)
-            match = re.search(pattern, line)
-            if match:
-                return match
-        raise AssertionError(f"no line matching {pattern!r}; saw {self.seen}")
-
-    def drain(self) -> list[str]:
-        while True:
-            try:
-                self.seen.append(self.lines.get(timeout=0.2))
-            except queue.Empty:
-                return self.seen
 
 
 @pytest.fixture

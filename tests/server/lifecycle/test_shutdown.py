@@ -25,7 +25,7 @@ import pytest
 from PIL import Image
 
 from imagebridge.artifacts.filesystem.objects import TEMP_PREFIX
-from tests.server.lifecycle.test_serve import MOCK_ONLY, Process
+from tests.server.lifecycle.process import MOCK_ONLY, Process
 from tests.support.waiting import STARTUP_S, STATE_S, wait_or_fail
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.multiinstance.bridges import PASSWORD_ENV, SharedDatabase
-from tests.server.lifecycle.test_serve import MOCK_ONLY, Process
+from tests.server.lifecycle.process import MOCK_ONLY, Process
 from tests.support.postgres import find_postgres_bin
 from tests.support.postgres_restart import restartable_postgres
 

@@ -30,16 +30,12 @@ PASSWORD_ENV = "TEST_BRIDGE_PG_PASSWORD"
 SLOW = "[mock:latency=20000]"
 
 
-def bare_url(server: PostgresServer) -> str:
-    return f"postgresql://bridge@{server.host}:{server.port}/imagebridge_test"
-
-
 @pytest.fixture
 def shared_sets(
     postgres_server: PostgresServer, postgres_schema: str, tmp_path: Path
 ) -> tuple[str, ...]:
     return (
-        f'server.jobs.database="{bare_url(postgres_server)}"',
+        f'server.jobs.database="{postgres_server.bare_url()}"',
         f'server.jobs.postgres_schema="{postgres_schema}"',
         f'server.jobs.postgres_password_env="{PASSWORD_ENV}"',
         "server.jobs.postgres_pool_max_size=3",
@@ -155,7 +151,7 @@ def test_a_missing_password_variable_refuses_to_start(
         'default_provider="mock"',
         "providers.codex_responses.enabled=false",
         "providers.codex_app_server.enabled=false",
-        f'server.jobs.database="{bare_url(postgres_server)}"',
+        f'server.jobs.database="{postgres_server.bare_url()}"',
         f'server.jobs.postgres_schema="{postgres_schema}"',
         f'server.jobs.postgres_password_env="{PASSWORD_ENV}"',
     ]

@@ -17,8 +17,8 @@ from imagebridge.engine.provider import EventSink
 from imagebridge.server import ServerOptions
 from imagebridge.server.streaming import HEARTBEAT, EventStreamResponse, sse_frame
 from tests.server.conftest import ServeFactory
-from tests.server.doubles import mock_of, png
-from tests.server.rawhttp import open_request, read_until
+from tests.server.doubles import mock_of
+from tests.server.rawhttp import BOUNDARY, multipart_edit, open_request, read_until
 from tests.support.waiting import wait_until
 
 SLOW = {
@@ -123,26 +123,6 @@ async def test_idle_streams_carry_heartbeats() -> None:
 
 def test_frames_are_one_event_and_one_data_line() -> None:
     assert sse_frame("progress", '{"a":1}') == b'event: progress\ndata: {"a":1}\n\n'
-
-
-BOUNDARY = "bridge-test-boundary"
-
-
-def multipart_edit(prompt: str) -> bytes:
-    return (
-        (
-            f"--{BOUNDARY}\r\n"
-            'Content-Disposition: form-data; name="prompt"\r\n\r\n'
-            f"{prompt}\r\n"
-            f"--{BOUNDARY}\r\n"
-            'Content-Disposition: form-data; name="size"\r\n\r\n8x8\r\n'
-            f"--{BOUNDARY}\r\n"
-            'Content-Disposition: form-data; name="image"; filename="a.png"\r\n'
-            "Content-Type: image/png\r\n\r\n"
-        ).encode()
-        + png(8, 8)
-        + f"\r\n--{BOUNDARY}--\r\n".encode()
-    )
 
 
 def test_heartbeat_comments_reach_a_real_client(serve: ServeFactory) -> None:

@@ -19,12 +19,12 @@ import openai
 import pytest
 
 from tests.server.conftest import ServeFactory
-from tests.server.storage.test_shared_jobs import PASSWORD_ENV, bare_url
 from tests.support.postgres import PostgresServer
 from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.postgres
+PASSWORD_ENV = "TEST_WEBHOOKS_PG_PASSWORD"
 
 _DELIVERED = re.compile(r'imagegen_bridge_webhook_deliveries_total\{outcome="delivered"\} (\d+)')
 
@@ -51,7 +51,7 @@ def test_two_servers_deliver_each_event_from_one_of_them(
     tmp_path: Path,
 ) -> None:
     sets = (
-        f'server.jobs.database="{bare_url(postgres_server)}"',
+        f'server.jobs.database="{postgres_server.bare_url()}"',
         f'server.jobs.postgres_schema="{postgres_schema}"',
         f'server.jobs.postgres_password_env="{PASSWORD_ENV}"',
         "server.jobs.poll_interval_ms=50",

@@ -63,6 +63,21 @@ class FakeClock:
         self.now += seconds
 
 
+async def job_where(
+    manager: JobManager, job_id: str, predicate: Callable[[ImageJob], bool], scope: str = SCOPE
+) -> ImageJob:
+    """The job as ``manager`` reads it, once ``predicate`` holds for it."""
+    latest: list[ImageJob] = []
+
+    async def check() -> bool:
+        job = await manager.get(scope, job_id)
+        latest[:] = [job]
+        return predicate(job)
+
+    await eventually(check)
+    return latest[0]
+
+
 @dataclass
 class Bridge:
     """One running bridge: application, job store and manager over a shared data dir."""
@@ -86,26 +101,10 @@ class Bridge:
 
     async def settled(self, job_id: str, scope: str = SCOPE) -> ImageJob:
         """Wait for the job to reach a terminal status and return it."""
-        latest: list[ImageJob] = []
-
-        async def terminal() -> bool:
-            job = await self.manager.get(scope, job_id)
-            latest[:] = [job]
-            return job.status.terminal
-
-        await eventually(terminal)
-        return latest[0]
+        return await job_where(self.manager, job_id, lambda job: job.status.terminal, scope)
 
     async def reached(self, job_id: str, predicate: Callable[[ImageJob], bool]) -> ImageJob:
-        latest: list[ImageJob] = []
-
-        async def check() -> bool:
-            job = await self.manager.get(SCOPE, job_id)
-            latest[:] = [job]
-            return predicate(job)
-
-        await eventually(check)
-        return latest[0]
+        return await job_where(self.manager, job_id, predicate)
 
 
 BridgeFactory = Callable[..., Awaitable[Bridge]]
@@ -189,26 +188,11 @@ class Instance:
         return queue
 
     async def settled(self, job_id: str, scope: str = SCOPE) -> ImageJob:
-        latest: list[ImageJob] = []
-
-        async def terminal() -> bool:
-            job = await self.manager.get(scope, job_id)
-            latest[:] = [job]
-            return job.status.terminal
-
-        await eventually(terminal)
-        return latest[0]
+        """Wait for the job to reach a terminal status and return it."""
+        return await job_where(self.manager, job_id, lambda job: job.status.terminal, scope)
 
     async def reached(self, job_id: str, predicate: Callable[[ImageJob], bool]) -> ImageJob:
-        latest: list[ImageJob] = []
-
-        async def check() -> bool:
-            job = await self.manager.get(SCOPE, job_id)
-            latest[:] = [job]
-            return predicate(job)
-
-        await eventually(check)
-        return latest[0]
+        return await job_where(self.manager, job_id, predicate)
 
 
 InstanceFactory = Callable[..., Awaitable[Instance]]

@@ -71,7 +71,8 @@ def photo_like_png(path: Path) -> int:
 def serve(png_path: str, data_dir: str) -> None:
     """Child mode: the bridge with a provider double answering with ``png_path``'s image."""
     import uvicorn
-    from tests.support.fakes import FakeProvider, png_bytes
+    from tests.support.fakes import FakeProvider
+    from tests.support.images import png_bytes
 
     from imagebridge.application import build_application
     from imagebridge.config import load_config

@@ -9,6 +9,8 @@ import zlib
 import numpy as np
 from PIL import Image
 
+from tests.support.images import png_bytes
+
 
 def encode(image: Image.Image, fmt: str, **options: object) -> bytes:
     buffer = io.BytesIO()
@@ -17,7 +19,7 @@ def encode(image: Image.Image, fmt: str, **options: object) -> bytes:
 
 
 def png(width: int, height: int, color: tuple[int, ...] = (0, 0, 0, 0)) -> bytes:
-    return encode(Image.new("RGBA", (width, height), color), "PNG")
+    return png_bytes(width, height, color, mode="RGBA")
 
 
 def jpeg(width: int, height: int, color: tuple[int, int, int] = (10, 20, 30)) -> bytes:

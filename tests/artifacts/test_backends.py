@@ -28,7 +28,7 @@ from imagebridge.artifacts.filesystem.store import ArtifactStore, AsyncArtifactS
 from imagebridge.artifacts.interfaces import ArtifactBackend
 from imagebridge.artifacts.publication import Publication
 from imagebridge.artifacts.records import StoredArtifact
-from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -202,15 +202,7 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         return
     server: S3Server = request.getfixturevalue("s3_server")
     prefix: str = request.getfixturevalue("s3_prefix")
-    settings = S3Settings(
-        bucket=server.bucket,
-        endpoint=server.endpoint,
-        region=server.region,
-        key_prefix=prefix,
-        addressing_style="path",
-        credentials=S3Credentials(server.access_key_id, server.secret_access_key),
-    )
-    async with S3ObjectStore(settings) as objects:
+    async with S3ObjectStore(server.settings(prefix)) as objects:
         yield s3_harness(objects)
 
 

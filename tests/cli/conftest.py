@@ -23,6 +23,7 @@ import pytest
 from imagebridge.cli.app import main
 from imagebridge.storage import PostgresOptions
 from tests.support.fixture_files import ORIGINAL_CONFIG
+from tests.support.images import encoded_png
 from tests.support.postgres import APP_DATABASE, APP_ROLE, PostgresServer
 
 EXAMPLE_CONFIG = ORIGINAL_CONFIG
@@ -154,25 +155,13 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
     return Cli(tmp_path, cwd, data, env, monkeypatch, capsys)
 
 
-def png_bytes(
-    width: int = 16, height: int = 16, color: tuple[int, int, int] = (200, 30, 30)
-) -> bytes:
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
 def keyed_png() -> bytes:
     """A red square on a flat green background (for chroma-key tests)."""
     from PIL import Image
 
     image = Image.new("RGB", (32, 32), (0, 255, 0))
     image.paste((200, 0, 0), (8, 8, 24, 24))
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return buffer.getvalue()
+    return encoded_png(image)
 
 
 def fake_executable(directory: Path, name: str, script: str) -> Path:

@@ -18,8 +18,7 @@ import uvicorn
 
 from imagebridge.config import load_config
 from tests.cli.conftest import OFFLINE
-
-STARTUP_TIMEOUT_S = 10.0
+from tests.support.waiting import STARTUP_S
 
 
 @contextmanager
@@ -32,7 +31,7 @@ def serving(app: Any) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    deadline = time.monotonic() + STARTUP_S
     while not server.started and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.01)
     if not server.started:

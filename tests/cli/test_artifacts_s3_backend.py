@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.objects import S3ObjectStore
 from tests.cli.conftest import Cli
 from tests.cli.test_artifact_migration import s3_env
 from tests.support.s3 import S3Server
@@ -23,15 +23,7 @@ pytestmark = pytest.mark.s3
 
 def _keys(server: S3Server, prefix: str) -> list[str]:
     async def listed() -> list[str]:
-        settings = S3Settings(
-            bucket=server.bucket,
-            endpoint=server.endpoint,
-            region=server.region,
-            key_prefix=prefix,
-            addressing_style="path",
-            credentials=S3Credentials(server.access_key_id, server.secret_access_key),
-        )
-        async with S3ObjectStore(settings) as objects:
+        async with S3ObjectStore(server.settings(prefix)) as objects:
             return sorted(item.key for item in await objects.list_objects("", limit=100))
 
     return asyncio.run(listed())

@@ -21,8 +21,9 @@ from starlette.routing import Route
 
 from imagebridge.cli.remote import normalize_base_url
 from imagebridge.contract.errors import BridgeError
-from tests.cli.conftest import Cli, png_bytes
+from tests.cli.conftest import Cli
 from tests.cli.servers import bridge, serving
+from tests.support.images import png_bytes
 
 SMALL = ("--size", "16x16")
 

@@ -22,8 +22,7 @@ from imagebridge.cli.output import Output, OutputMode
 from imagebridge.cli.service import dashboard_command, serve_command
 from tests.cli.conftest import SCRIPT, Cli
 from tests.cli.servers import serving
-
-READ_TIMEOUT_S = 20.0
+from tests.support.waiting import STARTUP_S
 
 
 @contextmanager
@@ -48,7 +47,7 @@ def running(
 
 def read_line(stream: Any, predicate: Callable[[str], bool]) -> str:
     """The first line of ``stream`` satisfying ``predicate`` (bounded wait)."""
-    deadline = time.monotonic() + READ_TIMEOUT_S
+    deadline = time.monotonic() + STARTUP_S
     while time.monotonic() < deadline:
         ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
         if not ready:
@@ -91,7 +90,7 @@ def _free_port() -> int:
 
 
 def _wait_live(url: str) -> None:
-    deadline = time.monotonic() + READ_TIMEOUT_S
+    deadline = time.monotonic() + STARTUP_S
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/health/live", timeout=1).status_code == 200:

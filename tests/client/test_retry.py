@@ -7,7 +7,7 @@ import email.utils
 import pytest
 
 from imagebridge.client import BridgeAPIError, ErrorCode, RetryPolicy
-from imagebridge.client._retry import parse_retry_after
+from imagebridge.client._headers import parse_retry_after
 from imagebridge.contract.errors import BridgeError
 
 

@@ -10,7 +10,9 @@ from tests.client.conftest import Client, resolve
 
 
 async def test_leaving_a_stream_early_releases_it_at_once(api: Client) -> None:
-    stream = await resolve(api.images.stream("[mock:latency=5000] slow fox"))
+    # An upper bound on time says "not the long wait", so it sits halfway to that wait (a
+    # generation of 60 s), never near the expected moment, which a busy machine stretches.
+    stream = await resolve(api.images.stream("[mock:latency=60000] slow fox"))
     started = time.monotonic()
     if hasattr(stream, "__aenter__"):
         async with stream:
@@ -19,7 +21,7 @@ async def test_leaving_a_stream_early_releases_it_at_once(api: Client) -> None:
         with stream:
             first = next(stream)
     assert isinstance(first, StartedEvent)
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 30
     # The client is still usable afterwards.
     assert await resolve(api.health.live()) is True
 

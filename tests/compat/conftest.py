@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import STARTUP_S
+
 TOKEN = "sdk-tier-token"
-STARTUP_TIMEOUT_S = 30.0
 _LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 
 CONFIG = """\
@@ -89,7 +90,7 @@ def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgeProcess]:
 
 
 def _wait_for_url(process: subprocess.Popen[bytes], log: Path) -> str:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    deadline = time.monotonic() + STARTUP_S
     while time.monotonic() < deadline:
         found = _LISTENING.search(log.read_text(encoding="utf-8", errors="replace"))
         if found:

@@ -1,7 +1,7 @@
 """``[server.webhooks]``: what ``config check`` says about its bounds and its endpoints.
 
 The address rules (private targets) need DNS and are applied when the server starts
-(tests/server/test_webhooks.py); here the shapes, names, bounds and relations.
+(tests/server/webhooks/test_webhooks.py); here the shapes, names, bounds and relations.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from imagebridge import __version__
 from tests.container import docker as docker_engine
 from tests.container.docker import Docker, serve_folder
 from tests.container.podman import ROOT, Podman, missing_prerequisites, prepared
+from tests.support.figures import report_figure
 
 IMAGE = "localhost/imagebridge:ci"
 PYTHON_BASE = "localhost/imagebridge-ci/python-base:latest"
@@ -54,19 +55,9 @@ class BuiltImage:
     size_bytes: int
 
 
-_FIGURES: list[str] = []
-
-
 def _report(config: pytest.Config, line: str) -> None:
-    """Keep a measured figure for the end-of-run summary (output is captured meanwhile)."""
-    _FIGURES.append(line)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _FIGURES:
-        terminalreporter.section("container tier")
-        for line in _FIGURES:
-            terminalreporter.write_line(line)
+    """A measured figure for the end-of-run summary (tests/support/figures.py)."""
+    report_figure(config, "container tier", line)
 
 
 @pytest.fixture(scope="package")

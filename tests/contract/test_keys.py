@@ -3,7 +3,7 @@ they existed: each decodes strictly into its model and encodes back byte for byt
 
 The answers were recorded from ``/v1/keys``, ``/v1/usage`` and ``imagegen-bridge --json keys
 audit`` while those were still built from plain dicts (ids and secrets replaced by others of
-the same shape); tests/server/test_keys.py decodes the live answers the same way.
+the same shape); tests/server/auth/test_keys.py decodes the live answers the same way.
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ import re
 import shutil
 import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +27,8 @@ from typing import Any
 import pytest
 
 from tests.server.conftest import LiveServer, ProviderSpec, start_server
+from tests.support.jobs_api import finished_job
+from tests.support.waiting import STATE_S
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -359,14 +360,10 @@ def job(server: LiveServer, job_id: str) -> dict[str, Any]:
     return dict(response.json())
 
 
-def wait_terminal(server: LiveServer, job_id: str, timeout: float = 15.0) -> dict[str, Any]:
-    """Poll the API (bounded) until the job has finished."""
-    deadline = time.monotonic() + timeout
-    while True:
-        current = job(server, job_id)
-        if current["status"] not in ("queued", "running") or time.monotonic() > deadline:
-            return current
-        time.sleep(0.05)
+def wait_terminal(server: LiveServer, job_id: str, timeout: float = STATE_S) -> dict[str, Any]:
+    """Poll the API (bounded) until the job has finished; its last state."""
+    with server.client() as client:
+        return finished_job(client, job_id, timeout)
 
 
 def jobs_with_prompt(server: LiveServer, prompt: str) -> list[dict[str, Any]]:

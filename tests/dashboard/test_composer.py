@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from tests.dashboard.conftest import (
 from tests.server.conftest import LiveServer
 from tests.server.doubles import with_mock
 from tests.support.fakes import FakeProvider
+from tests.support.images import noise_png, png_bytes
 
 pytestmark = pytest.mark.browser
 
@@ -38,21 +38,6 @@ def server(bridge: BridgeFactory) -> LiveServer:
     }
     tiny = FakeProvider("tiny", caps={"edit_images": tiny_inputs, "reference_images": tiny_inputs})
     return bridge(providers=with_mock(FakeProvider("ready"), tiny))
-
-
-def noise_png(width: int, height: int) -> bytes:
-    """A PNG that does not compress (random pixels), to reach a byte size on purpose."""
-    buffer = io.BytesIO()
-    Image.frombytes("RGB", (width, height), os.urandom(width * height * 3)).save(
-        buffer, format="PNG"
-    )
-    return buffer.getvalue()
-
-
-def png(width: int, height: int, color: tuple[int, int, int]) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(buffer, format="PNG")
-    return buffer.getvalue()
 
 
 def small_size(dashboard: Dashboard, size: str = "32x32") -> None:
@@ -144,14 +129,12 @@ def test_an_edit_sends_the_uploaded_image_mask_and_reference(
     page.fill("#f-prompt", prompt)
     page.select_option("#f-operation", "edit")
     expect(page.get_by_role("button", name="Edit", exact=True)).to_be_visible()
-    source = png(24, 24, (10, 120, 240))
+    source = png_bytes(24, 24, (10, 120, 240))
     page.set_input_files(
         "#f-images", files=[{"name": "source.png", "mimeType": "image/png", "buffer": source}]
     )
     expect(page.locator("#hint-images")).to_contain_text("1 image selected")
-    mask_buffer = io.BytesIO()
-    Image.new("RGBA", (24, 24), (0, 0, 0, 0)).save(mask_buffer, format="PNG")
-    mask = mask_buffer.getvalue()
+    mask = png_bytes(24, 24, (0, 0, 0, 0), mode="RGBA")
     page.set_input_files(
         "#f-mask", files=[{"name": "mask.png", "mimeType": "image/png", "buffer": mask}]
     )

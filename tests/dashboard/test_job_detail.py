@@ -9,14 +9,11 @@ and loses one of its two outputs (a per-output failure under ``best_effort``).
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import re
 from typing import Any
 
 import pytest
-from PIL import Image
 from playwright.sync_api import expect
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -24,6 +21,7 @@ from tests.dashboard.conftest import BridgeFactory, OpenPage, create_job, job, w
 from tests.server.conftest import LiveServer
 from tests.server.doubles import with_mock
 from tests.support.fakes import FakeProvider
+from tests.support.images import png_b64
 
 pytestmark = pytest.mark.browser
 
@@ -209,9 +207,7 @@ def test_the_dialog_cancels_a_running_job_and_follows_it_to_the_end(
 def test_raw_metadata_leaves_out_the_uploaded_image_bytes(
     server: LiveServer, open_page: OpenPage
 ) -> None:
-    buffer = io.BytesIO()
-    Image.new("RGB", (16, 16), (200, 30, 30)).save(buffer, format="PNG")
-    encoded = base64.b64encode(buffer.getvalue()).decode()
+    encoded = png_b64(16, 16, (200, 30, 30))
     data_url = f"data:image/png;base64,{encoded}"
     body: dict[str, Any] = {
         "operation": "edit",

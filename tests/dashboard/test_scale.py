@@ -28,6 +28,8 @@ from playwright.sync_api import expect
 
 from tests.dashboard.conftest import OpenPage
 from tests.support.bridge_server import start_server
+from tests.support.jobs_api import finished_job
+from tests.support.waiting import STATE_S
 
 pytestmark = pytest.mark.browser
 
@@ -50,15 +52,6 @@ class ProcessBridge:
         return httpx.Client(base_url=self.url, **kwargs)
 
 
-def _finished(client: httpx.Client, job_id: str) -> str:
-    deadline = time.monotonic() + 120
-    while True:
-        status = str(client.get(f"/v1/jobs/{job_id}").json()["status"])
-        if status not in ("queued", "running") or time.monotonic() > deadline:
-            return status
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessBridge]:
     process = start_server(Path(tmp_path_factory.mktemp("scale")), "server.jobs.max_running=8")
@@ -76,7 +69,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessBridge]:
                 ).json()["id"]
                 for n in range(IMAGES // PER_REQUEST)
             ]
-            assert [_finished(client, job_id) for job_id in ids] == ["succeeded"] * len(ids)
+            statuses = {finished_job(client, job_id, 120)["status"] for job_id in ids}
+            assert statuses == {"succeeded"}, statuses
         yield live
     finally:
         process.stop()
@@ -103,6 +97,7 @@ FIRST_SCREEN = """() => {
 }"""
 
 
+@pytest.mark.serial  # its bound is a time on this machine: no other test may share it
 def test_the_first_screen_of_2000_images_in_under_a_second(
     server: ProcessBridge, open_page: OpenPage
 ) -> None:
@@ -140,7 +135,8 @@ def test_a_scroll_to_the_end_loads_pages_not_every_image(
     assert int(shown.inner_text().split("/")[1].strip(" +")) > loaded
     page.keyboard.press("Escape")
     count = 0
-    for _ in range(200):
+    deadline = time.monotonic() + STATE_S  # each scroll asks for the next page: a busy
+    while time.monotonic() < deadline:  # machine answers it later, not never
         page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
         page.wait_for_timeout(60)
         count = tiles.count()

@@ -14,7 +14,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.dashboard.conftest import BridgeFactory, OpenPage
-from tests.server.conftest import LiveServer, wait_for
+from tests.server.conftest import LiveServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -71,7 +72,7 @@ def test_the_admin_creates_a_key_and_sees_its_usage_then_revokes_it(
         made = client.post("/v1/jobs", json=BODY, headers=auth)
         assert made.status_code == 202, made.text
         job_url = f"/v1/jobs/{made.json()['id']}"
-        assert wait_for(
+        assert wait_until(
             lambda: client.get(job_url, headers=auth).json()["status"] == "succeeded", timeout=60
         )
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 
-__all__ = ["Prometheus", "missing_binaries", "running_prometheus"]
+from tests.support.waiting import STARTUP_S
 
-_READY_TIMEOUT_S = 60.0
+__all__ = ["Prometheus", "missing_binaries", "running_prometheus"]
 
 
 def missing_binaries() -> str:
@@ -97,7 +97,7 @@ def running_prometheus(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + _READY_TIMEOUT_S
+        deadline = time.monotonic() + STARTUP_S
         while True:
             if process.poll() is not None:
                 raise RuntimeError(

@@ -22,9 +22,10 @@ import httpx
 import pytest
 
 from tests.deploy.prometheus_server import Prometheus, missing_binaries, running_prometheus
-from tests.server.conftest import LiveServer, ServeFactory, servers, wait_for
+from tests.server.conftest import LiveServer, ServeFactory, servers
 from tests.server.doubles import with_mock
 from tests.support.fakes import FakeProvider
+from tests.support.waiting import wait_until
 
 pytestmark = [
     pytest.mark.prometheus,
@@ -98,7 +99,7 @@ def _run(client: httpx.Client, call: Call, token: str) -> None:
         made = client.post("/v1/jobs", json=_body(call), headers=auth)
         assert made.status_code == 202, made.text
         url = f"/v1/jobs/{made.json()['id']}"
-        assert wait_for(
+        assert wait_until(
             lambda: client.get(url, headers=auth).json()["status"] == "succeeded", timeout=60
         )
 
@@ -144,7 +145,7 @@ def _scraped(serve: ServeFactory, directory: Path) -> Iterator[Scraped]:
 
         # Targets come from discovery a few seconds after start: scraped before the workload,
         # so every counter has samples before and after it (rate() needs two).
-        assert wait_for(lambda: scraped_after(0), timeout=60, interval=0.5)
+        assert wait_until(lambda: scraped_after(0), timeout=60, interval=0.5)
         for call in WORKLOAD:
             with bridges[call.instance].client(timeout=60) as client:
                 _run(client, call, secrets[call.instance][call.key])
@@ -156,7 +157,7 @@ def _scraped(serve: ServeFactory, directory: Path) -> Iterator[Scraped]:
             )
             assert response.status_code >= 500
         finished = time.time()
-        assert wait_for(lambda: scraped_after(finished + 2), timeout=60, interval=0.5)
+        assert wait_until(lambda: scraped_after(finished + 2), timeout=60, interval=0.5)
         yield Scraped(prometheus, time.time())
 
 
@@ -207,7 +208,7 @@ def test_the_shipped_rules_evaluate_cleanly_on_live_series(scraped: Scraped) -> 
     def evaluated() -> bool:
         return all(rule["lastEvaluation"][:4] != "0001" for rule in scraped.prometheus.rules())
 
-    assert wait_for(evaluated, timeout=30, interval=0.5)
+    assert wait_until(evaluated, timeout=30, interval=0.5)
     rules = scraped.prometheus.rules()
     assert len(rules) >= 18
     for rule in rules:

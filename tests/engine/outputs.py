@@ -4,7 +4,6 @@ and the stages it sequences: verification, finishing, generation records, projec
 from __future__ import annotations
 
 import asyncio
-import io
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,7 @@ from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.contract.request import GenerationParameters, ImageRequest
 from imagebridge.contract.response import BridgeErrorBody, ImageFailure, ImageResponse
 from imagebridge.engine.materialize import Materializer
+from tests.support.images import encoded_png
 
 
 def request(**fields: Any) -> ImageRequest:
@@ -50,9 +50,7 @@ def keyed_fixture() -> bytes:
     pixels = np.zeros((20, 20, 3), dtype=np.uint8)
     pixels[:, :] = (0, 255, 0)
     pixels[5:15, 5:15] = (220, 30, 20)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels, "RGB").save(buffer, format="PNG")
-    return buffer.getvalue()
+    return encoded_png(Image.fromarray(pixels, "RGB"))
 
 
 def rgba_png(opaque_centre: bool = True, transparent_border: bool = True) -> bytes:
@@ -60,9 +58,7 @@ def rgba_png(opaque_centre: bool = True, transparent_border: bool = True) -> byt
     pixels[...] = (0, 0, 0, 0 if transparent_border else 255)
     if opaque_centre:
         pixels[5:15, 5:15] = (200, 40, 40, 255)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels, "RGBA").save(buffer, format="PNG")
-    return buffer.getvalue()
+    return encoded_png(Image.fromarray(pixels, "RGBA"))
 
 
 ONE = {

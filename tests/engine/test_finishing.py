@@ -14,7 +14,8 @@ from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.transparency import ChromaPlan
 from imagebridge.imaging.inspect import inspect_image
 from tests.engine.outputs import keyed_fixture, request, response, rgba_png
-from tests.support.fakes import image_item, png_bytes
+from tests.support.fakes import image_item
+from tests.support.images import encoded_png, png_bytes
 
 # -- the transport's encoder -------------------------------------------------------------------
 
@@ -70,11 +71,9 @@ async def test_see_through_pixels_in_an_image_asked_opaque_are_reported() -> Non
     rgba = np.zeros((4, 4, 4), dtype=np.uint8)
     rgba[..., 3] = 255
     rgba[0, :2, 3] = 0  # two see-through pixels
-    buffer = io.BytesIO()
-    Image.fromarray(rgba, "RGBA").save(buffer, format="PNG")
     eff = request(parameters={"background": "opaque"})
     result = await Materializer().materialize(
-        response([image_item(0, buffer.getvalue())]), eff, None, owner="o"
+        response([image_item(0, encoded_png(Image.fromarray(rgba, "RGBA")))]), eff, None, owner="o"
     )
     [note] = result.normalizations
     assert (note.field, note.requested, note.effective, note.reason) == (
@@ -85,10 +84,8 @@ async def test_see_through_pixels_in_an_image_asked_opaque_are_reported() -> Non
     )
     assert result.warnings == ["provider_output_background_differed"]
     rgba[..., 3] = 255
-    solid = io.BytesIO()
-    Image.fromarray(rgba, "RGBA").save(solid, format="PNG")
     clean = await Materializer().materialize(
-        response([image_item(0, solid.getvalue())]), eff, None, owner="o"
+        response([image_item(0, encoded_png(Image.fromarray(rgba, "RGBA")))]), eff, None, owner="o"
     )
     assert clean.normalizations == [] and clean.warnings == []
 

@@ -14,7 +14,8 @@ from imagebridge.contract import BridgeError, ErrorCode
 from imagebridge.engine.materialize import Materializer
 from imagebridge.engine.publishing import Publication, PublishedArtifact
 from tests.engine.outputs import ONE, request, response, store_runtime
-from tests.support.fakes import image_item, png_bytes
+from tests.support.fakes import image_item
+from tests.support.images import png_bytes
 
 # -- embedded ----------------------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ from imagebridge.engine.admission import GateLimits
 from imagebridge.engine.provider import ProviderContext
 from imagebridge.engine.runtime import ExecutionContext
 from tests.engine.runtime_requests import ONE, request
-from tests.support.fakes import FakeProvider, png_bytes
+from tests.support.fakes import FakeProvider
+from tests.support.images import png_bytes
 from tests.support.runtime import make_runtime
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import errno
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,7 @@ from imagebridge.engine.storage_faults import (
 from tests.engine.outputs import ONE, request, store_runtime
 from tests.support.fakes import FakeProvider
 
-
-@pytest.fixture(autouse=True)
-def _fresh_health() -> Iterator[None]:
-    STORAGE_HEALTH.reset()
-    yield
-    STORAGE_HEALTH.reset()
+pytestmark = pytest.mark.usefixtures("fresh_storage_health")
 
 
 class Links:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,8 @@ from imagebridge.engine.materialize import MaterializeLimits, Materializer
 from imagebridge.imaging.inspect import ImageLimits, inspect_image
 from tests.artifacts.images import png_chunk
 from tests.engine.outputs import failure, request, response, worker_thread_calls
-from tests.support.fakes import image_item, png_bytes
+from tests.support.fakes import image_item
+from tests.support.images import encoded_png, png_bytes
 
 # -- the output set ----------------------------------------------------------------------------
 
@@ -151,9 +151,7 @@ async def test_rejects_outputs_that_exceed_the_aggregate_response_budget() -> No
 
 def _noisy_png() -> bytes:
     noisy = np.random.default_rng(3).integers(0, 256, (700, 700, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(noisy, "RGB").save(buffer, format="PNG", compress_level=1)
-    return buffer.getvalue()
+    return encoded_png(Image.fromarray(noisy, "RGB"), compress_level=1)
 
 
 async def test_the_provider_base64_is_released_before_pixels_are_decoded(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import io
 import json
 from pathlib import Path
 from typing import Final
@@ -24,7 +23,6 @@ from typing import Final
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from PIL import Image
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.providers.codex_app_server.images import (
@@ -33,6 +31,7 @@ from imagebridge.providers.codex_app_server.images import (
 )
 from imagebridge.providers.codex_app_server.options import AppServerOptions
 from imagebridge.providers.codex_app_server.rpc import RpcConnection
+from tests.support.images import png_b64
 
 FUZZ: Final = settings(
     max_examples=200,
@@ -53,13 +52,7 @@ PNG_SIGNATURE: Final = b"\x89PNG\r\n\x1a\n"
 TURN: Final = "turn-1"
 
 
-def _png_b64() -> str:
-    buffer = io.BytesIO()
-    Image.new("RGB", (2, 2), (1, 2, 3)).save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
-PNG_B64: Final = _png_b64()
+PNG_B64: Final = png_b64(2, 2, (1, 2, 3))
 
 
 class Child:

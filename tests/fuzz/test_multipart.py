@@ -14,7 +14,6 @@ the server must answer or close promptly.
 from __future__ import annotations
 
 import base64
-import io
 import socket
 import time
 from collections.abc import Iterator
@@ -25,9 +24,9 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from PIL import Image
 
 from tests.resilience.harness import ThreadServer, start_in_thread
+from tests.support.images import png_bytes
 
 FUZZ: Final = settings(
     max_examples=150,
@@ -56,13 +55,7 @@ FIELDS: Final = [
 ]
 
 
-def _png(size: int = 8) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGBA", (size, size), (200, 10, 10, 255)).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-PNG: Final = _png()
+PNG: Final = png_bytes(8, 8, (200, 10, 10, 255), mode="RGBA")
 
 
 @pytest.fixture(scope="module")

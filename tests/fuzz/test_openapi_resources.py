@@ -1,6 +1,6 @@
 """Schemathesis on the operations that take a resource in their path, with *real* resources.
 
-``tests/server/test_openapi_fuzz.py`` fuzzes every operation, but a random ``{id}`` or
+``tests/server/openapi/test_openapi_fuzz.py`` fuzzes every operation, but a random ``{id}`` or
 ``{name}`` only ever reaches the "not found" branch. Here each such operation is fuzzed
 with its path parameter pinned to something that exists — a finished job, its artifact, a
 preset, a persistent session, the mock provider — created afresh for every operation, so
@@ -26,6 +26,8 @@ from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi import checks as openapi_checks
 
 from tests.resilience.harness import ThreadServer, poll_job, start_in_thread
+
+pytestmark = pytest.mark.slow
 
 EXAMPLES: Final = 15
 CHECKS: Final[list[Callable[..., Any]]] = [

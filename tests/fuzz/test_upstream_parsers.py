@@ -13,15 +13,13 @@ of the upstream answer it was placed in.
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import re
 from typing import Any, Final
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from PIL import Image
 
 from imagebridge.contract.errors import BridgeError
 from imagebridge.providers.codex.wire import (
@@ -33,6 +31,7 @@ from imagebridge.providers.codex.wire import (
 )
 from imagebridge.providers.openai import wire as openai_wire
 from imagebridge.providers.sse import SseLimits, iter_sse_events
+from tests.support.images import png_b64
 
 FUZZ: Final = settings(
     max_examples=250,
@@ -46,13 +45,7 @@ NOW: Final = 1_800_000_000.0
 REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:/+=-]{1,256}")
 
 
-def _png_b64() -> str:
-    buffer = io.BytesIO()
-    Image.new("RGB", (2, 2), (9, 9, 9)).save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
-PNG_B64: Final = _png_b64()
+PNG_B64: Final = png_b64(2, 2, (9, 9, 9))
 
 texts = st.text(max_size=30) | st.sampled_from(
     [
@@ -228,6 +221,7 @@ def _assert_clean(error: BridgeError) -> None:
 LIMITS: Final = SseLimits(max_line_bytes=64 * 1024, max_event_bytes=64 * 1024, max_events=64)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(chunks=sse_streams())
 @example(chunks=[b'data: {"type": []}\n\n', b'data: {"type": {"a": 1}}\n\n'])

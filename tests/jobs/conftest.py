@@ -6,7 +6,6 @@ instances on one database, once on SQLite and once on the session's PostgreSQL s
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from imagebridge.storage import (
     SqliteJobStore,
     SqliteSharedJobStore,
 )
+from tests.support.waiting import eventually
 
 SCOPE = "bearer:" + "a" * 64
 OTHER_SCOPE = "anonymous-local"
@@ -63,16 +63,19 @@ class FakeClock:
         self.now += seconds
 
 
-async def wait_until(
-    predicate: Callable[[], Awaitable[bool]], *, timeout: float = 10.0, interval: float = 0.01
-) -> None:
-    """Poll ``predicate`` until it holds; fail the test after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await predicate():
-        if loop.time() >= deadline:
-            pytest.fail("condition not reached in time")
-        await asyncio.sleep(interval)
+async def job_where(
+    manager: JobManager, job_id: str, predicate: Callable[[ImageJob], bool], scope: str = SCOPE
+) -> ImageJob:
+    """The job as ``manager`` reads it, once ``predicate`` holds for it."""
+    latest: list[ImageJob] = []
+
+    async def check() -> bool:
+        job = await manager.get(scope, job_id)
+        latest[:] = [job]
+        return predicate(job)
+
+    await eventually(check)
+    return latest[0]
 
 
 @dataclass
@@ -98,26 +101,10 @@ class Bridge:
 
     async def settled(self, job_id: str, scope: str = SCOPE) -> ImageJob:
         """Wait for the job to reach a terminal status and return it."""
-        latest: list[ImageJob] = []
-
-        async def terminal() -> bool:
-            job = await self.manager.get(scope, job_id)
-            latest[:] = [job]
-            return job.status.terminal
-
-        await wait_until(terminal)
-        return latest[0]
+        return await job_where(self.manager, job_id, lambda job: job.status.terminal, scope)
 
     async def reached(self, job_id: str, predicate: Callable[[ImageJob], bool]) -> ImageJob:
-        latest: list[ImageJob] = []
-
-        async def check() -> bool:
-            job = await self.manager.get(SCOPE, job_id)
-            latest[:] = [job]
-            return predicate(job)
-
-        await wait_until(check)
-        return latest[0]
+        return await job_where(self.manager, job_id, predicate)
 
 
 BridgeFactory = Callable[..., Awaitable[Bridge]]
@@ -201,26 +188,11 @@ class Instance:
         return queue
 
     async def settled(self, job_id: str, scope: str = SCOPE) -> ImageJob:
-        latest: list[ImageJob] = []
-
-        async def terminal() -> bool:
-            job = await self.manager.get(scope, job_id)
-            latest[:] = [job]
-            return job.status.terminal
-
-        await wait_until(terminal)
-        return latest[0]
+        """Wait for the job to reach a terminal status and return it."""
+        return await job_where(self.manager, job_id, lambda job: job.status.terminal, scope)
 
     async def reached(self, job_id: str, predicate: Callable[[ImageJob], bool]) -> ImageJob:
-        latest: list[ImageJob] = []
-
-        async def check() -> bool:
-            job = await self.manager.get(SCOPE, job_id)
-            latest[:] = [job]
-            return predicate(job)
-
-        await wait_until(check)
-        return latest[0]
+        return await job_where(self.manager, job_id, predicate)
 
 
 InstanceFactory = Callable[..., Awaitable[Instance]]

@@ -25,8 +25,8 @@ from tests.jobs.conftest import (
     SCOPE,
     BridgeFactory,
     image_request,
-    wait_until,
 )
+from tests.support.waiting import eventually
 
 SLOW = "[mock:latency=20000]"
 
@@ -412,7 +412,7 @@ async def test_running_jobs_are_bounded_by_max_running(make_bridge: BridgeFactor
         stats = await bridge.manager.statistics()
         return bool(stats["running"] == 2)
 
-    await wait_until(two_running)
+    await eventually(two_running)
     await asyncio.sleep(0.05)
     stats = await bridge.manager.statistics()
     assert (stats["running"], stats["queued"], stats["active_workers"]) == (2, 2, 2)
@@ -465,9 +465,9 @@ async def test_the_retention_loop_runs_on_its_own_and_reports_failures(
     async def unhealthy() -> bool:
         return not await bridge.manager.healthy()
 
-    await wait_until(unhealthy, timeout=5)
+    await eventually(unhealthy, timeout=5)
     bridge.store.broken = False
-    await wait_until(bridge.manager.healthy, timeout=5)
+    await eventually(bridge.manager.healthy, timeout=5)
 
 
 # -- scopes ----------------------------------------------------------------------------------
@@ -478,7 +478,7 @@ async def test_other_scopes_cannot_see_or_touch_a_job(make_bridge: BridgeFactory
     job, _ = await bridge.manager.submit(
         SCOPE, image_request("[mock:latency=1200] preview fox", size="64x64", partial_images=3)
     )
-    await wait_until(lambda: _has_preview(bridge, job.id))
+    await eventually(lambda: _has_preview(bridge, job.id))
     assert bridge.manager.partial(OTHER_SCOPE, job.id) is None
     for operation in (
         bridge.manager.get(OTHER_SCOPE, job.id),
@@ -516,7 +516,7 @@ async def test_partial_previews_exist_only_while_the_job_runs(make_bridge: Bridg
     job, _ = await bridge.manager.submit(
         SCOPE, image_request("[mock:latency=1200] preview fox", size="64x64", partial_images=2)
     )
-    await wait_until(lambda: _has_preview(bridge, job.id))
+    await eventually(lambda: _has_preview(bridge, job.id))
     preview = bridge.manager.partial(SCOPE, job.id)
     assert preview is not None
     assert preview.media_type == "image/png"
@@ -704,7 +704,7 @@ async def test_finished_jobs_beyond_max_retained_are_pruned(make_bridge: BridgeF
         stats = await bridge.manager.statistics()
         return bool(stats["total"] == 1)
 
-    await wait_until(one_left)  # pruning follows every finished job
+    await eventually(one_left)  # pruning follows every finished job
     assert [i.id for i in (await bridge.manager.list(SCOPE)).items] == [second.id]
 
 
@@ -726,7 +726,7 @@ async def test_finished_jobs_beyond_the_retained_byte_budget_are_pruned(
         stats = await second.manager.statistics()
         return bool(stats["total"] == 1)
 
-    await wait_until(one_left)
+    await eventually(one_left)
     assert [i.id for i in (await second.manager.list(SCOPE)).items] == [new.id]
 
 
@@ -857,12 +857,13 @@ async def test_statistics_report_counts_and_bounds(make_bridge: BridgeFactory) -
     assert queue["instance_id"] == bridge.manager.instance_id
 
 
+@pytest.mark.usefixtures("fresh_storage_health")
 async def test_an_outcome_row_refused_by_a_full_database_is_written_when_space_returns(
     make_bridge: BridgeFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A full disk between a job's images and its outcome row leaves no row ``running``:
     the write is retried and lands once there is room, without a restart."""
-    from imagebridge.engine.storage_faults import STORAGE_HEALTH, disk_fault
+    from imagebridge.engine.storage_faults import disk_fault
 
     bridge = await make_bridge()
     full = {"refused": 0, "on": True}
@@ -882,14 +883,13 @@ async def test_an_outcome_row_refused_by_a_full_database_is_written_when_space_r
 
     monkeypatch.setattr(bridge.store, "succeed", succeed)
     job, _ = await bridge.manager.submit(SCOPE, image_request("a full disk"), idempotency_key=None)
-    await wait_until(lambda: _true_after(full["refused"] >= 2))
+    await eventually(lambda: _true_after(full["refused"] >= 2))
     assert (await bridge.manager.get(SCOPE, job.id)).status is ImageJobStatus.RUNNING
 
     full["on"] = False  # space is back
     done = await bridge.settled(job.id)
     assert done.status is ImageJobStatus.SUCCEEDED
     assert done.result is not None and done.result.data[0].type == "artifact"
-    STORAGE_HEALTH.reset()
 
 
 async def _true_after(value: bool) -> bool:

@@ -32,8 +32,8 @@ from tests.jobs.conftest import (
     FakeClock,
     InstanceFactory,
     image_request,
-    wait_until,
 )
+from tests.support.waiting import eventually
 
 SLOW = "[mock:latency=20000]"
 
@@ -190,7 +190,7 @@ async def test_an_instance_that_lost_its_lease_stops_and_leaves_the_record_alone
     async def idle() -> bool:
         return a.manager.active_workers == 0
 
-    await wait_until(idle)
+    await eventually(idle)
     assert a.provider().cancellations == 1
     done = await b.manager.get(SCOPE, job.id)
     assert done.status is ImageJobStatus.INTERRUPTED  # not overwritten as cancelled

@@ -15,7 +15,8 @@ from imagebridge.engine.served import mark_served, merge_served
 from imagebridge.keys import KeyService, KeyServiceSettings, read_create
 from imagebridge.storage import SqliteKeyStore
 from imagebridge.storage.records import KeyRecord
-from tests.support.fakes import image_item, png_bytes
+from tests.support.fakes import image_item
+from tests.support.images import png_bytes
 
 PNG = png_bytes()
 

@@ -1,8 +1,8 @@
 """One request's charge on a key (``keys.charge``), on the real SQLite key store: providers,
 slot, reservation, settlement and release, in the order and with the rules of docs/keys.md.
 
-The HTTP and job paths that use it are tested end to end in tests/server/test_keys.py and
-tests/server/test_keys_codex.py; here each rule is pinned on its own.
+The HTTP and job paths that use it are tested end to end in tests/server/auth/test_keys.py and
+tests/server/auth/test_keys_codex.py; here each rule is pinned on its own.
 """
 
 from __future__ import annotations

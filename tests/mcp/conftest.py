@@ -26,12 +26,6 @@ MOCK_ONLY = (
 )
 
 
-def png_bytes(width: int = 16, height: int = 16, color: str = "red") -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
 def decode(data: bytes) -> Image.Image:
     image = Image.open(io.BytesIO(data))
     image.load()

@@ -20,8 +20,7 @@ from mcp_types import ImageContent, ResourceLink
 from imagebridge.mcp import TOOL_NAMES
 from mcp import Client, StdioServerParameters
 from tests.mcp.conftest import MOCK_ONLY, Progress, decode
-
-STARTUP_TIMEOUT_S = 30.0
+from tests.support.waiting import STARTUP_S
 
 
 def server_args(inputs: Path) -> list[str]:
@@ -96,7 +95,7 @@ def free_port() -> int:
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    deadline = time.monotonic() + STARTUP_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError("the MCP server exited during startup")

@@ -14,7 +14,8 @@ from imagebridge.contract.presets import ImagePresetCreate
 from imagebridge.jobs import PresetService
 from imagebridge.mcp import TOOL_NAMES, McpSettings
 from imagebridge.storage import open_preset_store
-from tests.mcp.conftest import Progress, Workspace, connected, decode, png_bytes
+from tests.mcp.conftest import Progress, Workspace, connected, decode
+from tests.support.images import png_bytes, png_data_url
 
 
 def text(result: object) -> str:
@@ -161,7 +162,7 @@ async def test_edit_reads_local_files_inside_the_allowed_roots(workspace: Worksp
             "edit_image", {"prompt": "again", "images": ["photo.png"], "size": "48x24"}
         )
         assert relative.is_error is False, text(relative)
-        data_url = "data:image/png;base64," + base64.b64encode(png_bytes(20, 10)).decode()
+        data_url = png_data_url(20, 10)
         inline = await session.call(
             "edit_image", {"prompt": "inline", "images": [data_url], "size": "20x10"}
         )
@@ -175,7 +176,7 @@ async def test_edit_reads_local_files_inside_the_allowed_roots(workspace: Worksp
 async def test_edit_refuses_files_outside_the_roots(workspace: Workspace, tmp_path: Path) -> None:
     async with connected(workspace) as session:
         outside = tmp_path / "outside.png"
-        outside.write_bytes(png_bytes())
+        outside.write_bytes(png_bytes(16, 16, "red"))
         for path in (str(outside), "../outside.png", str(workspace.inputs / "missing.png")):
             result = await session.call("edit_image", {"prompt": "x", "images": [path]})
             assert result.is_error is True

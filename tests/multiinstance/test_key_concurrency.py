@@ -108,11 +108,7 @@ def test_max_concurrent_holds_across_instances_and_a_killed_ones_slots_come_back
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ADMIN_ENV, ADMIN)
-    database = SharedDatabase(
-        url=f"postgresql://bridge@{postgres_server.host}:{postgres_server.port}/imagebridge_test",
-        schema=postgres_schema,
-        password=postgres_server.password,
-    )
+    database = SharedDatabase.on(postgres_server, postgres_schema)
     call_log = tmp_path / "calls.log"
     with bridge_processes() as started:
         first, second = _start_pair(started, database, tmp_path, call_log)

@@ -8,7 +8,6 @@ per provider call, from either process) has exactly 10 lines.
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,11 +36,7 @@ def test_a_quota_is_exact_and_a_revocation_immediate_across_two_instances(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(ADMIN_ENV, ADMIN)
-    database = SharedDatabase(
-        url=f"postgresql://bridge@{postgres_server.host}:{postgres_server.port}/imagebridge_test",
-        schema=postgres_schema,
-        password=postgres_server.password,
-    )
+    database = SharedDatabase.on(postgres_server, postgres_schema)
     call_log = tmp_path / "calls.log"
     shared = (
         f'artifacts.root="{tmp_path / "artifacts"}"',
@@ -81,13 +76,11 @@ def test_a_quota_is_exact_and_a_revocation_immediate_across_two_instances(
 
         revoked = httpx.delete(f"{first.url}/v1/keys/{key_id}", headers=admin, timeout=30)
         assert revoked.status_code == 200
-        started_at = time.monotonic()
-        refused = httpx.get(
+        refused = httpx.get(  # the very next request: no cache stands between the instances
             f"{second.url}/v1/providers",
             headers={"authorization": f"Bearer {secret}"},
             timeout=30,
         )
         assert refused.status_code == 401
-        assert time.monotonic() - started_at < 1.0
         for bridge in (first, second):
             assert secret not in "\n".join(bridge.output)

@@ -35,6 +35,7 @@ from tests.multiinstance.bridges import (
     start_bridge,
 )
 from tests.support.postgres import PostgresServer
+from tests.support.waiting import wait_or_fail
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240)]
 
@@ -46,14 +47,6 @@ LATENCY_MS = 1500
 LEASE_SECS = 4
 TERMINAL = {"succeeded", "failed", "cancelled", "interrupted"}
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def _wait(predicate: Any, timeout: float, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not reached in time")
-        time.sleep(interval)
 
 
 def _submit(url: str, n: int) -> str:
@@ -115,11 +108,7 @@ def _jobs_state(bridge: BridgeProcess) -> dict[str, Any]:
 def test_kill_9_of_one_instance_ends_every_job_exactly_once(
     postgres_server: PostgresServer, postgres_schema: str, tmp_path: Path
 ) -> None:
-    database = SharedDatabase(
-        url=f"postgresql://bridge@{postgres_server.host}:{postgres_server.port}/imagebridge_test",
-        schema=postgres_schema,
-        password=postgres_server.password,
-    )
+    database = SharedDatabase.on(postgres_server, postgres_schema)
     call_log = tmp_path / "calls.log"
     shared = (
         f'artifacts.root="{tmp_path / "artifacts"}"',
@@ -146,7 +135,7 @@ def test_kill_9_of_one_instance_ends_every_job_exactly_once(
             state = _jobs_state(survivor)
             return state["leases"].get("inst-a", 0) >= 2 and state["queued"] > 0
 
-        _wait(victim_busy, timeout=30, interval=0.02)
+        wait_or_fail(victim_busy, 30, "the victim busy and work queued", interval=0.02)
         victim.kill()
         killed_at = time.time()
 
@@ -161,7 +150,7 @@ def test_kill_9_of_one_instance_ends_every_job_exactly_once(
                     item["status"] in TERMINAL for item in history.values()
                 )
 
-            _wait(all_terminal, timeout=120, interval=0.2)
+            wait_or_fail(all_terminal, 120, "every job terminal", interval=0.2)
             final = {job_id: client.get(f"/v1/jobs/{job_id}").json() for job_id in ids}
 
         statuses = Counter(job["status"] for job in final.values())

@@ -17,9 +17,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
@@ -32,8 +31,8 @@ from tests.multiinstance.bridges import (
     start_bridge,
 )
 from tests.multiinstance.test_kill_one_instance import TERMINAL, _calls, _history
-from tests.support.postgres import find_postgres_bin
-from tests.support.postgres_restart import RestartablePostgres, restartable_postgres
+from tests.support.postgres_restart import RestartablePostgres
+from tests.support.waiting import wait_or_fail
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(420)]
 
@@ -46,26 +45,6 @@ OUTAGE_S = 6.0
 (``postgres_connect_timeout_ms``), so calls in flight fail and jobs finish meanwhile."""
 SCHEMA = "imagebridge"
 RECOVERY = "inspect_history_before_retrying"
-
-
-@pytest.fixture
-def database_server() -> Iterator[RestartablePostgres]:
-    bin_dir = find_postgres_bin()
-    if bin_dir is None:
-        pytest.skip(
-            "PostgreSQL is not installed (no initdb/postgres under /usr/lib/postgresql/*/bin "
-            "or on PATH); run scripts/install-test-deps"
-        )
-    with restartable_postgres(bin_dir) as server:
-        yield server
-
-
-def _wait(predicate: Any, timeout: float, what: str, interval: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not reached within {timeout} s")
-        time.sleep(interval)
 
 
 def _submit(url: str, n: int) -> str:
@@ -120,7 +99,7 @@ def _while_away(bridges: list[BridgeProcess], stopped: float) -> None:
     """The database is away: not ready, submissions refused retryably, sync work served;
     it stays away for :data:`OUTAGE_S` after ``stopped``."""
     for bridge in bridges:
-        _wait(lambda b=bridge: _ready(b) == 503, 20, f"{bridge.name} not ready")
+        wait_or_fail(lambda b=bridge: _ready(b) == 503, 20, f"{bridge.name} not ready")
     refused = httpx.post(
         f"{bridges[0].url}/v1/jobs",
         json={"operation": "generate", "prompt": "refused", "parameters": {"size": "16x16"}},
@@ -142,17 +121,25 @@ def _while_away(bridges: list[BridgeProcess], stopped: float) -> None:
     time.sleep(max(0.0, stopped + OUTAGE_S - time.monotonic()))  # the fault's length
 
 
+def _submit_all(bridges: list[BridgeProcess], numbers: range) -> list[str]:
+    """Jobs ``numbers``, alternately on each instance, all at once: submitted one by one on a
+    busy machine they would trickle in no faster than they finish, and none would be queued
+    when the database goes away."""
+    with ThreadPoolExecutor(max_workers=len(numbers)) as pool:
+        return list(pool.map(_submit, [bridges[n % 2].url for n in numbers], numbers))
+
+
 def _back(server: RestartablePostgres, bridges: list[BridgeProcess]) -> None:
     """Both instances listen again and are ready again."""
-    _wait(lambda: _listeners(server) == len(bridges), 60, "both LISTEN sessions back")
+    wait_or_fail(lambda: _listeners(server) == len(bridges), 60, "both LISTEN sessions back")
     for bridge in bridges:
-        _wait(lambda b=bridge: _ready(b) == 200, 60, f"{bridge.name} ready again")
+        wait_or_fail(lambda b=bridge: _ready(b) == 200, 60, f"{bridge.name} ready again")
 
 
 def test_two_database_restarts_during_30_jobs_end_every_job_exactly_once(
-    database_server: RestartablePostgres, tmp_path: Path
+    restartable_postgres_server: RestartablePostgres, tmp_path: Path
 ) -> None:
-    server = database_server
+    server = restartable_postgres_server
     database = SharedDatabase(
         url=server.url(with_password=False), schema=SCHEMA, password=server.password
     )
@@ -171,19 +158,19 @@ def test_two_database_restarts_during_30_jobs_end_every_job_exactly_once(
         bridges.append(start_bridge("inst-a", database, tmp_path / "a", *shared))
         bridges.append(start_bridge("inst-b", database, tmp_path / "b", *shared))
         for bridge in bridges:
-            _wait(lambda b=bridge: _ready(b) == 200, 60, f"{bridge.name} ready")
-        ids = [_submit(bridges[n % 2].url, n) for n in range(FIRST_BATCH)]
-        _wait(lambda: _counts(server)["running"] >= 4, 60, "jobs running")
+            wait_or_fail(lambda b=bridge: _ready(b) == 200, 60, f"{bridge.name} ready")
+        ids = _submit_all(bridges, range(FIRST_BATCH))
+        wait_or_fail(lambda: _counts(server)["running"] >= 4, 60, "jobs running")
 
         # 1. Fast shutdown in the middle of the run, then the same server again.
         server.stop()
         _while_away(bridges, time.monotonic())
         server.start()
         _back(server, bridges)
-        ids += [_submit(bridges[n % 2].url, n) for n in range(FIRST_BATCH, JOBS)]
+        ids += _submit_all(bridges, range(FIRST_BATCH, JOBS))
 
         # 2. kill -9 of the postmaster while jobs are still queued; crash recovery.
-        _wait(lambda: _counts(server)["running"] >= 4, 60, "jobs running again")
+        wait_or_fail(lambda: _counts(server)["running"] >= 4, 60, "jobs running again")
         queued_at_kill = _queued_ids(server)
         assert queued_at_kill, _counts(server)
         server.kill()
@@ -199,7 +186,7 @@ def test_two_database_restarts_during_30_jobs_end_every_job_exactly_once(
                     item["status"] in TERMINAL for item in history.values()
                 )
 
-            _wait(all_terminal, 180, "every job terminal", interval=0.5)
+            wait_or_fail(all_terminal, 180, "every job terminal", interval=0.5)
             final = {job_id: client.get(f"/v1/jobs/{job_id}").json() for job_id in ids}
 
     assert len(set(ids)) == JOBS

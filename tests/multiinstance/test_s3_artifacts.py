@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.objects import S3ObjectStore
 from imagebridge.artifacts.s3.store import S3ArtifactStore
 from tests.multiinstance.bridges import (
     BridgeProcess,
@@ -34,6 +34,7 @@ from tests.multiinstance.bridges import (
     bridge_processes,
     start_bridge,
 )
+from tests.support.jobs_api import finished_job
 from tests.support.postgres import PostgresServer
 from tests.support.s3 import S3Server
 
@@ -42,21 +43,10 @@ pytestmark = [pytest.mark.postgres, pytest.mark.s3, pytest.mark.timeout(300)]
 _KEY_ENV = "MULTI_INSTANCE_S3_KEY"
 _SECRET_ENV = "MULTI_INSTANCE_S3_SECRET"
 _LINK_ENV = "MULTI_INSTANCE_LINK_KEY"
-TERMINAL = {"succeeded", "failed", "cancelled", "interrupted"}
 
 
 def _objects(server: S3Server, prefix: str) -> S3ObjectStore:
-    return S3ObjectStore(
-        S3Settings(
-            bucket=server.bucket,
-            endpoint=server.endpoint,
-            region=server.region,
-            key_prefix=prefix,
-            addressing_style="path",
-            credentials=S3Credentials(server.access_key_id, server.secret_access_key),
-            max_attempts=1,
-        )
-    )
+    return S3ObjectStore(server.settings(prefix, max_attempts=1))
 
 
 def _keys(server: S3Server, prefix: str) -> list[str]:
@@ -73,17 +63,6 @@ def _sidecar(server: S3Server, prefix: str, artifact_id: str) -> dict[str, Any] 
             return await S3ArtifactStore(objects).read_sidecar(artifact_id, None)
 
     return asyncio.run(read())
-
-
-def _wait_job(client: httpx.Client, job_id: str, timeout: float = 90.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] in TERMINAL:
-            return job
-        if time.monotonic() > deadline:
-            pytest.fail(f"job {job_id} did not finish: {job['status']}")
-        time.sleep(0.1)
 
 
 def _wait_ready(url: str, ready: bool, timeout: float = 90.0) -> None:
@@ -112,11 +91,7 @@ def pair(
     s3_prefix: str,
     tmp_path: Path,
 ) -> Iterator[tuple[BridgeProcess, BridgeProcess]]:
-    database = SharedDatabase(
-        url=f"postgresql://bridge@{postgres_server.host}:{postgres_server.port}/imagebridge_test",
-        schema=postgres_schema,
-        password=postgres_server.password,
-    )
+    database = SharedDatabase.on(postgres_server, postgres_schema)
     env = {
         _KEY_ENV: s3_server.access_key_id,
         _SECRET_ENV: s3_server.secret_access_key,
@@ -178,14 +153,14 @@ def test_a_job_run_on_one_instance_is_served_by_the_other(
     ):
         submitted = on_a.post("/v1/jobs", json=body)
         assert submitted.status_code == 202, submitted.text
-        job = _wait_job(on_a, submitted.json()["id"])
+        job = finished_job(on_a, submitted.json()["id"], 90)
         assert job["status"] == "succeeded", job
         [item] = job["result"]["data"]
         artifact_id = item["id"]
         assert item["metadata_name"]
 
         # B: the record, the image (same bytes and ETag as A), the thumbnail
-        assert _wait_job(on_b, job["id"])["result"]["data"][0]["id"] == artifact_id
+        assert finished_job(on_b, job["id"])["result"]["data"][0]["id"] == artifact_id
         from_a = on_a.get(f"/v1/artifacts/{artifact_id}")
         from_b = on_b.get(f"/v1/artifacts/{artifact_id}")
         assert from_b.status_code == 200, from_b.text

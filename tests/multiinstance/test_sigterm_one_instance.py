@@ -11,8 +11,8 @@ from __future__ import annotations
 import signal
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
@@ -21,6 +21,7 @@ import pytest
 from tests.multiinstance.bridges import SharedDatabase, bridge_processes, start_bridge
 from tests.multiinstance.test_kill_one_instance import TERMINAL, _calls, _history, _submit
 from tests.support.postgres import PostgresServer
+from tests.support.waiting import wait_or_fail
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240)]
 
@@ -29,14 +30,6 @@ LATENCY_MS = 3000
 LEASE_SECS = 30
 GRACE_MS = 500
 RECOVERY = "inspect_history_before_retrying"
-
-
-def _wait(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not reached within {timeout} s")
-        time.sleep(interval)
 
 
 def _rows(database: SharedDatabase) -> dict[str, tuple[str, str | None]]:
@@ -51,11 +44,7 @@ def _rows(database: SharedDatabase) -> dict[str, tuple[str, str | None]]:
 def test_sigterm_of_one_instance_hands_the_queue_to_the_other(
     postgres_server: PostgresServer, postgres_schema: str, tmp_path: Path
 ) -> None:
-    database = SharedDatabase(
-        url=f"postgresql://bridge@{postgres_server.host}:{postgres_server.port}/imagebridge_test",
-        schema=postgres_schema,
-        password=postgres_server.password,
-    )
+    database = SharedDatabase.on(postgres_server, postgres_schema)
     call_log = tmp_path / "calls.log"
     shared = (
         f'artifacts.root="{tmp_path / "artifacts"}"',
@@ -73,7 +62,11 @@ def test_sigterm_of_one_instance_hands_the_queue_to_the_other(
         started.append(stopping)
         staying = start_bridge("inst-b", database, tmp_path / "b", *shared)
         started.append(staying)
-        ids = [_submit((stopping if n % 2 else staying).url, n) for n in range(JOBS)]
+        # All at once: submitted one by one on a busy machine, the jobs would trickle in no
+        # faster than they finish, and neither instance would ever hold two of them.
+        with ThreadPoolExecutor(max_workers=JOBS) as pool:
+            urls = [(stopping if n % 2 else staying).url for n in range(JOBS)]
+            ids = list(pool.map(_submit, urls, range(JOBS)))
 
         def both_busy() -> bool:
             owners = Counter(
@@ -81,7 +74,7 @@ def test_sigterm_of_one_instance_hands_the_queue_to_the_other(
             )
             return owners["inst-a"] >= 2 and owners["inst-b"] >= 2
 
-        _wait(both_busy, 60, "both instances running jobs")
+        wait_or_fail(both_busy, 60, "both instances running jobs")
         signalled = time.time()
         stopping.process.send_signal(signal.SIGTERM)
         code = stopping.process.wait(timeout=30)
@@ -95,7 +88,7 @@ def test_sigterm_of_one_instance_hands_the_queue_to_the_other(
                     item["status"] in TERMINAL for item in history.values()
                 )
 
-            _wait(all_terminal, 120, "every job terminal", interval=0.2)
+            wait_or_fail(all_terminal, 120, "every job terminal", interval=0.2)
             final = {job_id: client.get(f"/v1/jobs/{job_id}").json() for job_id in ids}
 
     assert code == 0

@@ -25,13 +25,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
 import uvicorn
+
+from tests.support.waiting import STARTUP_S, wait_until
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 MOCK_ONLY: Final = (
@@ -41,17 +43,6 @@ MOCK_ONLY: Final = (
     "providers.codex_images.enabled=false",
 )
 TERMINAL_JOB_STATES: Final = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
-STARTUP_TIMEOUT_S: Final = 20.0
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` passes (bounded)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 # -- in-thread server ----------------------------------------------------------------------
@@ -104,7 +95,7 @@ def start_in_thread(
     server = uvicorn.Server(uvicorn_config(app, config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    if not wait_until(lambda: server.started or not thread.is_alive(), STARTUP_TIMEOUT_S):
+    if not wait_until(lambda: server.started or not thread.is_alive(), STARTUP_S):
         raise RuntimeError("server did not start")
     if not server.started:
         raise RuntimeError("server failed to start")
@@ -180,7 +171,7 @@ class ServerProcess:
             del self.stderr_tail[:-200]
 
     def _await_url(self) -> str:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        deadline = time.monotonic() + STARTUP_S
         while time.monotonic() < deadline:
             try:
                 line = self._lines.get(timeout=0.1)

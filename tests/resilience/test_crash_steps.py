@@ -14,7 +14,7 @@ And the next request succeeds. The table of these steps is in docs/operations.md
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ from tests.support.bridge_server import (
     start_server,
 )
 
+pytestmark = pytest.mark.slow
+
 IMAGE: dict[str, Any] = {
     "operation": "generate",
     "prompt": "a crash test fox",
@@ -40,16 +42,6 @@ SIDECAR: dict[str, Any] = {
     "output": {"response_format": "artifact", "metadata": "sidecar"},
 }
 PRESET: dict[str, Any] = {"name": "crash-preset", "template": {"prompt": "kept?"}}
-
-
-@pytest.fixture
-def processes() -> Iterator[list[ServerProcess]]:
-    started: list[ServerProcess] = []
-    try:
-        yield started
-    finally:
-        for process in started:
-            process.stop(timeout=10)
 
 
 def _send(server: ServerProcess, path: str, body: dict[str, Any]) -> httpx.Response | None:

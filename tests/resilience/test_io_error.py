@@ -32,6 +32,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 ZRAM_CONTROL = Path("/sys/class/zram-control")
 DEVICE_SIZE = "64M"

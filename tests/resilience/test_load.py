@@ -44,7 +44,8 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from tests.resilience.harness import REPO_ROOT, ServerProcess, Table, percentile, wait_until
+from tests.resilience.harness import REPO_ROOT, ServerProcess, Table, percentile
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -209,6 +210,7 @@ def _load(server: ServerProcess, bound: float, title: str) -> tuple[list[Round],
     return rounds, p99, growth
 
 
+@pytest.mark.serial  # its latency bound measures the machine: no other test may share it
 def test_2000_requests_at_concurrency_100(server_factory: Any) -> None:
     """The request path itself, without a job history (``server.jobs.enabled = false``:
     nothing recorded, nothing kept): the bridge adds at most 150 ms at p99."""
@@ -219,6 +221,7 @@ def test_2000_requests_at_concurrency_100(server_factory: Any) -> None:
     assert growth < RSS_GROWTH_LIMIT, f"RSS grew {growth / MiB:.1f} MiB"
 
 
+@pytest.mark.serial  # its bound is a ratio of two runs on this machine: none may share it
 def test_2000_requests_at_concurrency_100_each_recorded_and_kept(server_factory: Any) -> None:
     """The same load with the history (the default, issue 39): every request leaves a
     finished record and keeps its image (two SQLite commits and an artifact's fsyncs per

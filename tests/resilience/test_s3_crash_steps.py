@@ -21,20 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from PIL import Image
 
-from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.objects import S3ObjectStore, S3Settings
 from imagebridge.engine.crash_points import CRASH_ENV
 from tests.support.bridge_server import ServerProcess, start_server
+from tests.support.images import noise_png
 from tests.support.s3 import S3Server
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(420)]
@@ -54,15 +51,7 @@ SIDECAR: dict[str, Any] = {
 
 
 def _settings(server: S3Server, prefix: str) -> S3Settings:
-    return S3Settings(
-        bucket=server.bucket,
-        endpoint=server.endpoint,
-        region=server.region,
-        key_prefix=prefix,
-        addressing_style="path",
-        credentials=S3Credentials(server.access_key_id, server.secret_access_key),
-        max_attempts=1,
-    )
+    return server.settings(prefix, max_attempts=1)
 
 
 def _listing(server: S3Server, prefix: str) -> list[str]:
@@ -95,16 +84,6 @@ def _s3_sets(server: S3Server, prefix: str) -> tuple[str, ...]:
         f"artifacts.retention.repair_interval_secs={GRACE_S}",
         f"artifacts.s3.stale_upload_secs={GRACE_S}",
     )
-
-
-@pytest.fixture
-def processes() -> Iterator[list[ServerProcess]]:
-    started: list[ServerProcess] = []
-    try:
-        yield started
-    finally:
-        for process in started:
-            process.stop(timeout=10)
 
 
 def test_a_kill_between_an_object_and_its_record_leaves_nothing_after_the_sweep(
@@ -181,13 +160,11 @@ def test_a_kill_during_a_multipart_upload_leaves_no_object_and_the_upload_is_abo
     sets = (*_s3_sets(s3_server, s3_prefix), f"artifacts.s3.part_size_bytes={PART}")
     # an edit of noise keeps the noise: a PNG well over the 5 MiB part, so a multipart upload
     edge = 2000
-    noise = Image.frombytes("RGB", (edge, edge), os.urandom(edge * edge * 3))
-    buffer = io.BytesIO()
-    noise.save(buffer, format="PNG", compress_level=1)
+    noise = noise_png(edge, edge, compress_level=1)
     large = {
         "operation": "edit",
         "prompt": "keep the noise",
-        "images": [{"type": "base64", "data": base64.b64encode(buffer.getvalue()).decode()}],
+        "images": [{"type": "base64", "data": base64.b64encode(noise).decode()}],
         "parameters": {"size": f"{edge}x{edge}"},
         "output": {"response_format": "artifact"},
     }

@@ -12,8 +12,7 @@ job the kill interrupted gets its ``job.interrupted`` event.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 
 from imagebridge.engine.crash_points import CRASH_ENV
 from tests.support.bridge_server import ServerProcess, database_problems, start_server
+from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Receiver
 
 SECRET = "whsec_" + "c2VjcmV0LWZvci10aGUtY3Jhc2gtdGVzdHMtMDEyMw=="  # 32 bytes
@@ -48,28 +48,11 @@ def sets(receiver: Receiver) -> tuple[str, ...]:
 
 
 @pytest.fixture
-def processes() -> Iterator[list[ServerProcess]]:
-    started: list[ServerProcess] = []
-    try:
-        yield started
-    finally:
-        for process in started:
-            process.stop(timeout=10)
-
-
-@pytest.fixture
 def receiver() -> Iterator[Receiver]:
     made = Receiver(secret=SECRET)
     made.start()
     yield made
     made.stop()
-
-
-def until(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "not reached in time"
-        time.sleep(0.05)
 
 
 def submit(server: ServerProcess, body: dict[str, Any] = JOB) -> str:
@@ -109,7 +92,7 @@ def test_a_kill_after_the_receiver_answered_redelivers_the_same_message(
 
     server = start(data, receiver)
     processes.append(server)
-    until(lambda: [d["status"] for d in deliveries(server)] == ["delivered"])
+    assert wait_until(lambda: [d["status"] for d in deliveries(server)] == ["delivered"])
     received = receiver.snapshot()
     assert [item.webhook_id for item in received] == [first.webhook_id] * 2
     assert {item.body for item in received} == {first.body}  # the same message, again
@@ -127,14 +110,14 @@ def test_a_kill_while_the_receiver_holds_the_request_and_a_job_runs_loses_nothin
     doomed = start(data, receiver)
     processes.append(doomed)
     finished = submit(doomed)
-    until(lambda: len(receiver.arrived) == 1)  # its event is in flight, held
+    assert wait_until(lambda: len(receiver.arrived) == 1)  # its event is in flight, held
     running = submit(doomed, {**JOB, "prompt": "[mock:latency=60000] a fox that never ends"})
-    until(lambda: status(doomed, running) == "running")
+    assert wait_until(lambda: status(doomed, running) == "running")
     doomed.kill()
 
     server = start(data, receiver)
     processes.append(server)
-    until(
+    assert wait_until(
         lambda: (
             len(receiver.accepted()) >= 2
             and all(d["status"] == "delivered" for d in deliveries(server))

@@ -93,7 +93,7 @@ def _pids(directory: Path) -> list[int]:
     return [int(p.read_text()) for p in (directory / "run").glob("*.pid")]
 
 
-def _alive(pid: int) -> bool:
+def _running(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
@@ -120,13 +120,13 @@ def test_run_stops_every_daemon_and_removes_its_directory_when_its_input_closes(
         lines = [process.stdout.readline() for _ in range(5)]
         assert lines[0].startswith("S3_ENDPOINT=http://127.0.0.1:")
         pids = _pids(directory)
-        assert len(pids) == 3 and all(_alive(pid) for pid in pids)
+        assert len(pids) == 3 and all(_running(pid) for pid in pids)
     finally:
         process.stdin.close()
         process.wait(timeout=60)
     assert process.returncode == 0
     assert not directory.exists()
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(_running(pid) for pid in pids)
 
 
 def test_check_names_the_missing_programs(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +28,13 @@ from imagebridge.engine.provider import Provider
 from imagebridge.server import ServerOptions, create_app
 from imagebridge.server.serve import uvicorn_config
 from imagebridge.server.state import BridgeState
+from tests.support.waiting import STARTUP_S, wait_until
 
 MOCK_ONLY = (
     'default_provider="mock"',
     "providers.codex_responses.enabled=false",
     "providers.codex_app_server.enabled=false",
 )
-STARTUP_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -64,16 +63,6 @@ class LiveServer:
 ServeFactory = Callable[..., LiveServer]
 ProviderSpec = Sequence[Provider] | Callable[[BridgeConfig], Sequence[Provider]]
 """Providers to register instead of the configured set, or a function building them."""
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, interval: float = 0.01) -> bool:
-    """Poll ``predicate`` until true or ``timeout`` (bounded; returns the last answer)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 def start_server(
@@ -105,7 +94,7 @@ def start_server(
     server = uvicorn.Server(uvicorn_config(app, config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    if not wait_for(lambda: server.started or not thread.is_alive(), STARTUP_TIMEOUT_S):
+    if not wait_until(lambda: server.started or not thread.is_alive(), STARTUP_S):
         raise RuntimeError("server did not start")
     if not server.started:
         raise RuntimeError("server failed to start")

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-import base64
-import io
 from collections.abc import Sequence
-
-from PIL import Image
+from typing import TYPE_CHECKING
 
 from imagebridge.application import PROVIDER_FACTORIES
 from imagebridge.config import BridgeConfig
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.provider import Provider
+from imagebridge.providers.mock import MockProvider
+from tests.support import images
 from tests.support.fakes import FakeProvider
+from tests.support.images import png_bytes
+
+if TYPE_CHECKING:
+    from tests.server.conftest import LiveServer
 
 __all__ = [
     "UnreadyProvider",
     "codex_fake",
+    "mock_of",
     "mock_provider",
     "png",
     "png_b64",
@@ -26,13 +30,12 @@ __all__ = [
 
 
 def png(width: int = 4, height: int = 4, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(buffer, format="PNG")
-    return buffer.getvalue()
+    """The server tests' input image: a 4×4 PNG unless they say otherwise."""
+    return png_bytes(width, height, color)
 
 
 def png_b64(width: int = 4, height: int = 4) -> str:
-    return base64.b64encode(png(width, height)).decode()
+    return images.png_b64(width, height, (200, 30, 30))
 
 
 def ready_provider() -> FakeProvider:
@@ -66,3 +69,11 @@ def with_mock(*others: Provider) -> object:
         return [mock_provider(config), *others]
 
     return build
+
+
+def mock_of(server: LiveServer) -> MockProvider:
+    """The served app's offline mock provider: its counters (``in_flight``,
+    ``cancellations``) say where a request is."""
+    mock = server.state.find_provider(MockProvider)
+    assert mock is not None
+    return mock

@@ -6,6 +6,8 @@ import json
 import socket
 from typing import Any
 
+from tests.support.images import png_bytes
+
 
 def open_request(
     port: int,
@@ -38,3 +40,24 @@ def read_until(sock: socket.socket, marker: bytes, limit: int = 1 << 20) -> byte
             break
         received += chunk
     return received
+
+
+BOUNDARY = "bridge-test-boundary"
+
+
+def multipart_edit(prompt: str) -> bytes:
+    """A multipart ``/v1/images/edits`` body: ``prompt``, an 8×8 size and one 8×8 PNG."""
+    return (
+        (
+            f"--{BOUNDARY}\r\n"
+            'Content-Disposition: form-data; name="prompt"\r\n\r\n'
+            f"{prompt}\r\n"
+            f"--{BOUNDARY}\r\n"
+            'Content-Disposition: form-data; name="size"\r\n\r\n8x8\r\n'
+            f"--{BOUNDARY}\r\n"
+            'Content-Disposition: form-data; name="image"; filename="a.png"\r\n'
+            "Content-Type: image/png\r\n\r\n"
+        ).encode()
+        + png_bytes(8, 8, (200, 30, 30))
+        + f"\r\n--{BOUNDARY}--\r\n".encode()
+    )

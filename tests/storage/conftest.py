@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from imagebridge.engine.storage_faults import STORAGE_HEALTH
 from imagebridge.storage import PostgresSharedJobStore, SharedJobStore, SqliteSharedJobStore
 from imagebridge.storage.sqlite.jobs import SqliteJobStore
 
@@ -61,12 +60,9 @@ def response(job: str, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_storage_health() -> Iterator[None]:
-    """Every storage test starts and ends with no recorded storage fault (the storage health
-    is process-wide, and the fault tests record some)."""
-    STORAGE_HEALTH.reset()
-    yield
-    STORAGE_HEALTH.reset()
+def _fresh_health(fresh_storage_health: None) -> None:
+    """Every storage test starts and ends with no recorded storage fault (the fault tests
+    record some)."""
 
 
 @pytest.fixture

@@ -23,11 +23,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ServerProcess", "backdate_temp_files", "data_dir_problems", "start_server"]
+from tests.support.waiting import STARTUP_S
+
+__all__ = [
+    "MOCK_ONLY",
+    "ServerProcess",
+    "backdate_temp_files",
+    "data_dir_problems",
+    "spawn_bridge",
+    "start_server",
+]
 
 _LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 OWNERSHIP = ".imagegen-bridge-ownership"
@@ -81,17 +90,22 @@ def server_sets(data_dir: Path) -> list[str]:
     ]
 
 
-def start_server(
+def spawn_bridge(
     data_dir: Path,
-    *sets: str,
+    sets: Sequence[str],
+    *,
     env: Mapping[str, str] | None = None,
-    timeout: float = 60.0,
-) -> ServerProcess:
+    drop_env: tuple[str, ...] = ("IMAGEGEN_BRIDGE",),
+    timeout: float = STARTUP_S,
+) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """``python -m imagebridge.server --set …`` on a free loopback port, in ``data_dir``,
+    without the environment variables named by ``drop_env`` and with ``env``; returns the
+    process, the URL it announced and the list its last stderr lines are kept in."""
     data_dir.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "imagebridge.server", "--bind", "127.0.0.1:0"]
-    for item in (*server_sets(data_dir), *sets):
+    for item in sets:
         args += ["--set", item]
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("IMAGEGEN_BRIDGE")}
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith(drop_env)}
     child_env.update(
         {"IMAGEGEN_BRIDGE_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1", **(env or {})}
     )
@@ -112,16 +126,29 @@ def start_server(
         try:
             line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
         except queue.Empty:
-            line = ""
+            line = ""  # timed out
         if line:
             match = _LISTENING.search(line)
             if match:
-                return ServerProcess(process, match.group(1), output)
+                return process, match.group(1), output
             continue
+        # The output ended (the process is exiting) or the time is up.
         with contextlib.suppress(ProcessLookupError):
             process.kill()
         process.wait(timeout=10)
         raise RuntimeError("bridge did not start:\n" + "\n".join(output[-20:]))
+
+
+def start_server(
+    data_dir: Path,
+    *sets: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = STARTUP_S,
+) -> ServerProcess:
+    process, url, output = spawn_bridge(
+        data_dir, [*server_sets(data_dir), *sets], env=env, timeout=timeout
+    )
+    return ServerProcess(process, url, output)
 
 
 def backdate_temp_files(root: Path, seconds: float) -> int:

@@ -69,6 +69,7 @@ __all__ = [
     "codex_backend_fixture",
     "codex_bridge",
     "codex_bridge_factory",
+    "codex_responses_sets",
     "make_jwt",
     "token_sha256",
     "with_c2pa_chunk",
@@ -1381,6 +1382,19 @@ def bridge_sets(backend: CodexBackend, data_dir: Path) -> list[str]:
         "runtime.cancellation_grace_ms=300",
         f'inputs.local_roots=["{data_dir}"]',
     ]
+
+
+def codex_responses_sets(
+    backend: CodexBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[str]:
+    """``--set`` overrides for a served bridge whose default provider is ``codex-responses``
+    over ``backend``, signed in as :data:`BRIDGE_ACCOUNT` (its ``CODEX_HOME`` under
+    ``tmp_path``, set for the process: the served app reads the login from there)."""
+    home = tmp_path / "codex-home"
+    write_codex_auth(home, access_token=BRIDGE_TOKEN, account_id=BRIDGE_ACCOUNT)
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    sets = [s for s in bridge_sets(backend, tmp_path) if not s.startswith("inputs.")]
+    return [*sets, "providers.codex_responses.enabled=true", 'default_provider="codex-responses"']
 
 
 @dataclass(slots=True)

@@ -19,12 +19,7 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import GeneratedImage, ImageResponse, Timings
 from imagebridge.engine.provider import Provider, ProviderContext
 from tests.support.capabilities import capabilities
-
-
-def png_bytes(width: int = 1, height: int = 1, color: tuple[int, int, int] = (255, 0, 0)) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(buffer, format="PNG")
-    return buffer.getvalue()
+from tests.support.images import png_bytes
 
 
 def image_item(index: int, data: bytes, fmt: str = "png", **overrides: Any) -> GeneratedImage:

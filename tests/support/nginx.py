@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.support.waiting import STARTUP_S
+
 __all__ = ["NginxProxy", "nginx_binary", "nginx_proxy", "require_nginx"]
 
 _CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx")
@@ -138,7 +140,7 @@ def nginx_proxy(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + STARTUP_S
         while not _answers(port):
             if process.poll() is not None or time.monotonic() > deadline:
                 stderr = process.stderr.read() if process.stderr is not None else ""

@@ -39,6 +39,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.support.waiting import STARTUP_S
+
 __all__ = [
     "PostgresServer",
     "find_postgres_bin",
@@ -49,7 +51,6 @@ __all__ = [
 ]
 
 _BIN_GLOB = "/usr/lib/postgresql/*/bin"
-_START_TIMEOUT_S = 30.0
 _STOP_TIMEOUT_S = 30.0
 APP_ROLE = "bridge"
 APP_DATABASE = "imagebridge_test"
@@ -89,6 +90,11 @@ class PostgresServer:
     ) -> str:
         secret = self.password if password is None else password
         return f"postgresql://{user}:{secret}@{self.host}:{self.port}/{database}"
+
+    def bare_url(self, *, database: str = APP_DATABASE, user: str = APP_ROLE) -> str:
+        """:meth:`url` without the password: a bridge reads it from the variable its
+        ``server.jobs.postgres_password_env`` names."""
+        return f"postgresql://{user}@{self.host}:{self.port}/{database}"
 
     def admin_url(self, database: str = APP_DATABASE) -> str:
         """The bootstrap superuser, for tests that set up roles or odd databases."""
@@ -131,8 +137,8 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is still a live process (a zombie counts as gone)."""
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is still running (a zombie counts as gone: it has exited)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
@@ -141,7 +147,7 @@ def _alive(pid: int) -> bool:
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_S
+    deadline = time.monotonic() + STARTUP_S
     while True:
         if process.poll() is not None:
             raise RuntimeError(f"postgres exited early:\n{log.read_text(errors='replace')[-2000:]}")
@@ -165,14 +171,44 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=wait)
     deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    survivors = [pid for pid in pids if _alive(pid)]
+    survivors = [pid for pid in pids if _running(pid)]
     if survivors:
         for pid in survivors:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         raise RuntimeError(f"PostgreSQL processes outlived the test run: {survivors}")
+
+
+def init_cluster(bin_dir: Path, root: Path) -> str:
+    """``initdb`` into ``root/data`` (owned by the server's user, scram-sha-256, UTF-8);
+    returns the password of its bootstrap superuser ``imagebridge``."""
+    user = _server_user()
+    if user is not None:
+        os.chown(root, user.pw_uid, user.pw_gid)
+    superuser_password = secrets.token_urlsafe(24)
+    pwfile = root / "pwfile"
+    pwfile.write_text(superuser_password + "\n")
+    if user is not None:
+        os.chown(pwfile, user.pw_uid, user.pw_gid)
+    command = [
+        str(bin_dir / "initdb"),
+        "-D",
+        str(root / "data"),
+        "-U",
+        "imagebridge",
+        f"--pwfile={pwfile}",
+        "--auth=scram-sha-256",
+        "--encoding=UTF8",
+        "--locale=C.UTF-8",
+        "--no-sync",
+    ]
+    subprocess.run(
+        _as_server_user(command, user), check=True, capture_output=True, timeout=STARTUP_S
+    )
+    pwfile.unlink()
+    return superuser_password
 
 
 @contextlib.contextmanager
@@ -182,36 +218,9 @@ def running_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
     root = Path(tempfile.mkdtemp(prefix="imagebridge-pg-"))
     process: subprocess.Popen[bytes] | None = None
     try:
-        if user is not None:
-            os.chown(root, user.pw_uid, user.pw_gid)
-        superuser_password = secrets.token_urlsafe(24)
+        superuser_password = init_cluster(bin_dir, root)
         password = secrets.token_urlsafe(24)
-        pwfile = root / "pwfile"
-        pwfile.write_text(superuser_password + "\n")
-        if user is not None:
-            os.chown(pwfile, user.pw_uid, user.pw_gid)
         data = root / "data"
-        subprocess.run(
-            _as_server_user(
-                [
-                    str(bin_dir / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    "imagebridge",
-                    f"--pwfile={pwfile}",
-                    "--auth=scram-sha-256",
-                    "--encoding=UTF8",
-                    "--locale=C.UTF-8",
-                    "--no-sync",
-                ],
-                user,
-            ),
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        pwfile.unlink()
         log = root / "postgres.log"
         for _attempt in range(5):
             port = _free_port()
@@ -282,15 +291,20 @@ def running_postgres(bin_dir: Path) -> Iterator[PostgresServer]:
             shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
+def require_postgres_bin() -> Path:
+    """PostgreSQL's ``bin`` directory; skips the test, saying why, where it is not installed."""
     bin_dir = find_postgres_bin()
     if bin_dir is None:
         pytest.skip(
             "PostgreSQL is not installed (no initdb/postgres under /usr/lib/postgresql/*/bin "
             "or on PATH); run scripts/install-test-deps"
         )
-    with running_postgres(bin_dir) as server:
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    with running_postgres(require_postgres_bin()) as server:
         yield server
 
 

@@ -8,7 +8,8 @@ stops it the way ``pg_ctl stop -m fast`` does (SIGINT), :meth:`RestartablePostgr
 ``kill -9``-s the postmaster and waits until its children noticed and exited, and
 :meth:`RestartablePostgres.start` starts it again on the same port and data directory
 (after a kill, PostgreSQL runs crash recovery first). Everything is stopped and removed
-when the ``with`` block ends.
+when the ``with`` block ends. The ``restartable_postgres_server`` fixture gives a test one
+(registered once, as a plugin in ``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -25,20 +26,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.support.postgres import (
     APP_DATABASE,
     APP_ROLE,
-    _alive,
     _as_server_user,
     _children,
     _free_port,
+    _running,
     _server_user,
     _stop,
     _wait_ready,
+    init_cluster,
+    require_postgres_bin,
 )
 
-__all__ = ["RestartablePostgres", "restartable_postgres"]
+__all__ = ["RestartablePostgres", "restartable_postgres", "restartable_postgres_server"]
 
 _EXIT_TIMEOUT_S = 30.0
 
@@ -116,7 +120,7 @@ class RestartablePostgres:
         os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=_EXIT_TIMEOUT_S)
         deadline = time.monotonic() + _EXIT_TIMEOUT_S
-        while any(_alive(pid) for pid in children):
+        while any(_running(pid) for pid in children):
             if time.monotonic() > deadline:
                 raise RuntimeError("PostgreSQL backends outlived their postmaster")
             time.sleep(0.05)
@@ -135,35 +139,7 @@ def restartable_postgres(bin_dir: Path) -> Iterator[RestartablePostgres]:
     root = Path(tempfile.mkdtemp(prefix="imagebridge-pg-restart-"))
     server: RestartablePostgres | None = None
     try:
-        user = _server_user()
-        if user is not None:
-            os.chown(root, user.pw_uid, user.pw_gid)
-        superuser_password = secrets.token_urlsafe(24)
-        pwfile = root / "pwfile"
-        pwfile.write_text(superuser_password + "\n")
-        if user is not None:
-            os.chown(pwfile, user.pw_uid, user.pw_gid)
-        subprocess.run(
-            _as_server_user(
-                [
-                    str(bin_dir / "initdb"),
-                    "-D",
-                    str(root / "data"),
-                    "-U",
-                    "imagebridge",
-                    f"--pwfile={pwfile}",
-                    "--auth=scram-sha-256",
-                    "--encoding=UTF8",
-                    "--locale=C.UTF-8",
-                    "--no-sync",
-                ],
-                user,
-            ),
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        pwfile.unlink()
+        superuser_password = init_cluster(bin_dir, root)
         for _attempt in range(5):
             server = RestartablePostgres(bin_dir, root, _free_port(), superuser_password)
             try:
@@ -182,3 +158,10 @@ def restartable_postgres(bin_dir: Path) -> Iterator[RestartablePostgres]:
                 _stop(server.process)
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def restartable_postgres_server() -> Iterator[RestartablePostgres]:
+    """A server of the test's own (see the module docstring); skips without PostgreSQL."""
+    with restartable_postgres(require_postgres_bin()) as server:
+        yield server

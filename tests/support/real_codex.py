@@ -536,7 +536,7 @@ def record_pids(state: Path, **pids: int) -> None:
         log.write(json.dumps(pids) + "\n")
 
 
-def _alive(pid: int) -> bool:
+def _unreaped(pid: int) -> bool:
     """Running or a zombie not yet reaped: either way, it outlived whoever should end it."""
     try:
         os.kill(pid, 0)
@@ -701,7 +701,7 @@ class RealCodexHarness:
     def leftovers(self) -> list[int]:
         """Started PIDs still alive, plus any process still carrying this CODEX_HOME."""
         started = {pid for pids in self.started_pids().values() for pid in pids}
-        alive = {pid for pid in started if _alive(pid)}
+        alive = {pid for pid in started if _unreaped(pid)}
         carrying = {pid for home in self.homes for pid in processes_with_home(home)}
         return sorted(alive | carrying)
 

@@ -29,9 +29,14 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from imagebridge.artifacts.s3.objects import S3Settings
+
+from tests.support.waiting import STARTUP_S
 
 __all__ = [
     "S3_SCRIPT",
@@ -43,7 +48,6 @@ __all__ = [
 ]
 
 S3_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "s3-server"
-_START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 60.0
 _KEYS = ("S3_ENDPOINT", "S3_REGION", "S3_BUCKET", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
@@ -66,6 +70,22 @@ class S3Server:
     def resume_gateway(self) -> None:
         """Start the gateway again on the same port; returns once it answers."""
         _script("resume-gateway", self.directory)
+
+    def settings(self, prefix: str, **changes: Any) -> S3Settings:
+        """The S3 artifact backend's settings for this server's bucket under ``prefix``
+        (path-style addressing, this server's keys); ``changes`` replace any field."""
+        from imagebridge.artifacts.s3.objects import S3Credentials, S3Settings
+
+        values: dict[str, Any] = {
+            "bucket": self.bucket,
+            "endpoint": self.endpoint,
+            "region": self.region,
+            "key_prefix": prefix,
+            "addressing_style": "path",
+            "credentials": S3Credentials(self.access_key_id, self.secret_access_key),
+            **changes,
+        }
+        return S3Settings(**values)
 
 
 def _script(command: str, directory: Path) -> None:
@@ -105,7 +125,7 @@ def _start_once(base: Path) -> tuple[subprocess.Popen[str], S3Server]:
     values: dict[str, str] = {}
     try:
         while not all(key in values for key in _KEYS):
-            line = lines.get(timeout=_START_TIMEOUT_S)
+            line = lines.get(timeout=STARTUP_S)
             if line is None:
                 raise RuntimeError(f"scripts/s3-server exited early (log: {base}/s3-server.log)")
             key, _, value = line.strip().partition("=")

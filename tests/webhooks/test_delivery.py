@@ -7,10 +7,8 @@ timings; the receiver is down, fails, is slow, and every event still arrives, on
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import random
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -20,6 +18,7 @@ import pytest
 
 from imagebridge.storage import PostgresWebhookStore, SqliteWebhookStore, WebhookStore
 from imagebridge.webhooks import TargetPolicy, WebhookService, WebhookSettings, backoff_ms
+from tests.support.waiting import eventually
 from tests.support.webhook_receiver import Receiver
 
 pytestmark = pytest.mark.usefixtures("no_external_network")
@@ -39,13 +38,6 @@ def fast_settings(port: int, **changes: Any) -> WebhookSettings:
         poll_interval_ms=20,
     )
     return dataclasses.replace(settings, **changes)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture
@@ -302,7 +294,7 @@ async def test_two_instances_deliver_each_event_from_one_only(
         page = await one.list_deliveries(status="delivered", limit=100)
         return len(page.data) == 30
 
-    await eventually(delivered, timeout=30)
+    await eventually(delivered)
     received = receiver.snapshot()
     sent = Counter(item.webhook_id for item in received)
     attempts = {d.id: d.attempts for d in (await one.list_deliveries(limit=100)).data}

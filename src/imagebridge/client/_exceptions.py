@@ -22,8 +22,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from imagebridge.client._constants import REQUEST_ID_HEADER
-from imagebridge.client._retry import parse_retry_after
+from imagebridge.client._headers import header_request_id, parse_retry_after
 from imagebridge.contract.envelope import ErrorEnvelope
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
@@ -147,13 +146,6 @@ class BridgeAPIError(BridgeError):
         )
 
 
-def _header_request_id(headers: httpx.Headers | None) -> str | None:
-    if headers is None:
-        return None
-    value = headers.get(REQUEST_ID_HEADER)
-    return value if value and len(value) <= 256 else None
-
-
 def error_from_envelope(
     envelope: ErrorEnvelope,
     *,
@@ -165,7 +157,7 @@ def error_from_envelope(
     return BridgeAPIError.wrap(
         envelope.to_error(),
         status_code=status_code,
-        request_id=envelope.request_id or _header_request_id(headers),
+        request_id=envelope.request_id or header_request_id(headers),
         retry_after=retry_after,
         param=envelope.error.param,
         error_type=envelope.error.type,
@@ -194,7 +186,7 @@ def error_from_response(
         retryable=status_code in _REJECTED_BEFORE_WORK or (safe and status_code >= 500),
         details={"status": status_code},
         status_code=status_code,
-        request_id=_header_request_id(headers),
+        request_id=header_request_id(headers),
         retry_after=parse_retry_after(headers.get("retry-after")),
     )
     if status_code >= 500 and status_code not in _REJECTED_BEFORE_WORK and not safe:
@@ -257,7 +249,7 @@ def protocol_error(
         message,
         details=details or None,
         status_code=status_code,
-        request_id=_header_request_id(headers),
+        request_id=header_request_id(headers),
     )
 
 

@@ -10,10 +10,8 @@ with jitter.
 
 from __future__ import annotations
 
-import email.utils
 import math
 import random
-import time
 from dataclasses import dataclass
 
 from imagebridge.client._constants import (
@@ -22,11 +20,10 @@ from imagebridge.client._constants import (
     DEFAULT_MAX_RETRY_AFTER,
     DEFAULT_MAX_RETRY_DELAY,
 )
+from imagebridge.client._exceptions import BridgeAPIError
 from imagebridge.contract.errors import BridgeError, ErrorCode
 
-__all__ = ["RetryPolicy", "parse_retry_after"]
-
-_MAX_HEADER_CHARS = 64
+__all__ = ["RetryPolicy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +40,6 @@ class RetryPolicy:
     max_retry_after: float = DEFAULT_MAX_RETRY_AFTER
 
     def __post_init__(self) -> None:
-        from imagebridge.client._exceptions import BridgeAPIError  # (imports this module)
-
         if isinstance(self.max_retries, bool) or not 0 <= self.max_retries <= 100:
             raise BridgeAPIError(
                 ErrorCode.CONFIGURATION,
@@ -80,29 +75,3 @@ class RetryPolicy:
             return max(0.0, retry_after)
         backoff = min(self.max_delay, self.initial_delay * (2.0**attempt))
         return backoff * (1.0 - 0.25 * random.random())
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """``Retry-After`` as seconds: delta-seconds or an HTTP date; ``None`` if unusable."""
-    if value is None:
-        return None
-    text = value.strip()
-    if not text or len(text) > _MAX_HEADER_CHARS:
-        return None
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if math.isfinite(seconds):
-        return max(0.0, seconds)
-    if not math.isnan(seconds):
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    current = time.time() if now is None else now
-    try:
-        return max(0.0, when.timestamp() - current)
-    except (OverflowError, OSError, ValueError):
-        return None

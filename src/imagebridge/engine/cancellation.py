@@ -102,6 +102,3 @@ class Deadline:
     @property
     def expired(self) -> bool:
         return asyncio.get_running_loop().time() >= self.at
-
-    def remaining_ms(self) -> int:
-        return int(self.remaining() * 1000)

@@ -210,10 +210,6 @@ class JobManager:
         return len(self._tasks)
 
     @property
-    def retention_healthy(self) -> bool:
-        return self._pruning.healthy
-
-    @property
     def shared(self) -> bool:
         """Whether this manager shares its queue with other instances (shared mode)."""
         return self._shared is not None

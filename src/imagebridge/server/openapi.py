@@ -9,7 +9,7 @@ refusals can happen on any route.
 Component names are the original's (``ORIGINAL_NAMES`` renames ours where they differ, and
 the original's standalone schemas are added), so a client generated from either document
 works with both; components only imagebridge has keep their own names
-(tests/server/test_openapi_original.py lists and explains each). The OpenAI-compatible
+(tests/server/openapi/test_openapi_original.py lists and explains each). The OpenAI-compatible
 surface's models, names and edit form come from :mod:`imagebridge.server.openai.openapi`.
 """
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +32,12 @@ from tests.artifacts.filesystem.test_store import (
 )
 from tests.artifacts.images import png
 
+pytestmark = pytest.mark.usefixtures("fresh_storage_health")
+
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     return tmp_path / "artifacts"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_health() -> Iterator[None]:
-    STORAGE_HEALTH.reset()
-    yield
-    STORAGE_HEALTH.reset()
 
 
 def failing_nth(real: Callable[..., Any], n: int, code: int) -> Callable[..., Any]:

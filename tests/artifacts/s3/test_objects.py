@@ -19,7 +19,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 import pytest
 
@@ -33,18 +32,12 @@ DEADLINE_S = 60.0
 
 
 def settings_for(server: S3Server, prefix: str, **changes: object) -> S3Settings:
-    base = S3Settings(
-        bucket=server.bucket,
-        endpoint=server.endpoint,
-        region=server.region,
-        key_prefix=prefix,
-        addressing_style="path",
-        credentials=S3Credentials(server.access_key_id, server.secret_access_key),
-        part_size_bytes=MIN_PART_SIZE,
-        connect_timeout_secs=2.0,
-        read_timeout_secs=20.0,
-    )
-    return replace(base, **changes)  # type: ignore[arg-type]
+    quick = {
+        "part_size_bytes": MIN_PART_SIZE,
+        "connect_timeout_secs": 2.0,
+        "read_timeout_secs": 20.0,
+    }
+    return server.settings(prefix, **{**quick, **changes})
 
 
 @pytest.fixture

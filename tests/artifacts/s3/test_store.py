@@ -27,7 +27,7 @@ import pytest
 from imagebridge.artifacts.publication import Publication
 from imagebridge.artifacts.records import StoredArtifact
 from imagebridge.artifacts.s3 import markers as s3_markers
-from imagebridge.artifacts.s3.objects import S3Credentials, S3ObjectStore, S3Settings
+from imagebridge.artifacts.s3.objects import S3ObjectStore, S3Settings
 from imagebridge.artifacts.s3.store import S3ArtifactStore
 from imagebridge.contract.enums import OutputFormat
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -45,18 +45,7 @@ DEADLINE_S = 60.0
 
 
 def settings_for(server: S3Server, prefix: str, **changes: Any) -> S3Settings:
-    values: dict[str, Any] = {
-        "bucket": server.bucket,
-        "endpoint": server.endpoint,
-        "region": server.region,
-        "key_prefix": prefix,
-        "addressing_style": "path",
-        "credentials": S3Credentials(server.access_key_id, server.secret_access_key),
-        "connect_timeout_secs": 2.0,
-        "max_attempts": 2,
-        **changes,
-    }
-    return S3Settings(**values)
+    return server.settings(prefix, **{"connect_timeout_secs": 2.0, "max_attempts": 2, **changes})
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from PIL import Image
 
 from imagebridge.cli.output import exit_code_for
 from imagebridge.contract.errors import ErrorCode
-from tests.cli.conftest import Cli, fake_executable, png_bytes
+from tests.cli.conftest import Cli, fake_executable
+from tests.support.images import png_bytes
 
 SMALL = ("--size", "32x32")
 
@@ -230,7 +231,7 @@ def test_stdin_prompt_is_bounded_by_the_effective_limit(cli: Cli) -> None:
 
 
 def test_edit_accepts_images_and_the_image_alias(cli: Cli) -> None:
-    cli.write("in/photo.png", png_bytes())
+    cli.write("in/photo.png", png_bytes(16, 16, (200, 30, 30)))
     for flag in ("-i", "--images", "--image"):
         result = cli("--json", "edit", "make it blue", flag, "in/photo.png", *SMALL,
                      "--response-format", "metadata")  # fmt: skip
@@ -240,7 +241,7 @@ def test_edit_accepts_images_and_the_image_alias(cli: Cli) -> None:
 
 def test_edit_refuses_inputs_outside_the_local_roots(cli: Cli) -> None:
     outside = cli.root / "elsewhere.png"
-    outside.write_bytes(png_bytes())
+    outside.write_bytes(png_bytes(16, 16, (200, 30, 30)))
     result = cli("--json", "edit", "x", "-i", str(outside), *SMALL)
     assert result.code == exit_code_for("input")
     assert result.error()["code"] == "input"

@@ -14,7 +14,7 @@ from imagebridge.cli.generation.preview import (
     kitty_sequence,
     viewer_command,
 )
-from tests.cli.conftest import png_bytes
+from tests.support.images import png_bytes
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_kitty_converts_other_formats_to_png() -> None:
 
 
 def test_iterm2_sequence() -> None:
-    data = png_bytes()
+    data = png_bytes(16, 16, (200, 30, 30))
     sequence = iterm2_sequence(data, "fox.png")
     assert sequence.startswith("\x1b]1337;File=name=" + base64.b64encode(b"fox.png").decode())
     assert f"size={len(data)};inline=1" in sequence

@@ -18,11 +18,11 @@ from imagebridge.cli.generation.render import (
 from imagebridge.cli.output import Output, OutputMode
 from imagebridge.contract.errors import BridgeError
 from imagebridge.contract.response import ImageResponse
-from tests.cli.conftest import png_bytes
+from tests.support.images import png_bytes
 
 
 def _response(**image: Any) -> ImageResponse:
-    data = png_bytes()
+    data = png_bytes(16, 16, (200, 30, 30))
     body = {
         "index": 0,
         "type": "artifact",
@@ -80,7 +80,7 @@ def test_plain_lines_have_no_header_or_revised_prompt() -> None:
 def _store(tmp_path: Path) -> Path:
     root = tmp_path / "root"
     root.mkdir()
-    (root / "out.png").write_bytes(png_bytes())
+    (root / "out.png").write_bytes(png_bytes(16, 16, (200, 30, 30)))
     return root
 
 

@@ -21,7 +21,8 @@ from imagebridge.config import BridgeConfig, load_config
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.cancellation import CancelToken
-from tests.cli.conftest import OFFLINE, png_bytes
+from tests.cli.conftest import OFFLINE
+from tests.support.images import png_bytes
 
 
 def _config(tmp_path: Path, *sets: str) -> BridgeConfig:
@@ -38,7 +39,7 @@ def _edit(path: Path) -> ImageRequest:
 
 
 def test_file_inputs_become_verified_inline_images(tmp_path: Path) -> None:
-    data = png_bytes()
+    data = png_bytes(16, 16, (200, 30, 30))
     (tmp_path / "in.png").write_bytes(data)
     resolved = asyncio.run(resolve_file_inputs(_edit(tmp_path / "in.png"), _config(tmp_path)))
     image = resolved.edit_images[0]
@@ -50,7 +51,7 @@ def test_file_inputs_are_confined_to_the_local_roots(tmp_path: Path) -> None:
     inside = tmp_path / "inside"
     inside.mkdir()
     outside = tmp_path / "outside.png"
-    outside.write_bytes(png_bytes())
+    outside.write_bytes(png_bytes(16, 16, (200, 30, 30)))
     config = _config(inside, f'inputs.local_roots=["{inside}"]')
     with pytest.raises(BridgeError) as caught:
         asyncio.run(resolve_file_inputs(_edit(outside), config))

@@ -25,14 +25,9 @@ from imagebridge.contract.openai.images import CompatImagesResponse
 from imagebridge.contract.request import ImageRequest
 from imagebridge.contract.response import ImageResponse
 from tests.client.conftest import Client, collect, resolve
+from tests.support.images import png_bytes
 
 SMALL = {"size": "32x24"}
-
-
-def png_bytes(width: int = 16, height: int = 16, color: str = "red") -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(buffer, format="PNG")
-    return buffer.getvalue()
 
 
 def decoded(item_b64: str) -> Image.Image:

@@ -12,7 +12,8 @@ from imagebridge.providers.codex.account_failover import CallTally, serve_on_acc
 from imagebridge.providers.codex.auth import load_codex_credentials_async
 from imagebridge.providers.codex.guarded_call import CallResult, CallState
 from imagebridge.providers.codex.pool import AccountLease, AccountPool, AccountSpec
-from tests.support.fakes import image_item, png_bytes
+from tests.support.fakes import image_item
+from tests.support.images import png_bytes
 
 PROVIDER = "codex-responses"
 RESULT = CallResult(image=image_item(0, png_bytes()), revised_prompt=None, usage=None)

@@ -19,7 +19,7 @@ from imagebridge.providers.codex.answer import image_response, verified_image
 from imagebridge.providers.codex.guarded_call import CallResult
 from imagebridge.providers.codex.pool import Tried
 from imagebridge.providers.codex.wire import TokenUsage
-from tests.support.fakes import png_bytes
+from tests.support.images import png_bytes
 
 PROVIDER = "codex-responses"
 LIMITS = ImageLimits()

@@ -20,6 +20,7 @@ from PIL import Image
 
 from imagebridge.contract.errors import ErrorCode
 from tests.support.codex_backend import CodexBridge
+from tests.support.images import encoded_png
 
 SOURCE_SIZE = (96, 64)
 MASK_BOX = (30, 20, 70, 50)  # x0, y0, x1, y1 (exclusive): the area to change
@@ -27,9 +28,7 @@ FEATHER = 8
 
 
 def _png(image: Image.Image) -> str:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    return base64.b64encode(encoded_png(image)).decode("ascii")
 
 
 def source_pixels() -> np.ndarray[Any, np.dtype[np.uint8]]:

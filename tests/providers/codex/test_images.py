@@ -13,14 +13,9 @@ from imagebridge.contract.errors import ErrorCode
 from imagebridge.contract.response import Usage
 from imagebridge.providers.codex.images import images_usage_url
 from tests.support.codex_backend import BRIDGE_ACCOUNT, BRIDGE_TOKEN, CodexBackend, CodexBridge
+from tests.support.images import png_data_url
 
 IMAGES = {"provider": "codex-images"}
-
-
-def png_data_url(colour: tuple[int, int, int] = (9, 99, 199)) -> str:
-    buffer = io.BytesIO()
-    Image.new("RGB", (8, 8), colour).save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
 async def test_generation_calls_the_generations_route_like_codex(codex_bridge: CodexBridge) -> None:
@@ -60,7 +55,7 @@ async def test_transparency_is_native_real_alpha(codex_bridge: CodexBridge) -> N
 
 
 async def test_edit_uses_the_edits_route_with_data_urls(codex_bridge: CodexBridge) -> None:
-    source = png_data_url()
+    source = png_data_url(8, 8, (9, 99, 199))
 
     await codex_bridge.run(
         "make it red",
@@ -78,7 +73,7 @@ async def test_edit_uses_the_edits_route_with_data_urls(codex_bridge: CodexBridg
 async def test_generation_with_references_uses_edits_and_explains_them(
     codex_bridge: CodexBridge,
 ) -> None:
-    reference = png_data_url((200, 10, 10))
+    reference = png_data_url(8, 8, (200, 10, 10))
 
     await codex_bridge.run(
         "a cat",
@@ -96,7 +91,7 @@ async def test_generation_with_references_uses_edits_and_explains_them(
 async def test_more_than_five_inputs_are_refused_before_any_call(
     codex_bridge: CodexBridge,
 ) -> None:
-    image = {"type": "data_url", "data_url": png_data_url()}
+    image = {"type": "data_url", "data_url": png_data_url(8, 8, (9, 99, 199))}
 
     error = await codex_bridge.fail(
         routing=IMAGES, operation="edit", images=[image] * 3, reference_images=[image] * 3

@@ -6,24 +6,17 @@ The engine loads the images (``load_request_inputs``); the Codex bounds are held
 from __future__ import annotations
 
 import base64
-import io
 from pathlib import Path
 from typing import Any
 
 import pytest
-from PIL import Image
 
 from imagebridge.artifacts.inputs.loader import InputLoader
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.contract.request import ImageRequest
 from imagebridge.engine.inputs import LoadedInputs, load_request_inputs
 from imagebridge.providers.codex.inputs import CodexInputBounds, codex_inputs
-
-
-def png(colour: tuple[int, int, int], size: int = 8) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (size, size), colour).save(buffer, format="PNG")
-    return buffer.getvalue()
+from tests.support.images import png_bytes
 
 
 def b64_input(data: bytes) -> dict[str, Any]:
@@ -47,7 +40,7 @@ async def load(
 
 
 async def test_sources_come_before_references_and_files_load_under_a_root(tmp_path: Path) -> None:
-    red, blue = png((255, 0, 0)), png((0, 0, 255))
+    red, blue = png_bytes(8, 8, (255, 0, 0)), png_bytes(8, 8, (0, 0, 255))
     (tmp_path / "ref.png").write_bytes(blue)
 
     inputs = await load(edit([b64_input(red)], [{"type": "file", "path": "ref.png"}]), tmp_path)
@@ -86,7 +79,7 @@ def test_counts_are_checked_before_the_images() -> None:
 
 
 async def test_a_mask_is_refused_with_the_codex_code(tmp_path: Path) -> None:
-    image = b64_input(png((1, 2, 3)))
+    image = b64_input(png_bytes(8, 8, (1, 2, 3)))
 
     with pytest.raises(BridgeError) as caught:
         await load(edit([image], mask=image), tmp_path)
@@ -96,7 +89,7 @@ async def test_a_mask_is_refused_with_the_codex_code(tmp_path: Path) -> None:
 
 
 async def test_byte_bounds_per_image_and_in_total(tmp_path: Path) -> None:
-    small, large = png((1, 1, 1), 8), png((2, 2, 2), 64)
+    small, large = png_bytes(8, 8, (1, 1, 1)), png_bytes(64, 64, (2, 2, 2))
     each = CodexInputBounds(max_bytes_each=len(large) - 1, max_bytes_total=10 * len(large))
     total = CodexInputBounds(max_bytes_each=len(large), max_bytes_total=len(large) + len(small) - 1)
 
@@ -112,7 +105,7 @@ async def test_byte_bounds_per_image_and_in_total(tmp_path: Path) -> None:
 
 
 def test_inputs_the_engine_did_not_load_are_never_sent() -> None:
-    request = edit([b64_input(png((1, 2, 3)))])
+    request = edit([b64_input(png_bytes(8, 8, (1, 2, 3)))])
 
     with pytest.raises(BridgeError) as caught:
         codex_inputs(request, LoadedInputs(), CodexInputBounds(), provider="codex-responses")

@@ -28,16 +28,9 @@ from tests.support.codex_backend import (
     write_codex_auth,
 )
 from tests.support.fixture_files import CODEX_ADVANCED_REQUEST
+from tests.support.images import png_data_url
 
 ADVANCED_REQUEST = CODEX_ADVANCED_REQUEST
-
-
-def png_data_url(
-    width: int = 8, height: int = 8, colour: tuple[int, int, int] = (9, 99, 199)
-) -> str:
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), colour).save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
 def collecting_sink() -> tuple[list[ProviderEventT], Any]:
@@ -135,7 +128,7 @@ async def test_n3_fans_out_to_three_calls(codex_bridge: CodexBridge) -> None:
 
 
 async def test_edit_sends_the_input_image_as_a_data_url(codex_bridge: CodexBridge) -> None:
-    source = png_data_url()
+    source = png_data_url(8, 8, (9, 99, 199))
 
     response = await codex_bridge.run(
         "make it blue", operation="edit", images=[{"type": "data_url", "data_url": source}]
@@ -152,7 +145,7 @@ async def test_edit_sends_the_input_image_as_a_data_url(codex_bridge: CodexBridg
 async def test_references_are_explained_and_sent_after_the_sources(
     codex_bridge: CodexBridge,
 ) -> None:
-    source, reference = png_data_url(), png_data_url(colour=(250, 10, 10))
+    source, reference = png_data_url(8, 8, (9, 99, 199)), png_data_url(8, 8, (250, 10, 10))
 
     await codex_bridge.run(
         "blend",

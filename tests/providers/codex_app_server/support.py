@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from imagebridge.providers.codex_app_server import AppServerClient, AppServerOptions
+from imagebridge.providers.codex_app_server.process import ChildProcess
 from tests.support.fake_codex import FAKE_CODEX, read_log, scenario_env
 
 
@@ -52,10 +54,28 @@ class FakeCodexFactory:
         settings.update(overrides)
         return AppServerOptions(**settings)
 
-    def client(self, scenario: dict[str, Any] | None = None, **overrides: Any) -> AppServerClient:
-        client = AppServerClient(self.options(scenario, **overrides))
+    def client(
+        self,
+        scenario: dict[str, Any] | None = None,
+        *,
+        wait_started: bool = False,
+        **overrides: Any,
+    ) -> AppServerClient:
+        """A client of the fake; ``wait_started`` hands it each child only once the child runs
+        its main loop, so a short ``rpc_timeout_ms`` times the call under test and not the
+        interpreter's start (which a busy machine stretches past any such bound)."""
+        spawn = self._spawn_started if wait_started else None
+        client = AppServerClient(self.options(scenario, **overrides), spawn=spawn)
         self.clients.append(client)
         return client
+
+    async def _spawn_started(self, options: AppServerOptions, generation: int) -> ChildProcess:
+        child = await ChildProcess.spawn(options, generation=generation)
+        started = {"event": "started", "pid": child.pid}
+        while True:  # bounded by the test's timeout
+            if any(started.items() <= entry.items() for entry in read_log(self.state_dir)):
+                return child
+            await asyncio.sleep(0.01)
 
     async def close(self) -> None:
         for client in self.clients:

@@ -85,7 +85,8 @@ async def test_shutdown_kills_a_child_that_ignores_stdin_close_and_sigterm(
     code = await child.stop(1.0)
     elapsed = time.monotonic() - started
     assert code == -signal.SIGKILL
-    assert 0.75 <= elapsed < 2.5  # close stdin (0.5 s) → SIGTERM (0.3 s) → SIGKILL
+    # close stdin (0.5 s) → SIGTERM (0.3 s) → SIGKILL; without the kill it would never end
+    assert 0.75 <= elapsed < 10
     assert_reaped([child.pid])
     assert read_log(fake_codex.state_dir)[-1]["event"] == "stdin_closed"
 

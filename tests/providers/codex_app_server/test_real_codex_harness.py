@@ -35,8 +35,13 @@ def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def sleeper(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-c", "import time; time.sleep(30)"]
-    return subprocess.Popen(command, env={**os.environ, **(env or {})})
+    """A child that sleeps, returned once it runs: until its ``exec``, ``/proc/<pid>/environ``
+    still shows the parent's environment, without the ``env`` it was given."""
+    command = [sys.executable, "-c", "import time; print(flush=True); time.sleep(30)"]
+    child = subprocess.Popen(command, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    child.stdout.readline()  # printed after the exec: the environment is the child's own
+    return child
 
 
 async def test_a_process_carrying_the_codex_home_is_found_and_fails_the_check(

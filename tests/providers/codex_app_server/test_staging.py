@@ -99,6 +99,7 @@ async def test_sweep_removes_only_old_turn_folders(tmp_path: Path) -> None:
     assert not old.exists() and fresh.exists() and keep.exists()
 
 
+@pytest.mark.usefixtures("fresh_storage_health")  # it records a fault: none may outlive it
 @pytest.mark.parametrize(("code", "reason"), [(28, "no_space"), (5, "io_error")])
 async def test_a_full_staging_disk_is_a_retryable_clean_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, reason: str
@@ -107,7 +108,6 @@ async def test_a_full_staging_disk_is_a_retryable_clean_failure(
     half-written ``.part`` file is gone and the turn's folder is removed."""
     from imagebridge.engine.storage_faults import STORAGE_HEALTH
 
-    STORAGE_HEALTH.reset()
     area = StagingArea(tmp_path / "staging")
     real = os.replace
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import io
 import socket
 import threading
 import time
@@ -20,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import uvicorn
-from PIL import Image
 
 from imagebridge.application import build_application
 from imagebridge.config import load_config
@@ -31,6 +29,8 @@ from imagebridge.contract.request import ImageRequest
 from imagebridge.providers.mock import render_image
 from imagebridge.server import ServerOptions, create_app
 from imagebridge.server.serve import uvicorn_config
+from tests.support.images import png_b64
+from tests.support.waiting import STARTUP_S
 
 TOKEN = "upstream-bridge-token-0123456789"
 MOCK_ONLY = [
@@ -71,7 +71,7 @@ def start_upstream(data_dir: Path, *sets: str) -> Iterator[Upstream]:
     server = uvicorn.Server(uvicorn_config(app, config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + STARTUP_S
     while not server.started and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.01)
     try:
@@ -101,12 +101,6 @@ def downstream_config(tmp_path: Path, upstream: Upstream, *extra: str) -> Bridge
         ],
         {},
     )
-
-
-def png_b64(width: int, height: int, mode: str = "RGB") -> str:
-    buffer = io.BytesIO()
-    Image.new(mode, (width, height), (10, 120, 30)).save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode()
 
 
 async def test_generations_through_another_bridge_return_verified_images(
@@ -150,8 +144,8 @@ async def test_edits_with_a_mask_go_through_the_upstream_multipart_route(
                 {
                     "operation": "edit",
                     "prompt": "make it autumn",
-                    "images": [{"type": "base64", "data": png_b64(40, 40)}],
-                    "mask": {"type": "base64", "data": png_b64(40, 40, "RGBA")},
+                    "images": [{"type": "base64", "data": png_b64(40, 40, (10, 120, 30))}],
+                    "mask": {"type": "base64", "data": png_b64(40, 40, (10, 120, 30), mode="RGBA")},
                     "parameters": {"size": "40x40"},
                 }
             )

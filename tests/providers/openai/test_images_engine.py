@@ -22,6 +22,7 @@ from imagebridge.engine.fanout import FanoutProvider
 from imagebridge.engine.provider import ProviderEventT
 from imagebridge.engine.runtime import ExecutionContext
 from tests.support.codex_backend import CodexBridge
+from tests.support.images import png_b64
 from tests.support.openai_server import (
     Behaviour,
     OpenAIImagesServer,
@@ -304,9 +305,8 @@ async def test_edits_through_the_engine_carry_the_mask(
     tmp_path: Path, openai_server: OpenAIImagesServer
 ) -> None:
     def png(alpha: bool) -> str:
-        buffer = io.BytesIO()
-        Image.new("RGBA" if alpha else "RGB", (32, 32)).save(buffer, format="PNG")
-        return base64.b64encode(buffer.getvalue()).decode()
+        mode = "RGBA" if alpha else "RGB"
+        return png_b64(32, 32, (0, 0, 0, 0) if alpha else (0, 0, 0), mode=mode)
 
     app = build_application(configure(tmp_path, *openai_sets(openai_server)))
     response = await execute(

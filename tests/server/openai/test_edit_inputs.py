@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from imagebridge.engine.validation import MASK_ALPHA_MESSAGE, MASK_SIZE_MESSAGE
-from imagebridge.providers.mock import MockProvider
 from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.doubles import mock_of
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +65,7 @@ def test_a_declared_type_that_contradicts_the_bytes_is_still_refused(server: Liv
 def test_a_mask_that_cannot_mark_the_image_is_refused_before_the_provider_runs(
     server: LiveServer, mask: bytes, message: str
 ) -> None:
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     before = mock.calls
     with pytest.raises(openai.BadRequestError) as caught:
         sdk(server).images.edit(image=encoded(16, 16), mask=mask, prompt="x", size="16x16")

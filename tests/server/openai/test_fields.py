@@ -11,20 +11,19 @@ sent here without editing the test; a field the table below does not know fails
 from __future__ import annotations
 
 import asyncio
-import io
 import json
-import types
 import typing
-from typing import Any, Literal
+from typing import Any
 
 import openai
 import pytest
 from openai.types import image_edit_params, image_generate_params
 from openai.types.images_response import ImagesResponse
-from PIL import Image
 
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import png
+from tests.server.openai.sdk_hints import literals
+from tests.support.images import png_bytes
 
 GENERATE = typing.get_type_hints(image_generate_params.ImageGenerateParamsNonStreaming)
 EDIT = typing.get_type_hints(image_edit_params.ImageEditParamsNonStreaming)
@@ -63,31 +62,19 @@ PART_B = {("stream", True)}
 """Streams answer events, not an ``ImagesResponse``: tests/server/openai/test_images_stream.py."""
 
 
-def _literals(hint: Any) -> list[Any]:
-    if typing.get_origin(hint) is Literal:
-        return list(typing.get_args(hint))
-    values: list[Any] = []
-    for arg in typing.get_args(hint):
-        if arg is not type(None) and not isinstance(arg, types.NoneType):
-            values.extend(_literals(arg))
-    return values
-
-
 def _cases(hints: dict[str, Any]) -> list[tuple[str, Any]]:
     cases: list[tuple[str, Any]] = []
     for name in sorted(hints):
-        literals = _literals(hints[name])
+        admitted = literals(hints[name])
         if name == "model":
-            literals = []  # every ImageModel name: tests/server/openai/test_models.py
-        values = literals or SAMPLES[name]
+            admitted = []  # every ImageModel name: tests/server/openai/test_models.py
+        values = admitted or SAMPLES[name]
         cases.extend((name, value) for value in values if (name, value) not in PART_B)
     return cases
 
 
 def _mask(width: int, height: int) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGBA", (width, height), (0, 0, 0, 0)).save(buffer, format="PNG")
-    return buffer.getvalue()
+    return png_bytes(width, height, (0, 0, 0, 0), mode="RGBA")
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +85,7 @@ def server(serve_module: ServeFactory) -> LiveServer:
 def test_the_table_knows_every_sdk_field() -> None:
     for hints in (GENERATE, EDIT):
         for name, hint in hints.items():
-            assert _literals(hint) or name in SAMPLES, f"a new SDK field: {name}"
+            assert literals(hint) or name in SAMPLES, f"a new SDK field: {name}"
 
 
 def _arguments(name: str, value: Any, *, edit: bool) -> dict[str, Any]:

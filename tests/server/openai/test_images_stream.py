@@ -22,12 +22,12 @@ from openai.types import (
     ImageGenPartialImageEvent,
 )
 
-from imagebridge.providers.mock import MockProvider
 from imagebridge.server import ServerOptions
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
-from tests.server.doubles import png, with_mock
+from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.doubles import mock_of, png, with_mock
 from tests.server.rawhttp import open_request, read_until
 from tests.support.fakes import FakeProvider
+from tests.support.waiting import wait_until
 
 TOKEN = "stream-test-token"
 
@@ -46,8 +46,7 @@ def async_client(server: LiveServer) -> openai.AsyncOpenAI:
 
 
 def mock_calls(server: LiveServer) -> int:
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     return mock.calls
 
 
@@ -247,10 +246,9 @@ def test_a_client_that_leaves_cancels_the_provider_under_the_cancel_policy(
     serve: ServeFactory, when: str
 ) -> None:
     """``server.sync.on_disconnect = "cancel"`` (the default keeps a generation whose
-    provider call began: tests/server/test_keep_on_disconnect.py)."""
+    provider call began: tests/server/execution/test_keep_on_disconnect.py)."""
     server = serve('server.sync.on_disconnect="cancel"')
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(server)
     # with previews, the first arrives after a quarter of the latency, the image at its end
     partials = 0 if when == "before any event" else 3
     body = {
@@ -261,12 +259,12 @@ def test_a_client_that_leaves_cancels_the_provider_under_the_cancel_policy(
     }
     sock = open_request(server.port, "/v1/images/generations", body)
     try:
-        assert wait_for(lambda: mock.in_flight == 1)
+        assert wait_until(lambda: mock.in_flight == 1)
         if partials:
             assert b"partial_image" in read_until(sock, b"image_generation.partial_image")
     finally:
         sock.close()
-    assert wait_for(lambda: mock.cancellations == 1 and mock.in_flight == 0, timeout=10)
+    assert wait_until(lambda: mock.cancellations == 1 and mock.in_flight == 0)
 
 
 def test_previews_beyond_the_providers_are_clamped_not_refused(serve: ServeFactory) -> None:

@@ -17,9 +17,8 @@ import openai
 import pytest
 from openai.types.image_model import ImageModel
 
-from imagebridge.providers.mock import MockProvider
 from tests.server.conftest import LiveServer, ServeFactory, start_server
-from tests.server.doubles import png
+from tests.server.doubles import mock_of, png
 
 SDK_IMAGE_MODELS: tuple[str, ...] = typing.get_args(ImageModel)
 
@@ -136,8 +135,7 @@ def test_a_configured_route_maps_a_name_to_a_provider_model(serve: ServeFactory)
 
 def test_refuse_makes_an_unknown_name_a_400_naming_model(serve: ServeFactory) -> None:
     live = serve('server.openai.unknown_models="refuse"')
-    mock = live.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(live)
     with pytest.raises(openai.BadRequestError) as caught:
         sdk(live).images.generate(model="gpt-image-2", prompt="fox", size="8x8")
     assert caught.value.param == "model"

@@ -9,17 +9,16 @@ provider double shows what the engine handed it.
 from __future__ import annotations
 
 import base64
-import io
 from typing import Any
 
 import httpx
 import pytest
-from PIL import Image
 
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.server.doubles import png, with_mock
 from tests.support.capabilities import SOME_INPUTS
 from tests.support.fakes import FakeProvider
+from tests.support.images import png_bytes
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +40,7 @@ def server(serve_module: ServeFactory, recorder: FakeProvider) -> LiveServer:
 
 def rgba_png(width: int, height: int) -> bytes:
     """A mask as OpenAI's rule wants it: the first image's size, with alpha."""
-    buffer = io.BytesIO()
-    Image.new("RGBA", (width, height), (0, 0, 0, 0)).save(buffer, format="PNG")
-    return buffer.getvalue()
+    return png_bytes(width, height, (0, 0, 0, 0), mode="RGBA")
 
 
 def decoded(item: Any) -> bytes:

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from imagebridge.providers.mock import MockProvider
 from tests.server.conftest import LiveServer, ServeFactory
-from tests.server.doubles import png
+from tests.server.doubles import mock_of, png
 from tests.support.openai_node import require_openai_node, skip_reason
 
 pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
@@ -31,8 +30,7 @@ def test_node_sdk_generates_edits_and_is_never_charged_twice(
     package = require_openai_node()
     source = tmp_path / "source.png"
     source.write_bytes(png(64, 64))
-    mock = bridge.state.find_provider(MockProvider)
-    assert mock is not None
+    mock = mock_of(bridge)
     result = subprocess.run(
         ["node", str(SCRIPT), str(package), f"{bridge.url}/v1", TOKEN, str(source)],
         capture_output=True,

@@ -14,8 +14,9 @@ import httpx
 import openai
 import pytest
 
-from imagebridge.providers.mock import MockProvider
-from tests.server.conftest import LiveServer, ServeFactory, wait_for
+from tests.server.conftest import LiveServer, ServeFactory
+from tests.server.doubles import mock_of
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -43,16 +44,10 @@ def client(server: LiveServer) -> Iterator[Counted]:
     counted.http.close()
 
 
-def _mock(server: LiveServer) -> MockProvider:
-    mock = server.state.find_provider(MockProvider)
-    assert mock is not None
-    return mock
-
-
 def test_a_provider_5xx_after_the_call_began_runs_the_provider_once(
     server: LiveServer, client: Counted
 ) -> None:
-    mock = _mock(server)
+    mock = mock_of(server)
     before = mock.calls
     with pytest.raises(openai.InternalServerError) as caught:
         client.sdk.images.generate(prompt="[mock:fail=upstream] fox", size="8x8")
@@ -63,7 +58,7 @@ def test_a_provider_5xx_after_the_call_began_runs_the_provider_once(
 
 
 def test_an_unknown_outcome_runs_the_provider_once(server: LiveServer, client: Counted) -> None:
-    mock = _mock(server)
+    mock = mock_of(server)
     before = mock.calls
     with pytest.raises(openai.APIStatusError) as caught:
         client.sdk.images.generate(prompt="[mock:fail=timeout] fox", size="8x8")
@@ -78,7 +73,7 @@ def test_an_unknown_outcome_runs_the_provider_once(server: LiveServer, client: C
 def test_transparent_jpeg_is_refused_before_any_provider_run(
     server: LiveServer, client: Counted
 ) -> None:
-    mock = _mock(server)
+    mock = mock_of(server)
     before = mock.calls
     with pytest.raises(openai.BadRequestError) as caught:
         client.sdk.images.generate(
@@ -128,8 +123,8 @@ def test_a_full_queue_says_retry(serve: ServeFactory) -> None:
         )
         slow.start()
         try:
-            mock = _mock(live)
-            assert wait_for(lambda: mock.in_flight == 1, timeout=20)
+            mock = mock_of(live)
+            assert wait_until(lambda: mock.in_flight == 1, timeout=20)
             refused = raw.post("/v1/images/generations", json={"prompt": "x", "size": "8x8"})
         finally:
             slow.join(timeout=30)

@@ -27,8 +27,9 @@ from imagebridge.engine.provider import ProviderContext
 from imagebridge.engine.served import mark_served
 from imagebridge.server.tracing import configure_logging
 from tests.server.conftest import LiveServer, ServeFactory
-from tests.server.doubles import with_mock
+from tests.server.doubles import mock_of, with_mock
 from tests.support.fakes import FakeProvider
+from tests.support.jobs_api import finished_job
 from tests.support.otlp import (
     SERVER_KIND,
     OtlpGrpcReceiver,
@@ -36,6 +37,7 @@ from tests.support.otlp import (
     ReceivedSpan,
     Trace,
 )
+from tests.support.waiting import wait_until
 
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"
@@ -192,7 +194,7 @@ def test_a_request_that_waits_in_line_has_an_admission_span(
         slow = pool.submit(
             client.post, "/v1/images", json={**BODY, "prompt": "[mock:latency=1000] first"}
         )
-        time.sleep(0.3)  # the first holds the only slot
+        assert wait_until(lambda: mock_of(server).in_flight == 1)  # it holds the only slot
         waited = post(server, BODY, traceparent=traceparent())
         assert slow.result().status_code == 200
     assert waited.status_code == 200
@@ -273,14 +275,7 @@ def test_a_fallback_is_two_attempts_and_an_unknown_outcome_one(
 def _job(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
     submitted = client.post("/v1/jobs", json=body, headers={"traceparent": traceparent()})
     assert submitted.status_code == 202, submitted.text
-    job_id = submitted.json()["id"]
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] not in ("queued", "running"):
-            return job
-        time.sleep(0.05)
-    raise AssertionError("the job did not finish")
+    return finished_job(client, submitted.json()["id"])
 
 
 def job_trace(receiver: OtlpHttpReceiver, job_id: str) -> Trace:

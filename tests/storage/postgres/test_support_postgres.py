@@ -9,8 +9,8 @@ import pytest
 
 from tests.support.postgres import (
     PostgresServer,
-    _alive,
     _children,
+    _running,
     find_postgres_bin,
     running_postgres,
 )
@@ -45,8 +45,8 @@ def test_no_process_or_file_outlives_a_server() -> None:
     with running_postgres(bin_dir) as server:
         pids = [server.pid, *_children(server.pid)]
         assert len(pids) > 1  # the postmaster and its background workers
-        assert all(_alive(pid) for pid in pids)
+        assert all(_running(pid) for pid in pids)
         data_dir = server.data_dir
         assert data_dir.is_dir()
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(_running(pid) for pid in pids)
     assert not os.path.exists(data_dir.parent)

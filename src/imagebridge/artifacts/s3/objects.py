@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -162,6 +163,25 @@ def _epoch(value: Any) -> float:
     return float(value.timestamp()) if hasattr(value, "timestamp") else 0.0
 
 
+@functools.cache
+def _data_loader() -> Any:
+    """botocore's loader of service models, one per process (it caches what it parses)."""
+    from botocore.loaders import create_loader
+
+    return create_loader()
+
+
+def _session() -> Any:
+    """A fresh aiobotocore session (its own credentials and configuration) on the process's one
+    loader: a session of its own parses the S3 service model again, about a second of CPU on
+    the event loop for every store opened (a migration opens two; the tests open hundreds)."""
+    from aiobotocore.session import get_session
+
+    session = get_session()
+    session.register_component("data_loader", _data_loader())
+    return session
+
+
 class S3ObjectStore:
     """Objects under ``settings.key_prefix`` in ``settings.bucket``; open before use.
 
@@ -186,7 +206,6 @@ class S3ObjectStore:
     async def _open(self) -> None:
         try:
             from aiobotocore.config import AioConfig
-            from aiobotocore.session import get_session
         except ImportError as exc:
             raise BridgeError(
                 ErrorCode.CONFIGURATION,
@@ -210,7 +229,7 @@ class S3ObjectStore:
         stack = contextlib.AsyncExitStack()
         try:
             client = await stack.enter_async_context(
-                get_session().create_client(
+                _session().create_client(
                     "s3",
                     endpoint_url=settings.endpoint,
                     region_name=settings.region,

@@ -124,11 +124,6 @@ class CodexQuotaClient:
     def usage_url(self) -> str:
         return self._url
 
-    @property
-    def last_snapshot(self) -> QuotaSnapshot | None:
-        """The latest reading from either source, however old (``observed_at`` says)."""
-        return self._snapshot
-
     async def get(self, force: bool = False) -> QuotaSnapshot:
         """A reading no older than the cache allows; ``force`` always asks the backend."""
         if not force and (cached := self._cached()) is not None:

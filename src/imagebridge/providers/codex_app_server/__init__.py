@@ -1,10 +1,12 @@
 """The ``codex app-server`` transport: child process, JSON-RPC link, turns and images.
 
-Layers, bottom up: :mod:`.process` (spawn, drain stderr, restart, bounded stop),
-:mod:`.framing` + :mod:`.rpc` (JSONL JSON-RPC "lite" with size limits, server requests
-declined, bounded notification channels), :mod:`.client` (handshake, health, typed
-methods, turns), :mod:`.images` (image capture and failure mapping) and
-:mod:`.staging` (input images as files). :mod:`.provider` (with :mod:`.accounts`,
+Layers, bottom up: :mod:`.process` (spawn, drain stderr into :mod:`.stderr_tail`, restart,
+bounded stop), :mod:`.framing` + :mod:`.rpc` (JSONL JSON-RPC "lite" with size limits, server
+requests declined by :mod:`.server_requests`, bounded :mod:`.notifications` channels),
+:mod:`.client` (handshake, health, typed methods, turns built by :mod:`.threads`),
+:mod:`.images` (image capture), :mod:`.failures` (codex's turn and image failures as
+``BridgeError``, with :mod:`.diagnostics` for "no image") and :mod:`.staging` (input images
+as files). :mod:`.provider` (with :mod:`.accounts`,
 :mod:`.session_threads`, :mod:`.session_locks`, :mod:`.capture`, :mod:`.deadlines`,
 :mod:`.turn_cleanup`, :mod:`.partials`, :mod:`.capabilities`) is the provider class built
 on :class:`AppServerClient`; :mod:`imagebridge.application.codex_app_server` builds it.

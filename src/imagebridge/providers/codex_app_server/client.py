@@ -477,18 +477,3 @@ class AppServerClient:
             channel.close()
             raise
         return ActiveTurn(connection, channel, thread_id, turn_id)
-
-    async def interrupt_turn(
-        self, thread_id: str, turn_id: str, *, timeout: float | None = None
-    ) -> None:
-        connection = self._connection
-        if connection is None or connection.closed:
-            # Without the child that ran the turn there is nothing left to interrupt.
-            raise BridgeError(
-                ErrorCode.UPSTREAM,
-                "the codex app-server that ran the turn is gone",
-                details={"rpc_method": "turn/interrupt"},
-            ).mark_unknown_outcome()
-        await connection.request(
-            "turn/interrupt", {"threadId": thread_id, "turnId": turn_id}, timeout=timeout
-        )

@@ -4,7 +4,7 @@ Every route is made by one of three routers, and that is its access decision:
 :func:`public_router` (no bearer: health, the OpenAPI document, signed links),
 :func:`protected_router` (the bearer or, with named keys, any key — the route shows a key
 its own work only) and :func:`admin_router` (the operator's views: with named keys, a key
-gets 403). ``tests/server/test_operator_views.py`` holds every mounted route to a decision.
+gets 403). ``tests/server/auth/test_operator_views.py`` holds every mounted route to a decision.
 """
 
 from __future__ import annotations

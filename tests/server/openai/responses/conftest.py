@@ -14,11 +14,8 @@ from pydantic import TypeAdapter
 
 from tests.server.conftest import LiveServer, ServeFactory
 from tests.support.codex_backend import (
-    BRIDGE_ACCOUNT,
-    BRIDGE_TOKEN,
     CodexBackend,
-    bridge_sets,
-    write_codex_auth,
+    codex_responses_sets,
 )
 
 TOOL: dict[str, Any] = {"type": "image_generation", "size": "16x16"}
@@ -101,11 +98,4 @@ def codex_served(
     monkeypatch: pytest.MonkeyPatch,
 ) -> LiveServer:
     """A bridge whose default provider is ``codex-responses`` over the Codex backend mock."""
-    home = tmp_path / "codex-home"
-    write_codex_auth(home, access_token=BRIDGE_TOKEN, account_id=BRIDGE_ACCOUNT)
-    monkeypatch.setenv("CODEX_HOME", str(home))  # the login is read from the process
-    data = tmp_path / "inputs"
-    data.mkdir()
-    sets = [s for s in bridge_sets(codex_backend, data) if not s.startswith("inputs.")]
-    return serve("providers.codex_responses.enabled=true", *sets,
-                 'default_provider="codex-responses"')  # fmt: skip
+    return serve(*codex_responses_sets(codex_backend, tmp_path, monkeypatch))

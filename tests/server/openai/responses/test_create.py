@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
-from PIL import Image
 
 from imagebridge.config import load_config
 from tests.server.conftest import LiveServer, ServeFactory
-from tests.server.doubles import png, png_b64
 from tests.server.openai.responses.conftest import (
     TOOL,
     answer,
@@ -30,6 +27,7 @@ from tests.server.openai.responses.conftest import (
     sdk,
     strict,
 )
+from tests.support.images import png_b64, png_data_url
 
 
 def _native(server: LiveServer, prompt: str, source: str | None = None) -> str:
@@ -44,10 +42,6 @@ def _native(server: LiveServer, prompt: str, source: str | None = None) -> str:
     assert response.status_code == 200, response.text
     result: str = response.json()["data"][0]["b64_json"]
     return result
-
-
-def _data_url(image: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(image).decode()
 
 
 def _call(document: dict[str, Any]) -> dict[str, Any]:
@@ -135,34 +129,36 @@ def test_instructions_then_system_messages_then_the_last_user_message_are_the_pr
 
 
 def test_an_input_image_is_edited(bridge: LiveServer) -> None:
-    source = png(16, 16, (10, 120, 240))
+    source = png_b64(16, 16, (10, 120, 240))
+    source_url = f"data:image/png;base64,{source}"
     document = answer(
         bridge,
         input=[{"role": "user", "content": [
             {"type": "input_text", "text": "make it warmer"},
-            {"type": "input_image", "image_url": _data_url(source), "detail": "auto"},
+            {"type": "input_image", "image_url": source_url, "detail": "auto"},
         ]}],
     )  # fmt: skip
     call = _call(document)
-    assert call["result"] == _native(bridge, "make it warmer", base64.b64encode(source).decode())
+    assert call["result"] == _native(bridge, "make it warmer", source)
     assert call["action"] == "auto"
     assert document["output"][1]["content"][0]["text"] == "Edited the image: 16x16 png."
 
 
 def test_with_action_generate_the_input_images_guide_a_new_image(bridge: LiveServer) -> None:
-    source = png(16, 16, (10, 120, 240))
+    source = png_b64(16, 16, (10, 120, 240))
+    source_url = f"data:image/png;base64,{source}"
     tool = {**TOOL, "action": "generate"}
     document = answer(
         bridge,
         tools=[tool],
         input=[{"role": "user", "content": [
             {"type": "input_text", "text": "a fox like this one"},
-            {"type": "input_image", "image_url": _data_url(source), "detail": "low"},
+            {"type": "input_image", "image_url": source_url, "detail": "low"},
         ]}],
     )  # fmt: skip
     assert _call(document)["action"] == "generate"
     assert document["output"][1]["content"][0]["text"] == "Generated an image: 16x16 png."
-    edited = _native(bridge, "a fox like this one", base64.b64encode(source).decode())
+    edited = _native(bridge, "a fox like this one", source)
     assert _call(document)["result"] != edited
 
 
@@ -183,29 +179,24 @@ def test_a_follow_up_edits_the_earlier_image_sent_back_as_history(bridge: LiveSe
 
 
 def test_a_mask_is_the_image_tools_input_image_mask(bridge: LiveServer) -> None:
-    source = png(16, 16, (10, 120, 240))
-    mask = "data:image/png;base64," + _transparent_mask()
+    source = png_b64(16, 16, (10, 120, 240))
+    source_url = f"data:image/png;base64,{source}"
+    mask = png_data_url(16, 16, (0, 0, 0, 0), mode="RGBA")
     tool = {**TOOL, "input_image_mask": {"image_url": mask}}
     document = answer(
         bridge,
         tools=[tool],
         input=[{"role": "user", "content": [
             {"type": "input_text", "text": "fill the hole"},
-            {"type": "input_image", "image_url": _data_url(source), "detail": "auto"},
+            {"type": "input_image", "image_url": source_url, "detail": "auto"},
         ]}],
     )  # fmt: skip
     assert _call(document)["status"] == "completed"
 
 
-def _transparent_mask() -> str:
-    buffer = io.BytesIO()
-    Image.new("RGBA", (16, 16), (0, 0, 0, 0)).save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
 _IMAGE = {
     "type": "input_image",
-    "image_url": "data:image/png;base64," + png_b64(),
+    "image_url": png_data_url(),
     "detail": "auto",
 }
 _TEXT = {"type": "input_text", "text": "a fox"}

@@ -11,21 +11,18 @@ effect), or refused with a 4xx whose ``param`` names the field (docs/api-decisio
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import types
 import typing
-from typing import Any, Literal
+from typing import Any
 
 import openai
 import pytest
 from openai.types.responses import response_create_params, tool_param
-from PIL import Image
 
 from tests.server.conftest import LiveServer
-from tests.server.doubles import png
 from tests.server.openai.responses.conftest import TOOL, sdk, strict
+from tests.server.openai.sdk_hints import literals
+from tests.support.images import png_data_url
 
 CREATE = typing.get_type_hints(response_create_params.ResponseCreateParamsNonStreaming)
 IMAGE_TOOL = typing.get_type_hints(tool_param.ImageGeneration)
@@ -121,16 +118,6 @@ TOOL_LITERALS: dict[tuple[str, Any], Outcome] = {
 """Literal values of the tool whose outcome is not ``served``."""
 
 
-def _literals(hint: Any) -> list[Any]:
-    if typing.get_origin(hint) is Literal:
-        return list(typing.get_args(hint))
-    values: list[Any] = []
-    for arg in typing.get_args(hint):
-        if arg is not type(None) and not isinstance(arg, types.NoneType):
-            values.extend(_literals(arg))
-    return values
-
-
 def _create_cases() -> list[tuple[str, Any, Outcome]]:
     cases: list[tuple[str, Any, Outcome]] = []
     for name in sorted(CREATE):
@@ -138,7 +125,7 @@ def _create_cases() -> list[tuple[str, Any, Outcome]]:
         if isinstance(table, list):
             cases.extend((name, value, outcome) for value, outcome in table)
             continue
-        for value in _literals(CREATE[name]):
+        for value in literals(CREATE[name]):
             cases.append((name, value, LITERAL_OVERRIDES.get((name, value), table)))
     return cases
 
@@ -150,25 +137,19 @@ def _tool_cases() -> list[tuple[str, Any, Outcome]]:
             cases.extend((name, value, outcome) for value, outcome in TOOL_CASES[name])
         if name == "type":
             continue
-        literals = _literals(IMAGE_TOOL[name])
-        cases.extend((name, value, TOOL_LITERALS.get((name, value), SERVED)) for value in literals)
+        admitted = literals(IMAGE_TOOL[name])
+        cases.extend((name, value, TOOL_LITERALS.get((name, value), SERVED)) for value in admitted)
     return cases
 
 
 def test_the_tables_know_every_sdk_field() -> None:
     assert set(CREATE) == set(CREATE_CASES), "a create parameter the table does not know"
     for name, hint in IMAGE_TOOL.items():
-        assert _literals(hint) or name in TOOL_CASES, f"a new image tool field: {name}"
-
-
-def _mask() -> str:
-    buffer = io.BytesIO()
-    Image.new("RGBA", (16, 16), (0, 0, 0, 0)).save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+        assert literals(hint) or name in TOOL_CASES, f"a new image tool field: {name}"
 
 
 def _input_with_image() -> list[dict[str, Any]]:
-    source = "data:image/png;base64," + base64.b64encode(png(16, 16)).decode()
+    source = png_data_url(16, 16, (200, 30, 30))
     return [{"role": "user", "content": [
         {"type": "input_text", "text": "a paper fox"},
         {"type": "input_image", "image_url": source, "detail": "auto"},
@@ -221,7 +202,8 @@ def test_every_image_tool_field(
     bridge: LiveServer, name: str, value: Any, outcome: Outcome
 ) -> None:
     if name == "input_image_mask":
-        value = {key: _mask() if item == "<mask>" else item for key, item in value.items()}
+        mask = png_data_url(16, 16, (0, 0, 0, 0), mode="RGBA")
+        value = {key: mask if item == "<mask>" else item for key, item in value.items()}
     tool: dict[str, Any] = {**TOOL, name: value}
     arguments = {"model": "gpt-5.5", "input": _input_with_image(), "tools": [tool]}
     _check(bridge, arguments, outcome)

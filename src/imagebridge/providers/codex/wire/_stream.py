@@ -123,10 +123,6 @@ class ResponsesStreamState:
         return self._failure
 
     @property
-    def has_final_image(self) -> bool:
-        return self._final_b64 is not None
-
-    @property
     def partial_images(self) -> tuple[CodexPartialImage, ...]:
         return tuple(self._partials)
 

@@ -13,6 +13,9 @@ from typing import Literal
 import pytest
 
 from imagebridge.storage import inspect_store_schema
+from imagebridge.storage.postgres.job_schema import JOB_SCHEMA
+from imagebridge.storage.postgres.presets import PRESET_SCHEMA
+from imagebridge.storage.postgres.sessions import SESSION_SCHEMA
 from tests.cli.conftest import (
     Cli,
     fake_executable,
@@ -278,8 +281,12 @@ def test_setup_migrates_postgres_databases_and_creates_no_local_state(
     assert body["state_root"] is None
     assert body["database_schema"]["version"] == body["database_schema"]["current_version"]
     assert body["job_database_schema"]["version"] == body["job_database_schema"]["current_version"]
-    for store, version in (("sessions", 1), ("jobs", 2), ("presets", 2)):
-        assert _pg_status(postgres_server, postgres_schema, store) == (True, version)
+    for store, schema in (
+        ("sessions", SESSION_SCHEMA),
+        ("jobs", JOB_SCHEMA),
+        ("presets", PRESET_SCHEMA),
+    ):
+        assert _pg_status(postgres_server, postgres_schema, store) == (True, schema.current_version)
     assert config.read_text() == toml  # the URLs stay; nothing else needed writing
     assert _pg_paths(cli.root) == []
     assert not (Path(cli.env["XDG_STATE_HOME"]) / "imagegen-bridge").exists()
@@ -314,7 +321,10 @@ def test_setup_state_root_moves_sqlite_files_but_keeps_postgres_urls(
     )
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
     assert sorted(path.name for path in state.iterdir()) == ["sessions.sqlite3"]
-    assert _pg_status(postgres_server, postgres_schema, "jobs") == (True, 2)
+    assert _pg_status(postgres_server, postgres_schema, "jobs") == (
+        True,
+        JOB_SCHEMA.current_version,
+    )
     assert _pg_paths(cli.root) == []
 
 

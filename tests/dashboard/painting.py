@@ -17,11 +17,12 @@ import base64
 import io
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 Point = tuple[float, float]
 EDGE_TOLERANCE = 1.0
@@ -110,6 +111,32 @@ def tap(page: Any, selector: str) -> None:
     )
     session.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
     session.detach()
+
+
+def tap_until(
+    page: Any,
+    selector: str,
+    done: str,
+    *,
+    attempts: int = 5,
+    tapper: Callable[[Any, str], None] | None = None,
+) -> None:
+    """Tap ``selector`` until ``done`` (a selector) is visible, at most ``attempts`` times.
+
+    A finger lifted from a drag takes a moment to reach a button: Chromium's gesture
+    recognizer ignores a tap that comes too soon after it, and on a busy machine "too soon"
+    has no fixed length. A tap that did not take leaves the page as it was, so it is tapped
+    again once the page has had a second to react. ``tapper`` taps (default :func:`tap`).
+    """
+    for _ in range(attempts):
+        (tapper or tap)(page, selector)
+        try:
+            page.locator(done).wait_for(state="visible", timeout=1500)
+        except PlaywrightTimeoutError:
+            pass  # the tap did not take: tap again
+        else:
+            return
+    raise AssertionError(f"{attempts} taps on {selector} never showed {done}")
 
 
 def swipe(page: Any, selector: str, dx: float) -> None:

@@ -18,7 +18,7 @@ from tests.dashboard.conftest import (
     jobs_with_prompt,
     wait_terminal,
 )
-from tests.dashboard.painting import swipe
+from tests.dashboard.painting import swipe, tap_until
 from tests.server.conftest import LiveServer
 
 pytestmark = pytest.mark.browser
@@ -163,7 +163,11 @@ def test_on_a_phone_the_details_follow_the_image_and_a_swipe_steps(
     expect(counter(page)).to_have_text("4 / 5")
     swipe(page, "#lb-stage", 160)
     expect(counter(page)).to_have_text("3 / 5")
-    page.wait_for_timeout(600)  # a finger lifted from a swipe takes a moment to tap again
-    page.locator("#lb-next").tap()
-    expect(counter(page)).to_have_text("4 / 5")
+    # a finger lifted from a swipe takes a moment to tap again (tap_until says why)
+    tap_until(
+        page,
+        "#lb-next",
+        "#lb-counter:text-is('4 / 5')",
+        tapper=lambda page, selector: page.locator(selector).tap(),
+    )
     dashboard.watch.assert_clean()

@@ -28,7 +28,7 @@ from tests.dashboard.painting import (
     Stroke,
     decode_data_url,
     mask_mismatches,
-    tap,
+    tap_until,
     touch_stroke,
 )
 from tests.server.conftest import LiveServer
@@ -238,11 +238,8 @@ def test_a_finger_paints_the_mask_on_a_phone(server: LiveServer, open_page: Open
     touch_stroke(page, (60, 60), (300, 180), size)
     expect(page.locator("#mask-status")).to_contain_text("% of the image may change")
     dashboard.screenshot("mobile-mask-painted", full_page=False)
-    # A finger lifted from a drag takes a moment to reach a button; a tap at once is not a
-    # click to Chromium's gesture recognizer (measured: right after the stroke, no click).
-    page.wait_for_timeout(600)
-    tap(page, "#mask-apply")
-    expect(page.locator("#hint-mask")).to_contain_text("Painted mask:")
+    # A finger lifted from a drag takes a moment to reach a button (tap_until says why).
+    tap_until(page, "#mask-apply", "#hint-mask:has-text('Painted mask:')")
     page.fill("#f-prompt", "a lighthouse with its lamp lit")
     with page.expect_request(
         lambda sent: sent.method == "POST" and sent.url.endswith("/v1/jobs")

@@ -45,7 +45,8 @@ def test_no_process_or_file_outlives_a_server() -> None:
     with running_postgres(bin_dir) as server:
         pids = [server.pid, *_children(server.pid)]
         assert len(pids) > 1  # the postmaster and its background workers
-        assert all(_running(pid) for pid in pids)
+        # the postmaster runs; a background worker may already have done its job and gone
+        assert _running(server.pid) and any(_running(pid) for pid in pids[1:])
         data_dir = server.data_dir
         assert data_dir.is_dir()
     assert not any(_running(pid) for pid in pids)

@@ -198,7 +198,7 @@ def _png() -> Any:
 def test_small_renders_are_drawn_once_and_large_ones_every_time() -> None:
     """Under load the same small image is asked for again and again: draw it once."""
     from imagebridge.contract.enums import OutputFormat
-    from imagebridge.providers import mock as module
+    from imagebridge.providers import mock_render as module
 
     module._render_cached.cache_clear()
     first = render_image("cache fox", 0, 64, 64, OutputFormat.PNG)

@@ -16,7 +16,8 @@ instance's providers under a lease, heartbeats keep the leases, expired leases e
 
 Running one claimed job and recording its outcome is :mod:`imagebridge.jobs.execution`,
 its progress :mod:`imagebridge.jobs.progress`, history pruning
-:mod:`imagebridge.jobs.retention`; this module submits, schedules, cancels and lists. Every
+:mod:`imagebridge.jobs.retention`, the worker pool that claims and runs scheduled jobs
+:mod:`imagebridge.jobs.workers`; this module submits, schedules, cancels and lists. Every
 blocking step (SQLite, JSON of large requests, preview decoding) runs off the event loop.
 Logs name job ids and error codes only, never prompts or image bytes.
 """
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Callable
@@ -54,16 +54,15 @@ from imagebridge.jobs.shared_mode import (
 )
 from imagebridge.jobs.store_retry import StoreRetry
 from imagebridge.jobs.sync_records import SyncRecords, SyncRecordSettings
-from imagebridge.jobs.tracing import JobTrace, claim_clock, describe_outcome
 from imagebridge.jobs.trimming import result_text
 from imagebridge.jobs.views import job_view, page_view
+from imagebridge.jobs.workers import JobWorkers
 from imagebridge.keys import KeyService
 from imagebridge.storage.interfaces import JobStore, SharedJobStore
 from imagebridge.storage.records import (
     JobEventKind,
     JobIdentity,
     JobOrigin,
-    JobRecord,
     JobVisibility,
 )
 
@@ -96,7 +95,7 @@ def _prepare_submission(
     return stored, result_text(stored.to_wire()), request_fingerprint(stored)
 
 
-class JobManager:
+class JobManager(JobWorkers):
     """Submits, schedules, executes, cancels and lists durable image jobs.
 
     Call :meth:`start` once before serving and :meth:`shutdown` before closing the runtime
@@ -542,101 +541,3 @@ class JobManager:
             "leases": leases,
             "queued_by_provider": queued,
         }
-
-    # -- scheduling --------------------------------------------------------------------------
-
-    def _schedule(self, key: JobKey) -> None:
-        if key in self._scheduled:
-            return
-        self._scheduled.add(key)
-        self._queue.put_nowait(key)
-
-    async def _dispatch(self) -> None:
-        """Hand queued jobs, in order, to at most ``max_running`` workers."""
-        while True:
-            await self._slots.acquire()
-            try:
-                key = await self._queue.get()
-            except BaseException:
-                self._slots.release()
-                raise
-            if self._stopping:
-                self._slots.release()
-                return
-            task = asyncio.create_task(self._work(key), name="imagebridge-job")
-            self._tasks.add(task)
-            task.add_done_callback(functools.partial(self._work_done, key=key))
-
-    def _work_done(self, task: asyncio.Task[None], key: JobKey) -> None:
-        self._tasks.discard(task)
-        self._scheduled.discard(key)
-        self._slots.release()
-        if not task.cancelled() and task.exception() is not None:
-            logger.error(
-                "durable job worker failed",
-                exc_info=task.exception(),
-                extra={"job_id": key[1]},
-            )
-
-    async def _work(self, key: JobKey) -> None:
-        scope, job_id = key
-        if self._stopping:
-            return
-        # Registered before the claim, so a cancel racing with the claim is never lost.
-        token = CancelToken()
-        self._tokens[key] = token
-        try:
-            try:
-                claim_started = claim_clock()
-                claimed = await self._store.claim(scope, job_id, now=self._now())
-            except BridgeError as error:
-                logger.error(
-                    "could not claim durable job",
-                    extra={"job_id": job_id, "code": error.code.value},
-                )
-                return
-            if not claimed:  # cancelled while queued, or already taken
-                return
-            trace = JobTrace.claimed(
-                job_id, claim_started, instance=self._instance_id, shared=False
-            )
-            await self._run_claimed(key, token, None, trace)
-        finally:
-            self._tokens.pop(key, None)
-        self._pruning.request()
-
-    def _launch_claimed(self, record: JobRecord, trace: JobTrace) -> None:
-        """Shared mode: run a job the store just gave this instance (its slot is held)."""
-        key = (record.auth_scope, record.id)
-        token = CancelToken()
-        self._tokens[key] = token
-        self._running_ids[record.id] = token
-        task = asyncio.create_task(
-            self._work_claimed(key, token, record.provider, trace), name="imagebridge-job"
-        )
-        self._tasks.add(task)
-        task.add_done_callback(functools.partial(self._work_done, key=key))
-
-    async def _work_claimed(
-        self, key: JobKey, token: CancelToken, route: str | None, trace: JobTrace
-    ) -> None:
-        try:
-            await self._run_claimed(key, token, route, trace)
-        finally:
-            self._tokens.pop(key, None)
-            self._running_ids.pop(key[1], None)
-        self._pruning.request()
-
-    async def _run_claimed(
-        self, key: JobKey, token: CancelToken, route: str | None, trace: JobTrace
-    ) -> None:
-        with trace.running() as span:  # the job's trace: job → job.run → the engine's spans
-            self._previews.open(key)
-            try:
-                outcome = await self._runner.execute(key, token, route)
-            finally:
-                self._previews.close(key)
-                # Settled here: heartbeats stop renewing it while its outcome is written.
-                self._running_ids.pop(key[1], None)
-            describe_outcome(span, outcome)
-            await self._runner.record(key, token, outcome)

@@ -7,7 +7,8 @@ benchmarks: its descriptor says so, and it never touches the network itself.
 Masks are native, as in OpenAI's edits: an edit with a mask is drawn at the source's size
 and composited through the mask by the bridge's own rule (:mod:`imagebridge.imaging.masks`,
 with a hard edge), so the source's pixels stay exactly where the mask is opaque and only
-the transparent area changes.
+the transparent area changes. The drawing (plain and masked) is
+:mod:`imagebridge.providers.mock_render`'s; this module is the provider around it.
 
 Its input images are the engine's, like every provider's: ``file``, ``url``, ``base64`` and
 ``data_url`` inputs are loaded and verified before it runs, under the same local roots,
@@ -23,17 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import hashlib
-import io
 import random
 import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from imagebridge._version import __version__
@@ -65,10 +62,17 @@ from imagebridge.contract.response import (
     Timings,
     Usage,
 )
-from imagebridge.engine.inputs import LoadedImage, LoadedInputs
+from imagebridge.engine.inputs import LoadedInputs
 from imagebridge.engine.provider import Provider, ProviderContext
 from imagebridge.engine.validation import check_mask
-from imagebridge.imaging.masks import blend_through_mask, mask_alpha
+from imagebridge.providers.mock_render import (
+    MaskedSource,
+    open_masked,
+    open_source,
+    render_image,
+    render_image_async,
+    render_masked,
+)
 from imagebridge.providers.shared import native_batch, native_inputs
 
 __all__ = ["MOCK_PROVIDER", "MockProvider", "MockSettings", "render_image"]
@@ -117,193 +121,6 @@ def _parse_directives(prompt: str) -> _Directives:
         elif name == "latency" and value.isdigit():
             directives.latency_ms = int(value)
     return directives
-
-
-def _seed_bytes(prompt: str, index: int) -> bytes:
-    return hashlib.sha256(f"{index}\x00{prompt}".encode()).digest()
-
-
-def render_image(
-    prompt: str,
-    index: int,
-    width: int,
-    height: int,
-    output_format: OutputFormat,
-    *,
-    transparent: bool = False,
-    compression: int | None = None,
-    source: Image.Image | None = None,
-) -> bytes:
-    """Deterministic pixels for (prompt, index): a two-colour gradient with a disc.
-
-    The same small image is drawn again and again under load (tests, benchmarks, partial
-    previews): those come from a bounded cache, since the bytes depend only on the inputs.
-    """
-    if source is None and width * height <= _CACHED_RENDER_PIXELS:
-        return _render_cached(prompt, index, width, height, output_format, transparent, compression)
-    return _render(prompt, index, width, height, output_format, transparent, compression, source)
-
-
-_CACHED_RENDER_PIXELS = 256 * 256
-"""Renders up to this size are cached: at most 64 entries of ≤ ~260 KiB each."""
-_INLINE_RENDER_PIXELS = 128 * 128
-"""Renders up to this size (≤ ~1 ms, then cached) run on the event loop, not a thread."""
-
-
-async def _rendered(
-    prompt: str,
-    index: int,
-    width: int,
-    height: int,
-    output_format: OutputFormat,
-    *,
-    transparent: bool = False,
-    compression: int | None = None,
-    source: Image.Image | None = None,
-) -> bytes:
-    """:func:`render_image`, in a worker thread unless the image is tiny."""
-    render = functools.partial(
-        render_image,
-        prompt,
-        index,
-        width,
-        height,
-        output_format,
-        transparent=transparent,
-        compression=compression,
-        source=source,
-    )
-    if source is None and width * height <= _INLINE_RENDER_PIXELS:
-        return render()
-    return await asyncio.to_thread(render)
-
-
-@functools.lru_cache(maxsize=64)
-def _render_cached(
-    prompt: str,
-    index: int,
-    width: int,
-    height: int,
-    output_format: OutputFormat,
-    transparent: bool,
-    compression: int | None,
-) -> bytes:
-    return _render(prompt, index, width, height, output_format, transparent, compression, None)
-
-
-def _open_source(image: LoadedImage) -> Image.Image:
-    """The pixels of an edit source the engine already verified (a worker-thread job)."""
-    source = Image.open(io.BytesIO(image.data))
-    source.load()
-    return source
-
-
-def _render(
-    prompt: str,
-    index: int,
-    width: int,
-    height: int,
-    output_format: OutputFormat,
-    transparent: bool,
-    compression: int | None,
-    source: Image.Image | None,
-) -> bytes:
-    alpha = transparent and output_format is not OutputFormat.JPEG
-    return _encode(_draw(prompt, index, width, height, alpha, source), output_format, compression)
-
-
-def _draw(
-    prompt: str, index: int, width: int, height: int, transparent: bool, source: Image.Image | None
-) -> Image.Image:
-    seed = _seed_bytes(prompt, index)
-    start = np.frombuffer(seed[0:3], dtype=np.uint8).astype(np.float32)
-    end = np.frombuffer(seed[3:6], dtype=np.uint8).astype(np.float32)
-    if source is not None:
-        base = np.asarray(source.convert("RGB").resize((width, height)), dtype=np.float32)
-        tint = (start + end) / 2
-        rgb = base * 0.7 + tint * 0.3
-    else:
-        ramp = np.linspace(0.0, 1.0, width, dtype=np.float32)[None, :, None]
-        rgb = np.broadcast_to(start + (end - start) * ramp, (height, width, 3)).copy()
-    ys, xs = np.ogrid[:height, :width]
-    cx, cy = width * (0.3 + seed[6] / 640), height * (0.3 + seed[7] / 640)
-    radius = max(1.0, min(width, height) * (0.15 + seed[8] / 1280))
-    disc = (xs - cx) ** 2 + (ys - cy) ** 2 <= radius**2
-    rgb[disc] = np.frombuffer(seed[9:12], dtype=np.uint8)
-    pixels = np.clip(rgb, 0, 255).astype(np.uint8)
-    if transparent:
-        alpha = np.where(disc, 255, 0).astype(np.uint8)
-        return Image.fromarray(np.dstack([pixels, alpha]), mode="RGBA")
-    return Image.fromarray(pixels, mode="RGB")
-
-
-def _encode(image: Image.Image, output_format: OutputFormat, compression: int | None) -> bytes:
-    buffer = io.BytesIO()
-    if output_format is OutputFormat.PNG:
-        image.save(buffer, format="PNG", compress_level=1)
-    elif output_format is OutputFormat.JPEG:
-        image.save(buffer, format="JPEG", quality=compression if compression is not None else 90)
-    else:
-        if compression is None:
-            # exact: the colour under a see-through pixel is kept, as the bridge's encoders do
-            image.save(buffer, format="WEBP", lossless=True, exact=True)
-        else:
-            image.save(buffer, format="WEBP", quality=compression)
-    return buffer.getvalue()
-
-
-Plane = npt.NDArray[np.uint8]
-
-
-@dataclass(frozen=True, slots=True)
-class _MaskedSource:
-    """An edit's source and mask as pixel planes, read once per call (a worker-thread job)."""
-
-    source: Image.Image
-    pixels: Plane
-    """The source as RGBA, at its own size: what the mask keeps."""
-    alpha: Plane
-    """The mask's alpha: below 255 marks the area to change (imaging/masks.py)."""
-    keeps_alpha: bool
-    """The source has an alpha channel, which the composite keeps."""
-
-    @property
-    def size(self) -> tuple[int, int]:
-        return self.source.size
-
-
-def _open_masked(image: LoadedImage, mask: LoadedImage) -> _MaskedSource:
-    source = _open_source(image)
-    return _MaskedSource(
-        source=source,
-        pixels=np.asarray(source.convert("RGBA"), dtype=np.uint8),
-        alpha=mask_alpha(_open_source(mask)),
-        keeps_alpha=image.info.has_alpha,
-    )
-
-
-def _render_masked(
-    prompt: str,
-    index: int,
-    output_format: OutputFormat,
-    transparent: bool,
-    compression: int | None,
-    masked: _MaskedSource,
-) -> bytes:
-    """The edit drawn at the source's size, kept to the mask's transparent area.
-
-    A hard edge (no feather): a pixel the mask keeps is the source's exactly, a fully
-    transparent one is the drawn edit's, and partial transparency blends in proportion.
-    """
-    transparent = transparent and output_format is not OutputFormat.JPEG
-    width, height = masked.size
-    drawn = _draw(prompt, index, width, height, transparent, masked.source).convert("RGBA")
-    fresh = np.asarray(drawn, dtype=np.uint8)
-    pixels = blend_through_mask(masked.pixels, fresh, masked.alpha, feather_px=0)
-    image = Image.fromarray(pixels, mode="RGBA")
-    if not (transparent or masked.keeps_alpha) or output_format is OutputFormat.JPEG:
-        image = image.convert("RGB")
-    return _encode(image, output_format, compression)
 
 
 class MockProvider(Provider):
@@ -465,7 +282,7 @@ class MockProvider(Provider):
         if masked is not None:
             dims = masked.size  # the mask is in the source's pixels: so is the composite
         elif loaded.images:
-            source = await asyncio.to_thread(_open_source, loaded.images[0])
+            source = await asyncio.to_thread(open_source, loaded.images[0])
         transparent = params.background is Background.TRANSPARENT
         partials = params.partial_images
         await context.emit(ProgressEvent(stage="generating"))
@@ -478,7 +295,7 @@ class MockProvider(Provider):
                 await self._before_output(context.request_id, absolute)
             for partial in range(partials):
                 await self._sleep(latency / 1000 / steps, context)
-                preview = await _rendered(
+                preview = await render_image_async(
                     directives.prompt,
                     absolute,
                     max(1, dims[0] // 8),
@@ -505,7 +322,7 @@ class MockProvider(Provider):
                 continue
             if masked is not None:
                 data = await asyncio.to_thread(
-                    _render_masked,
+                    render_masked,
                     directives.prompt,
                     absolute,
                     params.output_format,
@@ -514,7 +331,7 @@ class MockProvider(Provider):
                     masked,
                 )
             else:
-                data = await _rendered(
+                data = await render_image_async(
                     directives.prompt,
                     absolute,
                     dims[0],
@@ -560,7 +377,7 @@ class MockProvider(Provider):
             timings=Timings(provider_ms=elapsed, total_ms=elapsed),
         )
 
-    async def _masked(self, loaded: LoadedInputs) -> _MaskedSource | None:
+    async def _masked(self, loaded: LoadedInputs) -> MaskedSource | None:
         """The edit's source and mask, when the edit has a mask: its alpha marks the area,
         as OpenAI's edits read it. The engine checked its size already (and not its alpha,
         which a native transport judges); the mock checks both, the size again for a caller
@@ -569,7 +386,7 @@ class MockProvider(Provider):
             return None
         try:
             check_mask(loaded.mask.info, loaded.images[0].info, needs_alpha=True)
-            return await asyncio.to_thread(_open_masked, loaded.images[0], loaded.mask)
+            return await asyncio.to_thread(open_masked, loaded.images[0], loaded.mask)
         except BridgeError as error:
             error.provider = self.name
             raise

@@ -4,7 +4,7 @@ A kept response is a view of the history record that holds its work (issue 39): 
 has the owner, the status, the result (each image as its kept artifact) and the error; the
 row here adds only what the record cannot say — the response's own ids, whether it runs in
 the background, when it was deleted, and its shape (what the answer repeats of its request,
-JSON). The SQL is written once, as conversations (:mod:`imagebridge.storage.webhook_store`'s
+JSON). The SQL is written once, as conversations (:mod:`imagebridge.storage.webhook_outbox`'s
 pattern), and each backend runs them in one transaction: a SQLite file, or a PostgreSQL
 schema that any instance reads, so every instance answers for a response made on another.
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from imagebridge.storage.records import ResponseRecord
-from imagebridge.storage.webhook_store import Conversation
+from imagebridge.storage.webhook_outbox import Conversation
 
 __all__ = ["ResponseStoreBase"]
 

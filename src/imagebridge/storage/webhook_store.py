@@ -5,9 +5,9 @@ placeholders) and is sent each one's rows back, so logic that reads, decides and
 which endpoints receive an event, whether the outbox is full — is written once and runs
 inside ONE transaction on either backend. A backend supplies the driver
 (:meth:`WebhookStoreBase._converse`: SQLite on its worker thread in ``BEGIN IMMEDIATE``,
-PostgreSQL on a pooled connection); the job stores drive :func:`job_outbox` inside their own
-transaction when a job reaches its final status, which is how an event is written exactly
-when its cause commits.
+PostgreSQL on a pooled connection). Writing events and their deliveries — what :meth:`emit`
+does here and what the job stores do inside their own transaction when a job reaches its final
+status — is :mod:`imagebridge.storage.webhook_outbox`'s.
 
 Delivery is claimed like the shared job queue: a claim moves due deliveries to
 ``delivering`` under a lease (owner, expiry) and counts the attempt, in one statement
@@ -20,7 +20,7 @@ deliveries come back when their lease expires, with the same ``webhook-id``.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -52,24 +52,13 @@ from imagebridge.storage.rules.webhooks import (
     dump_event_types,
     endpoint_not_found,
     endpoint_record,
-    job_event,
     mint_endpoint_id,
-    plan_outbox,
-    response_event,
 )
+from imagebridge.storage.webhook_outbox import Conversation, WebhookTables, write_outbox
 
-__all__ = [
-    "Conversation",
-    "EndpointWrite",
-    "WebhookStoreBase",
-    "WebhookTables",
-    "job_outbox",
-    "write_outbox",
-]
+__all__ = ["EndpointWrite", "WebhookStoreBase"]
 
 T = TypeVar("T")
-Conversation = Generator[Statement, list[dict[str, Any]], T]
-"""Yields statements, is sent each one's rows, returns its result (one transaction)."""
 
 MAX_CLAIM = 100
 """Most deliveries one claim takes."""
@@ -87,21 +76,6 @@ _DELIVERY_COLUMNS = (
 
 
 @dataclass(frozen=True, slots=True)
-class WebhookTables:
-    """The outbox's table names (PostgreSQL: qualified with the schema) and the jobs table
-    a job's final status is read from."""
-
-    events: str = "webhook_events"
-    deliveries: str = "webhook_deliveries"
-    endpoints: str = "webhook_endpoints"
-    jobs: str = "image_jobs"
-    responses: str = "openai_responses"
-
-    def names(self) -> dict[str, str]:
-        return {"events": self.events, "deliveries": self.deliveries}
-
-
-@dataclass(frozen=True, slots=True)
 class EndpointWrite:
     """An endpoint's stored fields (``secret`` for API endpoints, ``secret_env`` for
     configured ones)."""
@@ -113,63 +87,6 @@ class EndpointWrite:
     secret: str | None
     secret_env: str | None
     secret_hint: str | None
-
-
-def write_outbox(
-    tables: WebhookTables,
-    events: Sequence[OutboxEvent],
-    *,
-    limits: OutboxLimits,
-    now_ms: int,
-    max_payload_bytes: int | None = None,
-) -> Conversation[list[str]]:
-    """Write ``events`` and their deliveries (see :func:`plan_outbox`); the new event ids."""
-    if not events:
-        return []
-    endpoints = yield (f"SELECT id, event_types, key_id FROM {tables.endpoints}", {})  # noqa: S608
-    if not endpoints:
-        return []
-    counted = yield (
-        f"SELECT COUNT(*) AS n FROM {tables.deliveries} WHERE status IN {UNFINISHED_SQL}",  # noqa: S608
-        {},
-    )
-    statements, written = plan_outbox(
-        events,
-        endpoints,
-        tables=tables.names(),
-        pending=int(counted[0]["n"]),
-        now_ms=now_ms,
-        limits=limits,
-        max_payload_bytes=max_payload_bytes,
-    )
-    for statement in statements:  # noqa: UP028 - rows are sent back, a list cannot take them
-        yield statement
-    return written
-
-
-def job_outbox(
-    tables: WebhookTables, job_ids: Sequence[str], *, limits: OutboxLimits, now_ms: int
-) -> Conversation[list[str]]:
-    """The ``job.*`` events of jobs that just reached their final status, written in the
-    transaction that recorded it (the job stores drive this). A job that runs a background
-    OpenAI response sends that response's ``response.*`` event instead. Synchronous
-    requests' records share the table and send none: their callers were answered, or chose
-    to leave."""
-    events: list[OutboxEvent] = []
-    for start in range(0, len(job_ids), 500):
-        names = {f"j{i}": job_id for i, job_id in enumerate(job_ids[start : start + 500])}
-        rows = yield (
-            "SELECT j.id, j.auth_scope, j.status, j.error_json, j.completed_at, "  # noqa: S608
-            f"r.id AS response_id FROM {tables.jobs} AS j "
-            f"LEFT JOIN {tables.responses} AS r ON r.job_id = j.id WHERE j.origin = 'job' "
-            f"AND j.id IN ({', '.join(f':{name}' for name in names)})",
-            names,
-        )
-        for row in rows:
-            event = job_event(row) if row["response_id"] is None else response_event(row)
-            if event is not None:
-                events.append(event)
-    return (yield from write_outbox(tables, events, limits=limits, now_ms=now_ms))
 
 
 class WebhookStoreBase:

@@ -27,8 +27,9 @@ from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, JOB_STORE, St
 from imagebridge.storage.postgres.connection import Connection
 from imagebridge.storage.postgres.database import PostgresDatabase
 from imagebridge.storage.postgres.inspection import inspect_schema
+from imagebridge.storage.postgres.job_history import RECORD_COLUMNS, PostgresJobHistory
 from imagebridge.storage.postgres.job_schema import JOB_SCHEMA
-from imagebridge.storage.postgres.queries import advisory_key, fetch_row, fetch_rows, fetch_value
+from imagebridge.storage.postgres.queries import advisory_key, fetch_row, fetch_value
 from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_POOL_MAX_SIZE,
@@ -39,26 +40,13 @@ from imagebridge.storage.records import (
     CreateResult,
     JobIdentity,
     JobOrigin,
-    JobPage,
     JobRecord,
-    JobStatistics,
-    JobVisibility,
     JsonInput,
     SchemaStatus,
 )
 from imagebridge.storage.rows import (
-    JOB_RECORD_COLUMNS,
     job_identity,
-    job_page,
     job_record,
-    job_statistics,
-)
-from imagebridge.storage.rules.history import (
-    TERMINAL_SQL,
-    check_history_update,
-    history_change,
-    history_query,
-    prune_cutoff,
 )
 from imagebridge.storage.rules.jobs import (
     MAX_ERROR_JSON_BYTES,
@@ -69,21 +57,19 @@ from imagebridge.storage.rules.jobs import (
     check_capacity,
     check_failure,
     check_finishable,
-    check_job_lookup,
     check_progress,
     check_record,
     check_retry_lookup,
     check_submission,
     check_transition,
     job_id_taken,
-    job_not_found,
     prepare_error,
     prepare_interruption,
     prepare_result,
     prepare_submission,
     replayed,
 )
-from imagebridge.storage.rules.pages import DEFAULT_PAGE_LIMIT, check_queued_page
+from imagebridge.storage.rules.pages import check_queued_page
 from imagebridge.storage.rules.queue import check_provider, check_record_lease
 
 __all__ = ["FinishedHook", "PostgresJobStore", "inspect_job_schema"]
@@ -92,15 +78,13 @@ FinishedHook = Callable[[Connection, Sequence[str]], Awaitable[None]]
 """Awaited with the connection and the ids of jobs given their final status, inside that
 transaction (the webhook outbox: :class:`~imagebridge.storage.postgres.webhooks.PostgresOutbox`)."""
 
-_RECORD_COLUMNS = ", ".join(JOB_RECORD_COLUMNS)
-"""What a record reads, as SQL: every statement returning a job selects this."""
 
-
-class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
+class PostgresJobStore(PostgresJobHistory, StoreLifecycle[PostgresDatabase]):
     """:class:`~imagebridge.storage.interfaces.JobStore` over one PostgreSQL schema.
 
     Open :class:`~imagebridge.storage.postgres.shared_queue.PostgresSharedJobStore` (what
-    ``open_job_store`` returns): it is this store plus the shared-queue primitives.
+    ``open_job_store`` returns): it is this store plus the shared-queue primitives. Reading and
+    pruning history come from :class:`~.job_history.PostgresJobHistory`.
     """
 
     _on_finished: FinishedHook | None = None
@@ -159,17 +143,6 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
     def max_result_bytes(self) -> int:
         return self._max_result_bytes
 
-    async def _fetch(self, conn: Connection, scope: str, job_id: str, *, lock: bool) -> JobRecord:
-        row = await fetch_row(
-            conn,
-            f"SELECT {_RECORD_COLUMNS} FROM {self._t} "  # noqa: S608
-            "WHERE auth_scope = %s AND id = %s" + (" FOR UPDATE" if lock else ""),
-            (scope, job_id),
-        )
-        if row is None:
-            raise job_not_found()
-        return job_record(row)
-
     # -- submission ----------------------------------------------------------------------
 
     async def create(
@@ -222,7 +195,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             if key_hash is not None:
                 existing = await fetch_row(
                     conn,
-                    f"SELECT {_RECORD_COLUMNS} FROM {t} "  # noqa: S608
+                    f"SELECT {RECORD_COLUMNS} FROM {t} "  # noqa: S608
                     "WHERE auth_scope = %s AND submission_key_hash = %s",
                     (scope, key_hash),
                 )
@@ -251,7 +224,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 "partial_images, cancel_requested, favorite, submission_key_hash, "
                 "request_fingerprint, provider, prompt_search, request_json) "
                 "VALUES (%s, %s, 'queued', %s, %s, 0, false, false, %s, %s, %s, %s, %s) "
-                f"RETURNING {_RECORD_COLUMNS}",
+                f"RETURNING {RECORD_COLUMNS}",
                 (job_id, scope, now, now, key_hash, fingerprint, route, search, request_text),
             )
             assert row is not None
@@ -312,7 +285,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 "prompt_search, request_json) VALUES (%s, %s, %s, 'running', %s, %s, %s, "
                 "'starting', 0, false, false, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT DO NOTHING "
-                f"RETURNING {_RECORD_COLUMNS}",
+                f"RETURNING {RECORD_COLUMNS}",
                 (
                     record_id,
                     scope,
@@ -333,7 +306,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             if key_hash is not None:
                 existing = await fetch_row(
                     conn,
-                    f"SELECT {_RECORD_COLUMNS} FROM {t} "  # noqa: S608
+                    f"SELECT {RECORD_COLUMNS} FROM {t} "  # noqa: S608
                     "WHERE auth_scope = %s AND submission_key_hash = %s",
                     (scope, key_hash),
                 )
@@ -353,7 +326,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
         async def operation(conn: Connection) -> JobRecord | None:
             row = await fetch_row(
                 conn,
-                f"SELECT {_RECORD_COLUMNS} FROM {self._t} "  # noqa: S608
+                f"SELECT {RECORD_COLUMNS} FROM {self._t} "  # noqa: S608
                 "WHERE auth_scope = %s AND request_fingerprint = %s AND created_at >= %s "
                 "AND origin = %s ORDER BY created_at DESC, id DESC LIMIT 1",
                 (scope, fingerprint, since, checked.value),
@@ -445,7 +418,7 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 f"UPDATE {self._t} SET status = %s, response_json = %s, "  # noqa: S608
                 "error_json = %s, completed_at = %s, updated_at = %s, "
                 "progress_stage = 'completed', submission_key_hash = CASE WHEN %s THEN NULL "
-                f"ELSE submission_key_hash END WHERE id = %s RETURNING {_RECORD_COLUMNS}",
+                f"ELSE submission_key_hash END WHERE id = %s RETURNING {RECORD_COLUMNS}",
                 (status.value, response_text, error_text, stamp, stamp, forget_key, job_id),
             )
             assert row is not None
@@ -471,13 +444,13 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
                 sql = (
                     f"UPDATE {t} SET status = 'cancelled', cancel_requested = true, "  # noqa: S608
                     "completed_at = %s, updated_at = %s, progress_stage = 'completed' "
-                    f"WHERE id = %s RETURNING {_RECORD_COLUMNS}"
+                    f"WHERE id = %s RETURNING {RECORD_COLUMNS}"
                 )
                 params: tuple[Any, ...] = (stamp, stamp, job_id)
             elif step is CancelStep.FLAG:
                 sql = (
                     f"UPDATE {t} SET cancel_requested = true, updated_at = %s "  # noqa: S608
-                    f"WHERE id = %s RETURNING {_RECORD_COLUMNS}"
+                    f"WHERE id = %s RETURNING {RECORD_COLUMNS}"
                 )
                 params = (stamp, job_id)
             else:
@@ -537,113 +510,6 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
 
         return await self._db.run(operation)
 
-    # -- history ---------------------------------------------------------------------------
-
-    async def get(self, scope: str, job_id: str) -> JobRecord:
-        check_job_lookup(scope, job_id)
-
-        async def operation(conn: Connection) -> JobRecord:
-            return await self._fetch(conn, scope, job_id, lock=False)
-
-        return await self._db.run(operation)
-
-    async def update_history(
-        self,
-        scope: str,
-        job_id: str,
-        *,
-        favorite: bool | None = None,
-        deleted: bool | None = None,
-        now: int,
-    ) -> JobRecord:
-        """Set the favourite marker and/or soft-delete (or restore) a terminal job."""
-        check_history_update(scope, favorite=favorite, deleted=deleted, now=now)
-
-        async def operation(conn: Connection) -> JobRecord:
-            current = await self._fetch(conn, scope, job_id, lock=True)
-            new_favorite, new_deleted, stamp = history_change(
-                current, favorite=favorite, deleted=deleted, now=now
-            )
-            row = await fetch_row(
-                conn,
-                f"UPDATE {self._t} SET favorite = %s, deleted_at = %s, updated_at = %s "  # noqa: S608
-                f"WHERE id = %s RETURNING {_RECORD_COLUMNS}",
-                (new_favorite, new_deleted, stamp, job_id),
-            )
-            assert row is not None
-            return job_record(row)
-
-        return await self._db.run(operation)
-
-    async def prune(
-        self, *, now: int, retention_secs: int, max_retained: int, max_retained_bytes: int
-    ) -> int:
-        """Delete old or excess terminal history in one transaction; return rows removed.
-
-        First rows completed at or before ``now - retention_secs``; then, newest first by
-        creation, every row past ``max_retained`` or past ``max_retained_bytes`` of
-        cumulative logical size. Favourites are never pruned; soft-deleted rows are. A kept
-        OpenAI response is removed with its record.
-        """
-        cutoff = prune_cutoff(
-            now=now,
-            retention_secs=retention_secs,
-            max_retained=max_retained,
-            max_retained_bytes=max_retained_bytes,
-        )
-        t = self._t
-        responses = self._db.table("openai_responses")
-
-        async def operation(conn: Connection) -> int:
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._prune_key,))
-            # A kept OpenAI response goes with its record (the ids each delete returns).
-            with_responses = (
-                f", kept AS (DELETE FROM {responses} WHERE job_id IN (SELECT id FROM gone)) "  # noqa: S608
-                "SELECT COUNT(*) FROM gone"
-            )
-            expired = await conn.execute(
-                f"WITH gone AS (DELETE FROM {t} WHERE status IN {TERMINAL_SQL} "  # noqa: S608
-                "AND NOT favorite AND COALESCE(completed_at, updated_at) <= %s RETURNING id)"
-                + with_responses,
-                (cutoff,),
-            )
-            excess = await conn.execute(
-                f"WITH ranked AS (SELECT id, "  # noqa: S608
-                "row_number() OVER w AS rank, SUM(logical_bytes) OVER w AS cumulative "
-                f"FROM {t} WHERE status IN {TERMINAL_SQL} AND NOT favorite "
-                "WINDOW w AS (ORDER BY created_at DESC, id DESC "
-                "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)), "
-                f"gone AS (DELETE FROM {t} AS j USING ranked WHERE j.id = ranked.id "
-                "AND (ranked.rank > %s OR ranked.cumulative > %s) RETURNING j.id)" + with_responses,
-                (max_retained, max_retained_bytes),
-            )
-            counted = [await expired.fetchone(), await excess.fetchone()]
-            return sum(int(row[0]) for row in counted if row is not None)
-
-        return await self._db.run(operation)
-
-    async def statistics(self) -> JobStatistics:
-        """Counts across every scope, the table's size on disk and the logical size."""
-        t = self._t
-
-        async def operation(conn: Connection) -> JobStatistics:
-            cursor = await conn.execute(
-                f"SELECT status, COUNT(*) FROM {t} GROUP BY status"  # noqa: S608
-            )
-            counts = await cursor.fetchall()
-            hidden = await fetch_value(
-                conn,
-                f"SELECT COUNT(*) FROM {t} WHERE deleted_at IS NOT NULL",  # noqa: S608
-            )
-            logical = await fetch_value(
-                conn,
-                f"SELECT COALESCE(SUM(logical_bytes), 0) FROM {t}",  # noqa: S608
-            )
-            size = await fetch_value(conn, "SELECT pg_total_relation_size(%s::regclass)", (t,))
-            return job_statistics(counts, hidden=hidden, database_bytes=size, logical_bytes=logical)
-
-        return await self._db.run(operation)
-
     async def healthy(self) -> bool:
         """Whether the store still answers queries (for readiness)."""
 
@@ -655,44 +521,6 @@ class PostgresJobStore(StoreLifecycle[PostgresDatabase]):
             return await self._db.run(operation)
         except BridgeError:
             return False
-
-    async def list(
-        self,
-        scope: str,
-        *,
-        visibility: JobVisibility | str = JobVisibility.ACTIVE,
-        status: ImageJobStatus | str | None = None,
-        favorite: bool | None = None,
-        search: str | None = None,
-        cursor: str | None = None,
-        limit: int = DEFAULT_PAGE_LIMIT,
-        origin: JobOrigin | str | None = None,
-    ) -> JobPage:
-        """One page of the scope's history, newest first; filters apply before paging.
-
-        ``search`` matches a literal, case-insensitive substring of the prompt (``%``,
-        ``_`` and ``\\`` are ordinary characters). ``origin`` keeps one surface's records
-        (``None``: jobs and synchronous records together). ``next_cursor`` is set only
-        when more rows follow.
-        """
-        query = history_query(
-            scope,
-            visibility=visibility,
-            status=status,
-            favorite=favorite,
-            search=search,
-            cursor=cursor,
-            limit=limit,
-            origin=origin,
-            placeholder="%({})s",
-            before_position="(created_at, id) < (%(created)s, %(after_id)s)",
-        )
-        sql = query.select(self._t)
-
-        async def operation(conn: Connection) -> JobPage:
-            return job_page(await fetch_rows(conn, sql, query.params), query.limit)
-
-        return await self._db.run(operation)
 
 
 async def inspect_job_schema(

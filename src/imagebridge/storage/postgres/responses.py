@@ -21,7 +21,7 @@ from imagebridge.storage.postgres.url import (
 )
 from imagebridge.storage.postgres.webhooks import converse
 from imagebridge.storage.response_store import ResponseStoreBase
-from imagebridge.storage.webhook_store import Conversation
+from imagebridge.storage.webhook_outbox import Conversation
 
 __all__ = ["PostgresResponseStore"]
 

@@ -30,12 +30,8 @@ from imagebridge.storage.postgres.url import (
 )
 from imagebridge.storage.rules.schema import Migration, StoreSchema
 from imagebridge.storage.rules.webhooks import OutboxLimits
-from imagebridge.storage.webhook_store import (
-    Conversation,
-    WebhookStoreBase,
-    WebhookTables,
-    job_outbox,
-)
+from imagebridge.storage.webhook_outbox import Conversation, WebhookTables, job_outbox
+from imagebridge.storage.webhook_store import WebhookStoreBase
 
 __all__ = ["WEBHOOK_SCHEMA", "PostgresOutbox", "PostgresWebhookStore", "converse"]
 

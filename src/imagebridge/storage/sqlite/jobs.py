@@ -25,26 +25,13 @@ from imagebridge.storage.records import (
     CreateResult,
     JobIdentity,
     JobOrigin,
-    JobPage,
     JobRecord,
-    JobStatistics,
-    JobVisibility,
     JsonInput,
     SchemaStatus,
 )
 from imagebridge.storage.rows import (
-    JOB_RECORD_COLUMNS,
     job_identity,
-    job_page,
     job_record,
-    job_statistics,
-)
-from imagebridge.storage.rules.history import (
-    TERMINAL_SQL,
-    check_history_update,
-    history_change,
-    history_query,
-    prune_cutoff,
 )
 from imagebridge.storage.rules.jobs import (
     MAX_ERROR_JSON_BYTES,
@@ -55,14 +42,12 @@ from imagebridge.storage.rules.jobs import (
     check_capacity,
     check_failure,
     check_finishable,
-    check_job_lookup,
     check_progress,
     check_record,
     check_retry_lookup,
     check_submission,
     check_transition,
     job_id_taken,
-    job_not_found,
     prepare_error,
     prepare_interruption,
     prepare_result,
@@ -70,11 +55,15 @@ from imagebridge.storage.rules.jobs import (
     replayed,
 )
 from imagebridge.storage.rules.pages import (
-    DEFAULT_PAGE_LIMIT,
     check_queued_page,
 )
 from imagebridge.storage.sqlite.database import SqliteDatabase
 from imagebridge.storage.sqlite.inspection import inspect_schema
+from imagebridge.storage.sqlite.job_history import (
+    RECORD_COLUMNS,
+    SqliteJobHistory,
+    fetch_existing_job,
+)
 from imagebridge.storage.sqlite.job_schema import JOB_SCHEMA, LOGICAL_BYTES_SQL
 from imagebridge.storage.sqlite.queries import immediate, run_for_ids
 
@@ -85,33 +74,14 @@ FinishedHook = Callable[[sqlite3.Connection, Sequence[str]], None]
 transaction (the webhook outbox: :class:`~imagebridge.storage.sqlite.webhooks.SqliteOutbox`)."""
 
 
-# -- rows ------------------------------------------------------------------------------------
-
-_RECORD_COLUMNS = ", ".join(JOB_RECORD_COLUMNS)
-
-
-def _fetch(conn: sqlite3.Connection, scope: str, job_id: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
-        f"SELECT {_RECORD_COLUMNS} FROM image_jobs WHERE auth_scope = ? AND id = ?",  # noqa: S608
-        (scope, job_id),
-    ).fetchone()
-    return row
-
-
-def _fetch_existing(conn: sqlite3.Connection, scope: str, job_id: str) -> sqlite3.Row:
-    row = _fetch(conn, scope, job_id)
-    if row is None:
-        raise job_not_found()
-    return row
-
-
 # -- the store -------------------------------------------------------------------------------
 
 
-class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
+class SqliteJobStore(SqliteJobHistory, StoreLifecycle[SqliteDatabase]):
     """:class:`~imagebridge.storage.interfaces.JobStore` over one SQLite file.
 
     Calls run on the database's dedicated worker thread (see :mod:`.database`), one at a time.
+    Reading and pruning history come from :class:`~.job_history.SqliteJobHistory`.
     """
 
     _on_finished: FinishedHook | None = None
@@ -222,7 +192,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
             with immediate(conn):
                 if key_hash is not None:
                     existing = conn.execute(
-                        f"SELECT {_RECORD_COLUMNS} FROM image_jobs "  # noqa: S608
+                        f"SELECT {RECORD_COLUMNS} FROM image_jobs "  # noqa: S608
                         "WHERE auth_scope = ? AND submission_key_hash = ?",
                         (scope, key_hash),
                     ).fetchone()
@@ -260,7 +230,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
                         request_text,
                     ),
                 )
-                row = _fetch_existing(conn, scope, job_id)
+                row = fetch_existing_job(conn, scope, job_id)
             return CreateResult(job=job_record(row), created=True)
 
         return await self._db.run(operation)
@@ -312,7 +282,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
             with immediate(conn):
                 if key_hash is not None:
                     existing = conn.execute(
-                        f"SELECT {_RECORD_COLUMNS} FROM image_jobs "  # noqa: S608
+                        f"SELECT {RECORD_COLUMNS} FROM image_jobs "  # noqa: S608
                         "WHERE auth_scope = ? AND submission_key_hash = ?",
                         (scope, key_hash),
                     ).fetchone()
@@ -341,7 +311,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
                     ),
                 )
                 self._lease_record(conn, record_id, lease, now)
-                row = _fetch_existing(conn, scope, record_id)
+                row = fetch_existing_job(conn, scope, record_id)
             return CreateResult(job=job_record(row), created=True)
 
         return await self._db.run(operation)
@@ -360,7 +330,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
         def operation(conn: sqlite3.Connection) -> JobRecord | None:
             row = conn.execute(
-                f"SELECT {_RECORD_COLUMNS} FROM image_jobs "  # noqa: S608
+                f"SELECT {RECORD_COLUMNS} FROM image_jobs "  # noqa: S608
                 "WHERE auth_scope = ? AND request_fingerprint = ? AND created_at >= ? "
                 "AND origin = ? ORDER BY created_at DESC, id DESC LIMIT 1",
                 (scope, fingerprint, since, checked.value),
@@ -456,7 +426,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
         forget_key: bool = False,
     ) -> JobRecord:
         with immediate(conn):
-            stamp = check_finishable(job_record(_fetch_existing(conn, scope, job_id)), now)
+            stamp = check_finishable(job_record(fetch_existing_job(conn, scope, job_id)), now)
             conn.execute(
                 "UPDATE image_jobs SET status = ?, response_json = ?, error_json = ?, "
                 "completed_at = ?, updated_at = ?, progress_stage = 'completed', "
@@ -466,7 +436,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
             )
             self._refresh_bytes(conn, [job_id])
             self._finished(conn, [job_id])
-            return job_record(_fetch_existing(conn, scope, job_id))
+            return job_record(fetch_existing_job(conn, scope, job_id))
 
     async def request_cancel(self, scope: str, job_id: str, *, now: int) -> JobRecord:
         """Queued → cancelled at once; running → flagged for its worker; terminal → as is."""
@@ -474,7 +444,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
         def operation(conn: sqlite3.Connection) -> JobRecord:
             with immediate(conn):
-                current = job_record(_fetch_existing(conn, scope, job_id))
+                current = job_record(fetch_existing_job(conn, scope, job_id))
                 step = cancel_step(current)
                 stamp = max(now, current.updated_at)
                 if step is CancelStep.CANCEL:
@@ -493,7 +463,7 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
                     )
                 else:
                     return current
-                return job_record(_fetch_existing(conn, scope, job_id))
+                return job_record(fetch_existing_job(conn, scope, job_id))
 
         return await self._db.run(operation)
 
@@ -549,110 +519,6 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
 
         return await self._db.run(operation)
 
-    # -- history ---------------------------------------------------------------------------
-
-    async def get(self, scope: str, job_id: str) -> JobRecord:
-        check_job_lookup(scope, job_id)
-
-        def operation(conn: sqlite3.Connection) -> JobRecord:
-            return job_record(_fetch_existing(conn, scope, job_id))
-
-        return await self._db.run(operation)
-
-    async def update_history(
-        self,
-        scope: str,
-        job_id: str,
-        *,
-        favorite: bool | None = None,
-        deleted: bool | None = None,
-        now: int,
-    ) -> JobRecord:
-        """Set the favourite marker and/or soft-delete (or restore) a terminal job."""
-        check_history_update(scope, favorite=favorite, deleted=deleted, now=now)
-
-        def operation(conn: sqlite3.Connection) -> JobRecord:
-            with immediate(conn):
-                current = job_record(_fetch_existing(conn, scope, job_id))
-                new_favorite, new_deleted, stamp = history_change(
-                    current, favorite=favorite, deleted=deleted, now=now
-                )
-                conn.execute(
-                    "UPDATE image_jobs SET favorite = ?, deleted_at = ?, updated_at = ? "
-                    "WHERE id = ?",
-                    (new_favorite, new_deleted, stamp, job_id),
-                )
-                return job_record(_fetch_existing(conn, scope, job_id))
-
-        return await self._db.run(operation)
-
-    async def prune(
-        self, *, now: int, retention_secs: int, max_retained: int, max_retained_bytes: int
-    ) -> int:
-        """Delete old or excess terminal history in one transaction; return rows removed.
-
-        First rows completed at or before ``now - retention_secs``; then, newest first by
-        creation, every row past ``max_retained`` or past ``max_retained_bytes`` of
-        cumulative logical size. Favourites are never pruned; soft-deleted rows are. A kept
-        OpenAI response is removed with its record.
-        """
-        cutoff = prune_cutoff(
-            now=now,
-            retention_secs=retention_secs,
-            max_retained=max_retained,
-            max_retained_bytes=max_retained_bytes,
-        )
-
-        def operation(conn: sqlite3.Connection) -> int:
-            with immediate(conn):
-                expired = (
-                    f"FROM image_jobs WHERE status IN {TERMINAL_SQL} "
-                    "AND favorite = 0 AND COALESCE(completed_at, updated_at) <= ?"
-                )
-                conn.execute(  # a kept response goes with its record
-                    f"DELETE FROM openai_responses WHERE job_id IN (SELECT id {expired})",  # noqa: S608
-                    (cutoff,),
-                )
-                removed = conn.execute(f"DELETE {expired}", (cutoff,)).rowcount
-                victims: builtins.list[str] = []
-                cumulative = 0
-                rows = conn.execute(
-                    f"SELECT id, logical_bytes FROM image_jobs "  # noqa: S608
-                    f"WHERE status IN {TERMINAL_SQL} AND favorite = 0 "
-                    "ORDER BY created_at DESC, id DESC"
-                )
-                for rank, (job_id, size) in enumerate(rows, start=1):
-                    cumulative += int(size or 0)
-                    if rank > max_retained or cumulative > max_retained_bytes:
-                        victims.append(str(job_id))
-                run_for_ids(conn, "DELETE FROM openai_responses WHERE job_id IN ({ids})", victims)
-                removed += run_for_ids(conn, "DELETE FROM image_jobs WHERE id IN ({ids})", victims)
-            return int(removed)
-
-        return await self._db.run(operation)
-
-    async def statistics(self) -> JobStatistics:
-        """Counts across every scope, the file size and the logical (budgeted) size."""
-
-        def operation(conn: sqlite3.Connection) -> JobStatistics:
-            counts = conn.execute("SELECT status, COUNT(*) FROM image_jobs GROUP BY status")
-            hidden = conn.execute(
-                "SELECT COUNT(*) FROM image_jobs WHERE deleted_at IS NOT NULL"
-            ).fetchone()[0]
-            logical = conn.execute(
-                "SELECT COALESCE(SUM(logical_bytes), 0) FROM image_jobs"
-            ).fetchone()[0]
-            page_count = conn.execute("PRAGMA page_count").fetchone()[0]
-            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-            return job_statistics(
-                counts,
-                hidden=hidden,
-                database_bytes=int(page_count) * int(page_size),
-                logical_bytes=logical,
-            )
-
-        return await self._db.run(operation)
-
     async def healthy(self) -> bool:
         """Whether the store still answers queries (for readiness)."""
 
@@ -664,44 +530,6 @@ class SqliteJobStore(StoreLifecycle[SqliteDatabase]):
             return await self._db.run(operation)
         except BridgeError:
             return False
-
-    async def list(
-        self,
-        scope: str,
-        *,
-        visibility: JobVisibility | str = JobVisibility.ACTIVE,
-        status: ImageJobStatus | str | None = None,
-        favorite: bool | None = None,
-        search: str | None = None,
-        cursor: str | None = None,
-        limit: int = DEFAULT_PAGE_LIMIT,
-        origin: JobOrigin | str | None = None,
-    ) -> JobPage:
-        """One page of the scope's history, newest first; filters apply before paging.
-
-        ``search`` matches a literal, case-insensitive substring of the prompt (``%``,
-        ``_`` and ``\\`` are ordinary characters). ``origin`` keeps one surface's records
-        (``None``: jobs and synchronous records together). ``next_cursor`` is set only
-        when more rows follow.
-        """
-        query = history_query(
-            scope,
-            visibility=visibility,
-            status=status,
-            favorite=favorite,
-            search=search,
-            cursor=cursor,
-            limit=limit,
-            origin=origin,
-            placeholder=":{}",
-            before_position="(created_at < :created OR (created_at = :created AND id < :after_id))",
-        )
-        sql = query.select("image_jobs")
-
-        def operation(conn: sqlite3.Connection) -> JobPage:
-            return job_page(conn.execute(sql, query.params).fetchall(), query.limit)
-
-        return await self._db.run(operation)
 
 
 async def inspect_job_schema(path: str | os.PathLike[str]) -> SchemaStatus:

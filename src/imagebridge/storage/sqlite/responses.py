@@ -16,7 +16,7 @@ from imagebridge.storage.sqlite.database import SqliteDatabase
 from imagebridge.storage.sqlite.job_schema import JOB_SCHEMA
 from imagebridge.storage.sqlite.queries import immediate
 from imagebridge.storage.sqlite.webhooks import converse
-from imagebridge.storage.webhook_store import Conversation
+from imagebridge.storage.webhook_outbox import Conversation
 
 __all__ = ["SqliteResponseStore"]
 

@@ -21,12 +21,8 @@ from imagebridge.storage.rules.schema import Migration, StoreSchema
 from imagebridge.storage.rules.webhooks import OutboxLimits, Statement
 from imagebridge.storage.sqlite.database import SqliteDatabase
 from imagebridge.storage.sqlite.queries import immediate
-from imagebridge.storage.webhook_store import (
-    Conversation,
-    WebhookStoreBase,
-    WebhookTables,
-    job_outbox,
-)
+from imagebridge.storage.webhook_outbox import Conversation, WebhookTables, job_outbox
+from imagebridge.storage.webhook_store import WebhookStoreBase
 
 __all__ = ["WEBHOOK_SCHEMA", "SqliteOutbox", "SqliteWebhookStore", "converse"]
 

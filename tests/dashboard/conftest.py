@@ -28,7 +28,7 @@ import pytest
 
 from tests.server.conftest import LiveServer, ProviderSpec, start_server
 from tests.support.jobs_api import finished_job
-from tests.support.waiting import STATE_S
+from tests.support.waiting import STARTUP_S, STATE_S
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -318,9 +318,11 @@ def open_page(browser_context: Any, request: pytest.FixtureRequest) -> Iterator[
         page.on("response", lambda response: watch.on_response(response.status, response.url))
         page.goto(f"{server.url}/dashboard")
         if wait_for_connection:
-            page.wait_for_selector("#connection[data-state='online']")
-            page.wait_for_selector("#f-provider option", state="attached")
-            page.wait_for_selector("#provider-note:not(:empty)")
+            # the page has started: a hang guard, long enough for a machine building images
+            started = STARTUP_S * 1000
+            page.wait_for_selector("#connection[data-state='online']", timeout=started)
+            page.wait_for_selector("#f-provider option", state="attached", timeout=started)
+            page.wait_for_selector("#provider-note:not(:empty)", timeout=started)
         return Dashboard(page, watch, server)
 
     yield opener

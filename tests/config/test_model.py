@@ -135,6 +135,7 @@ DEFAULTS: dict[str, Any] = {
     "providers.mock.failure_rate": 0.0,
     "providers.mock.seed": None,
     "providers.mock.models": ["mock-image-1"],
+    "providers.mock.max_sessions": 10_000,
     "providers.mock.call_log": None,
     "providers.codex_images.enabled": False,
     "providers.codex_images.base_url": "https://chatgpt.com/backend-api/codex",

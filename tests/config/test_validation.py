@@ -520,6 +520,8 @@ RULES: list[tuple[str, dict[str, Any], tuple[str, str]]] = [
             ("failure_rate", 1.5, "out_of_range"),
             ("failure_rate", -0.1, "out_of_range"),
             ("failure_rate", float("nan"), "out_of_range"),
+            ("max_sessions", 0, "out_of_range"),
+            ("max_sessions", 10_000_001, "out_of_range"),
             ("models", [], "required"),
             ("models", ["a", "a"], "invalid"),
             ("models", [""], "invalid"),

@@ -151,6 +151,19 @@ async def test_persistent_sessions_in_memory() -> None:
     assert caught.value.code is ErrorCode.SESSION
 
 
+async def test_the_least_recently_used_session_is_forgotten_past_the_bound() -> None:
+    runtime, inner = mock_runtime(MockSettings(max_sessions=2))
+    for key in ("first", "second", "first", "third"):  # "first" used again: "second" is oldest
+        await runtime.execute(request(session={"mode": "persistent", "key": key}))
+    assert (await inner.get_session("first")).reused
+    assert (await inner.get_session("third")).reused
+    with pytest.raises(BridgeError) as caught:
+        await inner.get_session("second")
+    assert caught.value.code is ErrorCode.SESSION
+    again = await runtime.execute(request(session={"mode": "persistent", "key": "second"}))
+    assert again.session is not None and not again.session.reused  # a new thread
+
+
 async def test_directive_failures_and_seeded_chaos() -> None:
     runtime, _ = mock_runtime()
     with pytest.raises(BridgeError) as caught:

@@ -114,6 +114,7 @@ def _mock(config: BridgeConfig) -> Provider:
             failure_rate=settings.failure_rate,
             seed=settings.seed,
             models=tuple(settings.models),
+            max_sessions=settings.max_sessions,
         )
     )
     if settings.call_log is not None:

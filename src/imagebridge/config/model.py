@@ -570,6 +570,9 @@ class MockProviderSettings(_Section):
     """Seed for latency jitter, failures and pixels; unset draws a fresh seed."""
     models: list[Str] = Field(default_factory=lambda: ["mock-image-1"])
     """Model names the mock advertises; the first is its default."""
+    max_sessions: U32 = 10_000
+    """Persistent sessions the mock keeps (in memory; the least recently used is forgotten
+    first): every kept Responses request on the mock opens one."""
     call_log: ConfigPath | None = None
     """For tests and benchmarks: append one line per generation call to this file, so
     calls can be counted across processes (the line holds the call's request id only)."""

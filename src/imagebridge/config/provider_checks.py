@@ -41,6 +41,8 @@ MiB = 1024 * 1024
 _MAX_CARRIER_FALLBACKS = 8
 _MAX_BACKOFF_MS = 30_000
 _MAX_MOCK_LATENCY_MS = 60 * 60 * 1000
+_MAX_MOCK_SESSIONS = 10_000_000
+"""The mock keeps its sessions in memory: about 200 bytes each."""
 _MAX_QUOTA_CACHE_MS = 24 * 60 * 60 * 1000
 _MIN_RPC_BYTES = 1024
 """Smallest codex app-server message/notification bound the transport accepts."""
@@ -199,6 +201,12 @@ def check_providers(config: BridgeConfig, report: Report) -> None:
             )
         if math.isnan(mock.failure_rate) or not 0.0 <= mock.failure_rate <= 1.0:
             report(f"{prefix}.failure_rate", "out_of_range", "failure rate must be within 0..1")
+        if not 1 <= mock.max_sessions <= _MAX_MOCK_SESSIONS:
+            report(
+                f"{prefix}.max_sessions",
+                "out_of_range",
+                f"max sessions must be between 1 and {_MAX_MOCK_SESSIONS}",
+            )
         if not mock.models:
             report(f"{prefix}.models", "required", "at least one model name is required")
         elif any(not model.strip() for model in mock.models) or len(set(mock.models)) != len(

@@ -98,6 +98,8 @@ class MockSettings:
     seed: int | None = None
     models: tuple[str, ...] = ("mock-image-1",)
     name: str = MOCK_PROVIDER
+    max_sessions: int = 10_000
+    """Persistent sessions kept in memory; the least recently used goes first."""
 
 
 @dataclass(slots=True)
@@ -137,7 +139,6 @@ class MockProvider(Provider):
             raise BridgeError(ErrorCode.CONFIGURATION, "mock native_count must be 1 to 255")
         self._rng = random.Random(self.settings.seed)
         self._sessions: dict[str, str] = {}
-        self._threads: set[str] = set()
         self._capabilities: dict[str, ProviderCapabilities] = {}
         self._before_output = before_output
         self.calls = 0
@@ -218,15 +219,16 @@ class MockProvider(Provider):
         options = request.session
         if options.mode is SessionMode.PERSISTENT:
             assert options.key is not None
-            thread = self._sessions.get(options.key)
+            thread = self._sessions.pop(options.key, None)
+            reused = thread is not None
             if thread is None:
                 thread = f"mock-thread-{hashlib.sha256(options.key.encode()).hexdigest()[:16]}"
-                self._sessions[options.key] = thread
-                return SessionMetadata(key=options.key, thread_id=thread, reused=False)
-            return SessionMetadata(key=options.key, thread_id=thread, reused=True)
+                while len(self._sessions) >= self.settings.max_sessions:
+                    del self._sessions[next(iter(self._sessions))]  # the least recently used
+            self._sessions[options.key] = thread  # the newest last
+            return SessionMetadata(key=options.key, thread_id=thread, reused=reused)
         if options.mode is SessionMode.THREAD:
             assert options.thread_id is not None
-            self._threads.add(options.thread_id)
             return SessionMetadata(thread_id=options.thread_id, reused=True)
         return SessionMetadata(thread_id=f"mock-ephemeral-{self.calls}", reused=False)
 

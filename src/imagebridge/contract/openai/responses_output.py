@@ -243,6 +243,9 @@ class ResponseShape:
     tool_param: str = "tools[0]"
     params: dict[str, str] = field(default_factory=dict)
     """Native field path → the request path it came from (:meth:`param`)."""
+    conversation: str | None = None
+    """The persistent session key the response ran under on a provider that keeps
+    threads (``None``: it ran isolated); a follow-up naming it continues that session."""
 
     def param(self, native: str | None) -> str | None:
         """The request field a native error's field names (as the translation names it)."""
@@ -270,6 +273,7 @@ class ResponseShape:
                 "served_model": self.served_model,
                 "tool_param": self.tool_param,
                 "params": self.params,
+                "conversation": self.conversation,
             },
             separators=(",", ":"),
         )
@@ -290,6 +294,7 @@ class ResponseShape:
             served_model=data.get("served_model"),
             tool_param=data.get("tool_param", "tools[0]"),
             params=dict(data.get("params", {})),
+            conversation=data.get("conversation"),
         )
 
 

@@ -14,7 +14,10 @@ work wrote (:mod:`imagebridge.server.openai.responses_kept`), read back by
 ``GET /v1/responses/{id}`` (:mod:`imagebridge.server.openai.responses_routes`).
 ``background: true`` answers ``queued`` at once and runs the work as a durable job owned by
 the caller (:func:`create_background`). ``previous_response_id`` and ``item_reference``
-items name a kept response's image, which the follow-up edits.
+items name a kept response's image, which the follow-up edits; on a provider that keeps
+threads a kept response also runs in a persistent session, its conversation, which a
+``previous_response_id`` follow-up continues
+(:mod:`imagebridge.server.openai.responses_sessions`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from imagebridge.server.execution import (
     idempotency_header,
 )
 from imagebridge.server.openai.errors import openai_error
+from imagebridge.server.openai.model_names import ModelRoute
 from imagebridge.server.openai.responses_kept import (
     find_kept,
     gather_kept,
@@ -64,6 +68,11 @@ from imagebridge.server.openai.responses_kept import (
     services,
 )
 from imagebridge.server.openai.responses_models import route_response
+from imagebridge.server.openai.responses_sessions import (
+    in_conversation,
+    keeps_threads,
+    new_conversation,
+)
 from imagebridge.server.openai.responses_stream import (
     RESPONSES_SSE_EVENT_SCHEMA,
     resume_stream,
@@ -116,6 +125,12 @@ class ResponseRun:
     shape: ResponseShape = field(init=False)
     extra: list[Normalization] = field(default_factory=list)
     """Normalizations the stream adds (``partial_images`` clamped), reported first."""
+    continues: str | None = None
+    """The conversation ``previous_response_id`` names (its persistent session key)."""
+    conversation: str | None = None
+    """The persistent session this response runs in (set by :meth:`prepare`)."""
+    planned: ModelRoute | None = None
+    """The route :meth:`prepare` chose, run by :meth:`__call__`."""
 
     def __post_init__(self) -> None:
         self.shape = response_shape(self.translation)
@@ -130,7 +145,7 @@ class ResponseRun:
         what served it when the client named no ``model``."""
         route = [self.normalization] if self.normalization is not None else []
         shape = self.shape.with_normalizations([*self.extra, *route])
-        return replace(shape, served_model=self.model)
+        return replace(shape, served_model=self.model, conversation=self.conversation)
 
     async def keep(self, *, adopt: bool = True) -> None:
         """Keep the response (``store``) as a view of the record its work wrote, once it
@@ -150,12 +165,34 @@ class ResponseRun:
         if adopt and kept is not None and kept.id != self.ids.response:
             self.ids = ids_of(kept)
 
-    def __call__(self) -> ImageRequest:
-        """Build the native request (idempotency header, model routing) for execution."""
+    def _route(self) -> ModelRoute:
         keyed = apply_idempotency_header(self.translation.request, idempotency_header(self.request))
-        route = route_response(
+        return route_response(
             self.translation, keyed, self.state.config, self.state.runtime.registry
         )
+
+    async def prepare(self) -> None:
+        """Route the request now and, when it is kept and its one provider keeps threads,
+        run it in its conversation: the one ``previous_response_id`` names, else a new one
+        (:mod:`~imagebridge.server.openai.responses_sessions`). A routing refusal is left
+        to :meth:`__call__`, so the run reports and records it like any other."""
+        try:
+            route = self._route()
+        except BridgeError:
+            return
+        runtime = self.state.runtime
+        if self.keeps and await keeps_threads(runtime, route.request):
+            key = self.continues or new_conversation(
+                self.ids.response, route.request.idempotency_key
+            )
+            route = ModelRoute(in_conversation(route.request, key), route.normalization)
+            self.conversation = key
+        self.planned = route
+
+    def __call__(self) -> ImageRequest:
+        """Build the native request (idempotency header, model routing, the conversation
+        :meth:`prepare` chose) for execution."""
+        route = self.planned or self._route()
         self.routed, self.normalization = route.request, route.normalization
         return route.request
 
@@ -231,9 +268,10 @@ async def create_response(request: Request) -> Response:
         body = _decode(raw)
     state = bridge_state(request)
     owner = request_context(request).owner
-    previous, references = await resolve_history(state, owner, body)
-    translation = translate_request(body, previous=previous, references=references)
-    run = ResponseRun(state, request, translation, _new_ids())
+    history = await resolve_history(state, owner, body)
+    translation = translate_request(body, previous=history.previous, references=history.references)
+    run = ResponseRun(state, request, translation, _new_ids(), continues=history.conversation)
+    await run.prepare()
     if body.background:
         return await create_background(run)
     if body.stream:

@@ -17,7 +17,7 @@ This module saves the rows, reads them back as OpenAI's ``Response``
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
@@ -51,6 +51,7 @@ from imagebridge.server.state import BridgeState
 from imagebridge.storage.records import JobOrigin, JobRecord, ResponseRecord
 
 __all__ = [
+    "History",
     "KeptResponse",
     "find_kept",
     "gather_kept",
@@ -222,23 +223,36 @@ async def _kept_image(state: BridgeState, owner: str, kept: ResponseRecord) -> I
     return _image_of(await kept_response(state, found))
 
 
-async def resolve_history(
-    state: BridgeState, owner: str, body: ResponsesCreateRequest
-) -> tuple[ImageSource | None, dict[str, ImageSource]]:
-    """The image ``previous_response_id`` names, and the images the input's
-    ``item_reference`` items name by their ``image_generation_call`` id (``ig_…``), read
-    from the caller's kept responses. An unusable ``previous_response_id`` is a 400
+@dataclass(frozen=True, slots=True)
+class History:
+    """What a follow-up names of the caller's kept responses."""
+
+    previous: ImageSource | None = None
+    """The image ``previous_response_id`` names."""
+    references: dict[str, ImageSource] = field(default_factory=dict)
+    """The images ``item_reference`` items name, by ``ig_…`` id."""
+    conversation: str | None = None
+    """The persistent session the ``previous_response_id`` response ran under, if any
+    (:mod:`imagebridge.server.openai.responses_sessions`)."""
+
+
+async def resolve_history(state: BridgeState, owner: str, body: ResponsesCreateRequest) -> History:
+    """The image ``previous_response_id`` names (and its conversation), and the images the
+    input's ``item_reference`` items name by their ``image_generation_call`` id (``ig_…``),
+    read from the caller's kept responses. An unusable ``previous_response_id`` is a 400
     naming it; an ``item_reference`` not found is refused by the input's reading."""
     previous: ImageSource | None = None
+    conversation: str | None = None
     jobs = services(state)
     if body.previous_response_id is not None:
         kept = None
         if jobs is not None and len(body.previous_response_id) <= 64:
             kept = await jobs.responses.get(owner, body.previous_response_id)
         image = await _kept_image(state, owner, kept) if kept is not None else None
-        if image is None:
+        if image is None or kept is None:
             raise BridgeError.unsupported(PREVIOUS, field="previous_response_id")
         previous = ImageSource("previous_response_id", image)
+        conversation = ResponseShape.from_json(kept.shape_json).conversation
     references: dict[str, ImageSource] = {}
     named = [ident for ident in item_references(body.input) if ident.startswith("ig_")]
     limit = state.config.server.openai.responses.max_item_references
@@ -247,13 +261,13 @@ async def resolve_history(
             f"input names at most {limit} item_reference items", field="input"
         )
     if jobs is None:
-        return previous, references
+        return History(previous, references, conversation)
     for ident in named:
         kept = await jobs.responses.by_call(owner, ident) if len(ident) <= 64 else None
         image = await _kept_image(state, owner, kept) if kept is not None else None
         if image is not None:
             references[ident] = ImageSource("input", image)
-    return previous, references
+    return History(previous, references, conversation)
 
 
 def now() -> int:

@@ -1,4 +1,4 @@
-"""How the suite shares several pytest-xdist workers (``scripts/check``: ``-n auto --dist
+"""How the suite shares several pytest-xdist workers (``scripts/check``: ``-n <cores + 1> --dist
 loadgroup``). Without xdist, or with another ``--dist``, nothing here changes a run.
 
 1. **A module's shared fixtures stay on one worker.** A test using a module-, class- or

@@ -321,7 +321,15 @@ def open_page(browser_context: Any, request: pytest.FixtureRequest) -> Iterator[
             # the page has started: a hang guard, long enough for a machine building images
             started = STARTUP_S * 1000
             page.wait_for_selector("#connection[data-state='online']", timeout=started)
-            page.wait_for_selector("#f-provider option", state="attached", timeout=started)
+            from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+            try:
+                page.wait_for_selector("#f-provider option", state="attached", timeout=started)
+            except PlaywrightTimeoutError:
+                raise AssertionError(
+                    f"no providers: failed {watch.failed}, console {watch.console}, "
+                    f"answers {watch.requests[-20:]}"
+                ) from None
             page.wait_for_selector("#provider-note:not(:empty)", timeout=started)
         return Dashboard(page, watch, server)
 

@@ -33,12 +33,29 @@ function wireDialogs() {
   }
 }
 
+const PROVIDER_RETRIES_MS = [1000, 2000, 4000, 8000, 16000];
+
+/** The composer is unusable without providers: a load that failed (a request that timed out
+ *  or was refused while the bridge was busy) is tried again a few times, backing off, rather
+ *  than leaving an empty provider list until the next Refresh. */
+async function loadProvidersPatiently(diagnostics) {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await loadProviders(diagnostics);
+    } catch (error) {
+      const unauthorized = error instanceof ApiError && error.status === 401;
+      if (unauthorized || attempt >= PROVIDER_RETRIES_MS.length) throw error;
+      await new Promise((resolve) => setTimeout(resolve, PROVIDER_RETRIES_MS[attempt]));
+    }
+  }
+}
+
 /** Load everything from the bridge again; `gallery` is the gallery's load when it is already
  *  under way (the first one, which app.js started). */
 async function loadAll(galleryLoad = null) {
   forgetCapabilities();
   const diagnostics = loadDiagnostics().catch(() => null);
-  const results = await Promise.allSettled([loadProviders(diagnostics), loadPresets(), galleryLoad || gallery.reset(), loadTeam()]);
+  const results = await Promise.allSettled([loadProvidersPatiently(diagnostics), loadPresets(), galleryLoad || gallery.reset(), loadTeam()]);
   const failed = results.find((result) => result.status === "rejected");
   if (failed && !(failed.reason instanceof ApiError && failed.reason.status === 401)) {
     toast(`Some data could not be loaded: ${describeError(failed.reason)}`);

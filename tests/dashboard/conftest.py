@@ -8,7 +8,9 @@ context and returns a :class:`PageWatch` that records every console error or war
 uncaught exception, failed request and unexpected HTTP error, so a test can end with
 ``watch.assert_clean()``. ``axe`` runs @axe-core/playwright (``.cache/axe``, installed by
 ``scripts/install-test-deps``) on a page as it is, in the same Chromium (axe_check.cjs
-attaches over the DevTools protocol).
+attaches over the DevTools protocol). Each module runs in a network namespace of its own
+(``own_network``, tests/support/network_namespace.py), so the machine's interface changes do
+not reach its Chromium.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pytest
 
 from tests.server.conftest import LiveServer, ProviderSpec, start_server
 from tests.support.jobs_api import finished_job
+from tests.support.network_namespace import NetworkNamespace, own_network_namespace
 from tests.support.waiting import STARTUP_S, STATE_S
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -51,6 +54,18 @@ AXE_SCRIPT = Path(__file__).with_name("axe_check.cjs")
 AXE_TIMEOUT_S = 120.0
 
 BridgeFactory = Callable[..., LiveServer]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_network() -> Iterator[NetworkNamespace]:
+    """Each module's bridges and Chromium in a loopback-only network namespace of their own.
+
+    Set up before the module's other fixtures (autouse, module scope), so everything they
+    start lives in it: the container tier's docker and podman, changing the machine's
+    interfaces in another worker, no longer make Chromium drop the page's requests.
+    """
+    with own_network_namespace() as namespace:
+        yield namespace
 
 
 @pytest.fixture(autouse=True)

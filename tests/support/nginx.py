@@ -32,6 +32,9 @@ import pytest
 
 from tests.support.waiting import STARTUP_S
 
+LOG_WAIT_S = 10.0
+"""How long :meth:`NginxProxy.answers` waits for the log lines a test expects."""
+
 __all__ = ["NginxProxy", "nginx_binary", "nginx_proxy", "require_nginx"]
 
 _CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx")
@@ -64,14 +67,29 @@ class NginxProxy:
         path = self.prefix / "access.log"
         return path.read_text(errors="replace").splitlines() if path.exists() else []
 
-    def answers(self) -> list[tuple[int, str]]:
+    def answers(
+        self, *, at_least: int = 1, ending_with: int | None = None
+    ) -> list[tuple[int, str]]:
         """``(status, upstream address)`` of each request nginx answered, in order (the
-        upstream is ``-`` when none was reached)."""
-        found = []
-        for line in self.access_log():
-            status, upstream = line.split(" ", 2)[:2]
-            found.append((int(status), upstream))
-        return found
+        upstream is ``-`` when none was reached).
+
+        nginx writes a request's log line after its answer went out, so a client can hold
+        the answer before the line is there: wait (at most ``LOG_WAIT_S``) for ``at_least``
+        lines, the last one ``ending_with`` that status when given. What is logged by then is
+        returned either way, for the test to judge.
+        """
+        deadline = time.monotonic() + LOG_WAIT_S
+        while True:
+            found = []
+            for line in self.access_log():
+                status, upstream = line.split(" ", 2)[:2]
+                found.append((int(status), upstream))
+            settled = len(found) >= at_least and (
+                ending_with is None or (bool(found) and found[-1][0] == ending_with)
+            )
+            if settled or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
 
 
 def _free_port() -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
 
 from imagebridge.contract.errors import BridgeError
 from imagebridge.storage.cursors import (
@@ -50,6 +50,7 @@ from imagebridge.storage.lifecycle import (
 )
 from imagebridge.storage.location import is_postgres_url, resolve_store_location
 from imagebridge.storage.postgres.url import (
+    ConnectOptions,
     PostgresOptions,
     PostgresSection,
     postgres_options,
@@ -184,22 +185,12 @@ def __getattr__(name: str) -> Any:
 _KINDS = {"jobs": JOB_STORE, "presets": PRESET_STORE, "sessions": SESSION_STORE}
 
 
-class _PostgresArgs(TypedDict):
-    """What every PostgreSQL store's ``open`` takes besides its URL and its own limits."""
-
-    schema: str
-    busy_timeout_ms: int
-    connect_timeout_s: float
-    pool_min_size: int
-    pool_max_size: int
-
-
 def _postgres_args(
     target: str, postgres: PostgresOptions | None, busy_timeout_ms: int
-) -> tuple[str, _PostgresArgs]:
+) -> tuple[str, ConnectOptions]:
     """The URL to connect with (password applied) and the pool settings, from ``postgres``."""
     options = postgres or PostgresOptions()
-    return options.url(target), _PostgresArgs(
+    return options.url(target), ConnectOptions(
         schema=options.schema,
         busy_timeout_ms=busy_timeout_ms,
         connect_timeout_s=options.connect_timeout_s,

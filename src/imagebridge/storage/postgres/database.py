@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack
 
 import psycopg_pool
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from imagebridge.engine.storage_faults import STORAGE_HEALTH
-from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS
+from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, StoreKind
 from imagebridge.storage.postgres.connection import (
     Connection,
     ConnectionSettings,
@@ -38,6 +38,7 @@ from imagebridge.storage.postgres.url import (
     DEFAULT_POOL_MAX_SIZE,
     DEFAULT_POOL_MIN_SIZE,
     DEFAULT_SCHEMA,
+    ConnectOptions,
     check_schema_name,
 )
 from imagebridge.storage.rules.errors import database_closed
@@ -69,6 +70,19 @@ class PostgresDatabase:
         self._label = label
         self._closed = False
         self._inflight: set[asyncio.Future[Any]] = set()
+
+    @classmethod
+    async def open_store(
+        cls,
+        url: str,
+        kind: StoreKind,
+        store_schema: StoreSchema[Step],
+        **options: Unpack[ConnectOptions],
+    ) -> Self:
+        """:meth:`open` for one kind of store: its tables, and its name and code in errors."""
+        return await cls.open(
+            url, store_schema=store_schema, code=kind.code, label=kind.label, **options
+        )
 
     @classmethod
     async def open(

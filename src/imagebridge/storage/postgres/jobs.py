@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 from imagebridge.contract.enums import ImageJobStatus
 from imagebridge.contract.errors import BridgeError
-from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, JOB_STORE, StoreLifecycle
+from imagebridge.storage.lifecycle import JOB_STORE, StoreLifecycle
 from imagebridge.storage.postgres.connection import Connection
 from imagebridge.storage.postgres.database import PostgresDatabase
 from imagebridge.storage.postgres.inspection import inspect_schema
@@ -32,9 +32,8 @@ from imagebridge.storage.postgres.job_schema import JOB_SCHEMA
 from imagebridge.storage.postgres.queries import advisory_key, fetch_row, fetch_value
 from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
-    DEFAULT_POOL_MAX_SIZE,
-    DEFAULT_POOL_MIN_SIZE,
     DEFAULT_SCHEMA,
+    ConnectOptions,
 )
 from imagebridge.storage.records import (
     CreateResult,
@@ -104,27 +103,13 @@ class PostgresJobStore(PostgresJobHistory, StoreLifecycle[PostgresDatabase]):
         cls,
         url: str,
         *,
-        schema: str = DEFAULT_SCHEMA,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-        pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
-        pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
         max_result_bytes: int = MAX_RESULT_JSON_BYTES,
         max_error_bytes: int = MAX_ERROR_JSON_BYTES,
+        **options: Unpack[ConnectOptions],
     ) -> Self:
         """Connect to ``url``, create or migrate the jobs table in ``schema``, open a pool."""
         check_body_limits(max_result_bytes, max_error_bytes)
-        database = await PostgresDatabase.open(
-            url,
-            schema=schema,
-            store_schema=JOB_SCHEMA,
-            code=JOB_STORE.code,
-            label=JOB_STORE.label,
-            busy_timeout_ms=busy_timeout_ms,
-            connect_timeout_s=connect_timeout_s,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-        )
+        database = await PostgresDatabase.open_store(url, JOB_STORE, JOB_SCHEMA, **options)
         return cls(database, max_result_bytes=max_result_bytes, max_error_bytes=max_error_bytes)
 
     def on_finished(self, hook: FinishedHook | None) -> None:

@@ -8,21 +8,18 @@ pointed at the database sees a revocation or a reservation at once: nothing is c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 from psycopg.rows import dict_row
 
 from imagebridge.storage.key_store import KeyStoreBase, Statement
-from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, KEY_STORE, StoreLifecycle
+from imagebridge.storage.lifecycle import KEY_STORE, StoreLifecycle
 from imagebridge.storage.postgres.connection import Connection
 from imagebridge.storage.postgres.database import PostgresDatabase
 from imagebridge.storage.postgres.migrations import quote_schema, table_columns
 from imagebridge.storage.postgres.queries import named_placeholders
 from imagebridge.storage.postgres.url import (
-    DEFAULT_CONNECT_TIMEOUT_S,
-    DEFAULT_POOL_MAX_SIZE,
-    DEFAULT_POOL_MIN_SIZE,
-    DEFAULT_SCHEMA,
+    ConnectOptions,
 )
 from imagebridge.storage.rules.schema import Migration, StoreSchema
 
@@ -116,24 +113,9 @@ class PostgresKeyStore(KeyStoreBase, StoreLifecycle[PostgresDatabase]):
     async def open(
         cls,
         url: str,
-        *,
-        schema: str = DEFAULT_SCHEMA,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-        pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
-        pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
+        **options: Unpack[ConnectOptions],
     ) -> Self:
-        database = await PostgresDatabase.open(
-            url,
-            schema=schema,
-            store_schema=KEY_SCHEMA,
-            code=KEY_STORE.code,
-            label=KEY_STORE.label,
-            busy_timeout_ms=busy_timeout_ms,
-            connect_timeout_s=connect_timeout_s,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-        )
+        database = await PostgresDatabase.open_store(url, KEY_STORE, KEY_SCHEMA, **options)
         return cls(database)
 
     @property

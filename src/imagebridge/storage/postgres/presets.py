@@ -8,18 +8,17 @@ database collation.
 from __future__ import annotations
 
 import asyncio
-from typing import Self
+from typing import Self, Unpack
 
-from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, PRESET_STORE, StoreLifecycle
+from imagebridge.storage.lifecycle import PRESET_STORE, StoreLifecycle
 from imagebridge.storage.postgres.connection import Connection
 from imagebridge.storage.postgres.database import PostgresDatabase
 from imagebridge.storage.postgres.inspection import inspect_schema
 from imagebridge.storage.postgres.migrations import missing_objects, quote_schema, table_columns
 from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
-    DEFAULT_POOL_MAX_SIZE,
-    DEFAULT_POOL_MIN_SIZE,
     DEFAULT_SCHEMA,
+    ConnectOptions,
 )
 from imagebridge.storage.records import JsonInput, PresetPage, PresetRecord, SchemaStatus
 from imagebridge.storage.rows import PRESET_COLUMNS, preset_page, preset_record
@@ -112,25 +111,11 @@ class PostgresPresetStore(StoreLifecycle[PostgresDatabase]):
         cls,
         url: str,
         *,
-        schema: str = DEFAULT_SCHEMA,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-        pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
-        pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
         max_template_bytes: int = MAX_PRESET_TEMPLATE_BYTES,
+        **options: Unpack[ConnectOptions],
     ) -> Self:
         check_count(max_template_bytes, "max_template_bytes")
-        database = await PostgresDatabase.open(
-            url,
-            schema=schema,
-            store_schema=PRESET_SCHEMA,
-            code=PRESET_STORE.code,
-            label=PRESET_STORE.label,
-            busy_timeout_ms=busy_timeout_ms,
-            connect_timeout_s=connect_timeout_s,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-        )
+        database = await PostgresDatabase.open_store(url, PRESET_STORE, PRESET_SCHEMA, **options)
         return cls(database, max_template_bytes=max_template_bytes)
 
     @property

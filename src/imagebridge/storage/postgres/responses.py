@@ -7,17 +7,14 @@ instance on the database reads the same rows.
 
 from __future__ import annotations
 
-from typing import Self, TypeVar
+from typing import Self, TypeVar, Unpack
 
-from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, JOB_STORE, StoreLifecycle
+from imagebridge.storage.lifecycle import JOB_STORE, StoreLifecycle
 from imagebridge.storage.postgres.connection import Connection
 from imagebridge.storage.postgres.database import PostgresDatabase
 from imagebridge.storage.postgres.job_schema import JOB_SCHEMA
 from imagebridge.storage.postgres.url import (
-    DEFAULT_CONNECT_TIMEOUT_S,
-    DEFAULT_POOL_MAX_SIZE,
-    DEFAULT_POOL_MIN_SIZE,
-    DEFAULT_SCHEMA,
+    ConnectOptions,
 )
 from imagebridge.storage.postgres.webhooks import converse
 from imagebridge.storage.response_store import ResponseStoreBase
@@ -39,24 +36,9 @@ class PostgresResponseStore(ResponseStoreBase, StoreLifecycle[PostgresDatabase])
     async def open(
         cls,
         url: str,
-        *,
-        schema: str = DEFAULT_SCHEMA,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-        pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
-        pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
+        **options: Unpack[ConnectOptions],
     ) -> Self:
-        database = await PostgresDatabase.open(
-            url,
-            schema=schema,
-            store_schema=JOB_SCHEMA,
-            code=JOB_STORE.code,
-            label=JOB_STORE.label,
-            busy_timeout_ms=busy_timeout_ms,
-            connect_timeout_s=connect_timeout_s,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-        )
+        database = await PostgresDatabase.open_store(url, JOB_STORE, JOB_SCHEMA, **options)
         return cls(database)
 
     async def _converse(self, conversation: Conversation[T]) -> T:

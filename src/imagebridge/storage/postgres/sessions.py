@@ -7,18 +7,17 @@ instance per provider namespace, and every failure, from a bad identifier to a l
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Self, Unpack
 
-from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, SESSION_STORE, StoreLifecycle
+from imagebridge.storage.lifecycle import SESSION_STORE, StoreLifecycle
 from imagebridge.storage.postgres.connection import Connection
 from imagebridge.storage.postgres.database import PostgresDatabase
 from imagebridge.storage.postgres.inspection import inspect_schema
 from imagebridge.storage.postgres.migrations import missing_objects, quote_schema
 from imagebridge.storage.postgres.url import (
     DEFAULT_CONNECT_TIMEOUT_S,
-    DEFAULT_POOL_MAX_SIZE,
-    DEFAULT_POOL_MIN_SIZE,
     DEFAULT_SCHEMA,
+    ConnectOptions,
 )
 from imagebridge.storage.records import SchemaStatus
 from imagebridge.storage.rules.schema import Migration, StoreSchema
@@ -61,24 +60,10 @@ class PostgresSessionStore(StoreLifecycle[PostgresDatabase]):
         url: str,
         *,
         provider: str,
-        schema: str = DEFAULT_SCHEMA,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-        pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
-        pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
+        **options: Unpack[ConnectOptions],
     ) -> Self:
         check_session_provider(provider)
-        database = await PostgresDatabase.open(
-            url,
-            schema=schema,
-            store_schema=SESSION_SCHEMA,
-            code=SESSION_STORE.code,
-            label=SESSION_STORE.label,
-            busy_timeout_ms=busy_timeout_ms,
-            connect_timeout_s=connect_timeout_s,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-        )
+        database = await PostgresDatabase.open_store(url, SESSION_STORE, SESSION_SCHEMA, **options)
         return cls(database, provider)
 
     @property

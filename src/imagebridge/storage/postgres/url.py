@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypedDict
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from imagebridge.contract.errors import BridgeError, ErrorCode
@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_POOL_MAX_SIZE",
     "DEFAULT_POOL_MIN_SIZE",
     "DEFAULT_SCHEMA",
+    "ConnectOptions",
     "PostgresOptions",
     "PostgresSection",
     "check_schema_name",
@@ -34,6 +35,18 @@ DEFAULT_SCHEMA = "imagebridge"
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_POOL_MIN_SIZE = 1
 DEFAULT_POOL_MAX_SIZE = 5
+
+
+class ConnectOptions(TypedDict, total=False):
+    """How any PostgreSQL store connects, as keywords of its ``open``; each one left out takes
+    its default (``DEFAULT_*`` here, and ``DEFAULT_BUSY_TIMEOUT_MS`` for a lock wait)."""
+
+    schema: str
+    busy_timeout_ms: int
+    connect_timeout_s: float
+    pool_min_size: int
+    pool_max_size: int
+
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,47}")
 

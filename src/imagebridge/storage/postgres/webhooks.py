@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Self, TypeVar
+from typing import Self, TypeVar, Unpack
 
 from psycopg.rows import dict_row
 
-from imagebridge.storage.lifecycle import DEFAULT_BUSY_TIMEOUT_MS, WEBHOOK_STORE, StoreLifecycle
+from imagebridge.storage.lifecycle import WEBHOOK_STORE, StoreLifecycle
 from imagebridge.storage.postgres.connection import Connection
 from imagebridge.storage.postgres.database import PostgresDatabase
 from imagebridge.storage.postgres.migrations import missing_objects, quote_schema
 from imagebridge.storage.postgres.queries import named_placeholders
 from imagebridge.storage.postgres.url import (
-    DEFAULT_CONNECT_TIMEOUT_S,
-    DEFAULT_POOL_MAX_SIZE,
-    DEFAULT_POOL_MIN_SIZE,
-    DEFAULT_SCHEMA,
+    ConnectOptions,
 )
 from imagebridge.storage.rules.schema import Migration, StoreSchema
 from imagebridge.storage.rules.webhooks import OutboxLimits
@@ -144,24 +141,9 @@ class PostgresWebhookStore(WebhookStoreBase, StoreLifecycle[PostgresDatabase]):
     async def open(
         cls,
         url: str,
-        *,
-        schema: str = DEFAULT_SCHEMA,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-        pool_min_size: int = DEFAULT_POOL_MIN_SIZE,
-        pool_max_size: int = DEFAULT_POOL_MAX_SIZE,
+        **options: Unpack[ConnectOptions],
     ) -> Self:
-        database = await PostgresDatabase.open(
-            url,
-            schema=schema,
-            store_schema=WEBHOOK_SCHEMA,
-            code=WEBHOOK_STORE.code,
-            label=WEBHOOK_STORE.label,
-            busy_timeout_ms=busy_timeout_ms,
-            connect_timeout_s=connect_timeout_s,
-            pool_min_size=pool_min_size,
-            pool_max_size=pool_max_size,
-        )
+        database = await PostgresDatabase.open_store(url, WEBHOOK_STORE, WEBHOOK_SCHEMA, **options)
         return cls(database)
 
     @property

@@ -240,3 +240,50 @@ def test_polling_slows_when_idle_and_hurries_back_when_visible(
         assert client.delete(f"/v1/jobs/{job_id}").status_code == 200
     assert wait_terminal(server, job_id)["status"] == "cancelled"
     dashboard.watch.assert_clean()
+
+
+RELEASE_WHILE_LOADING = """async () => {
+  const { grid } = await import('/dashboard/grid.js');
+  const tile = [...grid.tiles.values()].find((item) => item.state === 'loaded');
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 512;
+  const bytes = await new Promise((resolve) => canvas.toBlob(resolve, 'image/png'));
+  const revoked = [];
+  const revoke = URL.revokeObjectURL;
+  URL.revokeObjectURL = (url) => { revoked.push(url); revoke.call(URL, url); };
+  try {
+    const url = URL.createObjectURL(bytes);
+    grid.setImage(tile, url, 'arriving');
+    grid.releaseThumb(tile);  // scrolled far away before the image read its bytes
+    const early = revoked.includes(url);
+    const deadline = performance.now() + 10000;
+    while (!revoked.includes(url) && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return {
+      early, later: revoked.includes(url), src: tile.image.getAttribute('src'),
+      hidden: tile.image.hidden, state: tile.state,
+    };
+  } finally {
+    URL.revokeObjectURL = revoke;
+  }
+}"""
+
+
+def test_a_thumbnail_given_back_while_arriving_finishes_reading_first(
+    server: LiveServer, open_page: OpenPage
+) -> None:
+    wait_terminal(server, create_job(server, "a tide pool at dusk"))
+    dashboard = open_page(server)
+    first = dashboard.tile("a tide pool at dusk").locator(".tile-image")
+    expect(first).to_have_attribute("src", re.compile(r"^blob:"))
+    outcome = dashboard.page.evaluate(RELEASE_WHILE_LOADING)
+    # The URL goes only once the image has read it: no failed request, nothing kept.
+    assert outcome == {
+        "early": False,
+        "later": True,
+        "src": None,
+        "hidden": True,
+        "state": "idle",
+    }
+    dashboard.watch.assert_clean()

@@ -48,6 +48,24 @@ function stage(job) {
   return text;
 }
 
+/** Give an object URL's bytes back. An image still reading the URL would fail that read
+ *  if the URL went first (a tile scrolled far away while its thumbnail was arriving): it
+ *  finishes, hidden, and then lets go. */
+function letGo(image, url) {
+  const done = () => {
+    image.removeEventListener("load", done);
+    image.removeEventListener("error", done);
+    if (image.getAttribute("src") === url) image.removeAttribute("src");
+    URL.revokeObjectURL(url);
+  };
+  if (image.complete || image.getAttribute("src") !== url) {
+    done();
+    return;
+  }
+  image.addEventListener("load", done);
+  image.addEventListener("error", done);
+}
+
 class Grid {
   constructor() {
     this.tiles = new Map();
@@ -372,10 +390,10 @@ class Grid {
 
   releaseThumb(tile) {
     clearTimeout(tile.timer);
-    if (tile.url) URL.revokeObjectURL(tile.url);
+    if (tile.url) letGo(tile.image, tile.url);
+    else tile.image.removeAttribute("src");
     tile.url = null;
     tile.preview = null;
-    tile.image.removeAttribute("src");
     tile.image.hidden = true;
     tile.placeholder.hidden = false;
     if (tile.state !== "missing") tile.state = "idle";

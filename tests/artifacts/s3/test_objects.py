@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -119,6 +120,32 @@ async def test_a_multipart_upload_whose_source_fails_is_aborted(store: S3ObjectS
     with pytest.raises(RuntimeError, match="source broke"):
         await store.put_stream("broken.bin", failing())
     assert await store.head("broken.bin") is None
+    assert await store.incomplete_uploads(limit=10) == []
+
+
+async def test_an_upload_cancelled_while_the_store_creates_it_is_aborted(
+    store: S3ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created = asyncio.Event()
+    create = store._s3.create_multipart_upload
+
+    async def slow_answer(**arguments: Any) -> Any:
+        answer = await create(**arguments)
+        created.set()  # the store made it; its answer is late (a loaded machine)
+        await asyncio.sleep(1.0)
+        return answer
+
+    monkeypatch.setattr(store._s3, "create_multipart_upload", slow_answer)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield os.urandom(10)
+
+    task = asyncio.create_task(store.put_stream("created.bin", chunks()))
+    await asyncio.wait_for(created.wait(), DEADLINE_S)
+    assert [upload.key for upload in await store.incomplete_uploads(limit=10)] == ["created.bin"]
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
     assert await store.incomplete_uploads(limit=10) == []
 
 

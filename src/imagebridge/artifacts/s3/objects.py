@@ -345,14 +345,7 @@ class S3ObjectStore:
         full = self._key(key)
         bucket = self.settings.bucket
         part_size = self.settings.part_size_bytes
-        async with self._call("put"):
-            started = await self._s3.create_multipart_upload(
-                Bucket=bucket,
-                Key=full,
-                ContentType=content_type,
-                Metadata=dict(metadata or {}),
-            )
-        upload_id = started["UploadId"]
+        upload_id = await self._start_upload(full, content_type, metadata)
         parts: list[dict[str, Any]] = []
         total = 0
         try:
@@ -403,6 +396,34 @@ class S3ObjectStore:
             content_type=content_type,
             metadata=dict(metadata or {}),
         )
+
+    async def _start_upload(
+        self, full: str, content_type: str, metadata: Mapping[str, str] | None
+    ) -> str:
+        """A new multipart upload's id.
+
+        Cancelled while the store is creating it, the upload may exist already with no one
+        knowing its id: wait for the store's answer (bounded by the client's timeouts) and
+        abort what it made, so a cancellation leaves no upload behind at any moment.
+        """
+
+        async def create() -> str:
+            async with self._call("put"):
+                started = await self._s3.create_multipart_upload(
+                    Bucket=self.settings.bucket,
+                    Key=full,
+                    ContentType=content_type,
+                    Metadata=dict(metadata or {}),
+                )
+            return str(started["UploadId"])
+
+        creating = asyncio.ensure_future(create())
+        try:
+            return await asyncio.shield(creating)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await self._abort_quietly(full, await creating)
+            raise
 
     async def _upload_part(
         self, full: str, upload_id: str, parts: list[dict[str, Any]], body: bytes

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.server.conftest import LiveServer, ProviderSpec, start_server
 from tests.support.jobs_api import finished_job
@@ -336,8 +337,6 @@ def open_page(browser_context: Any, request: pytest.FixtureRequest) -> Iterator[
             # the page has started: a hang guard, long enough for a machine building images
             started = STARTUP_S * 1000
             page.wait_for_selector("#connection[data-state='online']", timeout=started)
-            from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-
             try:
                 page.wait_for_selector("#f-provider option", state="attached", timeout=started)
             except PlaywrightTimeoutError:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from imagebridge.artifacts.s3.leftovers import abort_stale_uploads
 from imagebridge.artifacts.s3.objects import MIN_PART_SIZE, S3Credentials, S3ObjectStore, S3Settings
 from imagebridge.contract.errors import BridgeError, ErrorCode
 from tests.support.s3 import S3Server
@@ -221,9 +222,9 @@ async def test_an_upload_left_by_a_killed_process_is_aborted_by_the_stale_sweep(
 
     [left] = await store.incomplete_uploads(limit=10)
     assert left.key == "killed.bin"
-    assert await store.abort_stale_uploads(3600, limit=10) == 0  # a live writer's age
+    assert await abort_stale_uploads(store, 3600, limit=10) == 0  # a live writer's age
     assert len(await store.incomplete_uploads(limit=10)) == 1
-    assert await store.abort_stale_uploads(0, limit=10, now=time.time() + 5) == 1
+    assert await abort_stale_uploads(store, 0, limit=10, now=time.time() + 5) == 1
     assert await store.incomplete_uploads(limit=10) == []
     assert await store.head("killed.bin") is None
 

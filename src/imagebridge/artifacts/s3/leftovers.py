@@ -10,15 +10,16 @@ temp files, :mod:`imagebridge.artifacts.rules`), and abort uploads older than
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from imagebridge.artifacts.markers import Marker
 from imagebridge.artifacts.s3.markers import IMAGES, METADATA, load_marker
-from imagebridge.artifacts.s3.objects import ObjectInfo, S3ObjectStore
+from imagebridge.artifacts.s3.objects import IncompleteUpload, ObjectInfo, S3ObjectStore
 from imagebridge.imaging.ids import canonical_uuid
 
-__all__ = ["DEFAULT_STALE_UPLOAD_SECS", "LeftoverSweep", "sweep_unowned"]
+__all__ = ["DEFAULT_STALE_UPLOAD_SECS", "LeftoverSweep", "abort_stale_uploads", "sweep_unowned"]
 
 DEFAULT_STALE_UPLOAD_SECS = 24 * 60 * 60
 
@@ -76,6 +77,31 @@ async def sweep_unowned(
     now = clock()
     stale = [u for u in uploads if now - u.initiated >= stale_upload_secs]
     found += len(stale)
-    if apply and stale:
-        removed += await objects.abort_stale_uploads(stale_upload_secs, limit=limit, now=now)
+    if apply:
+        removed += await _abort_all(objects, stale)
     return LeftoverSweep(found, removed, reached or len(uploads) >= limit)
+
+
+async def abort_stale_uploads(
+    objects: S3ObjectStore, older_than_secs: float, *, limit: int, now: float | None = None
+) -> int:
+    """Abort incomplete uploads started more than ``older_than_secs`` ago; how many.
+
+    A younger upload may belong to a live writer on any instance, so the bound should
+    exceed the longest upload (the default wiring uses a day). Looks at no more than
+    ``limit`` uploads per call.
+    """
+    moment = time.time() if now is None else now
+    uploads = await objects.incomplete_uploads(limit=limit)
+    return await _abort_all(
+        objects, [u for u in uploads if moment - u.initiated >= older_than_secs]
+    )
+
+
+async def _abort_all(objects: S3ObjectStore, uploads: Sequence[IncompleteUpload]) -> int:
+    """Abort ``uploads``; how many were still there to abort (another instance's sweep, or
+    the writer completing, may have ended one meanwhile)."""
+    aborted = 0
+    for upload in uploads:
+        aborted += await objects.abort_upload(upload.key, upload.upload_id)
+    return aborted

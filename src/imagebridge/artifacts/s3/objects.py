@@ -27,7 +27,6 @@ import functools
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from imagebridge.artifacts.s3.errors import NOT_FOUND, store_error
@@ -150,12 +149,7 @@ class ObjectStream:
     async def __aenter__(self) -> ObjectStream:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
 
@@ -253,12 +247,7 @@ class S3ObjectStore:
         await self.open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     @property
@@ -345,7 +334,7 @@ class S3ObjectStore:
         full = self._key(key)
         bucket = self.settings.bucket
         part_size = self.settings.part_size_bytes
-        upload_id = await self._start_upload(full, content_type, metadata)
+        upload_id = await self._start_upload(key, content_type, metadata)
         parts: list[dict[str, Any]] = []
         total = 0
         try:
@@ -382,7 +371,7 @@ class S3ObjectStore:
                     MultipartUpload={"Parts": parts},  # type: ignore[typeddict-item]
                 )
         except BaseException:
-            await asyncio.shield(self._abort_quietly(full, upload_id))
+            await asyncio.shield(self._abort_quietly(key, upload_id))
             raise
         etag = str(answer.get("ETag") or "")
         if not etag:  # some stores (Ceph RGW 16) leave it out of the completion answer
@@ -398,7 +387,7 @@ class S3ObjectStore:
         )
 
     async def _start_upload(
-        self, full: str, content_type: str, metadata: Mapping[str, str] | None
+        self, key: str, content_type: str, metadata: Mapping[str, str] | None
     ) -> str:
         """A new multipart upload's id.
 
@@ -411,7 +400,7 @@ class S3ObjectStore:
             async with self._call("put"):
                 started = await self._s3.create_multipart_upload(
                     Bucket=self.settings.bucket,
-                    Key=full,
+                    Key=self._key(key),
                     ContentType=content_type,
                     Metadata=dict(metadata or {}),
                 )
@@ -422,7 +411,7 @@ class S3ObjectStore:
             return await asyncio.shield(creating)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
-                await self._abort_quietly(full, await creating)
+                await self._abort_quietly(key, await creating)
             raise
 
     async def _upload_part(
@@ -447,12 +436,10 @@ class S3ObjectStore:
         crash_point("s3.part_uploaded")
         return len(body)
 
-    async def _abort_quietly(self, full: str, upload_id: str) -> None:
-        """Best effort: a failed abort is left to :meth:`abort_stale_uploads`."""
+    async def _abort_quietly(self, key: str, upload_id: str) -> None:
+        """Best effort: a failed abort is left to the stale-upload sweep (:mod:`.leftovers`)."""
         with contextlib.suppress(Exception):
-            await self._s3.abort_multipart_upload(
-                Bucket=self.settings.bucket, Key=full, UploadId=upload_id
-            )
+            await self.abort_upload(key, upload_id)
 
     async def get(self, key: str) -> ObjectStream:
         """Open ``key`` for reading; ``artifact`` with reason ``not_found`` when absent."""
@@ -585,33 +572,19 @@ class S3ObjectStore:
             }
         return found[:limit]
 
-    async def abort_stale_uploads(
-        self, older_than_secs: float, *, limit: int, now: float | None = None
-    ) -> int:
-        """Abort incomplete uploads started more than ``older_than_secs`` ago; how many.
-
-        A younger upload may belong to a live writer on any instance, so the bound should
-        exceed the longest upload (the default wiring uses a day). Looks at no more than
-        ``limit`` uploads per call.
-        """
-        moment = time.time() if now is None else now
-        aborted = 0
-        for upload in await self.incomplete_uploads(limit=limit):
-            if moment - upload.initiated < older_than_secs:
-                continue
-            try:
-                async with self._call("abort"):
-                    await self._s3.abort_multipart_upload(
-                        Bucket=self.settings.bucket,
-                        Key=self._prefix + upload.key,
-                        UploadId=upload.upload_id,
-                    )
-            except BridgeError as error:
-                if error.details.get("s3_code") == "NoSuchUpload":
-                    continue  # completed or aborted meanwhile (another instance's sweep)
-                raise
-            aborted += 1
-        return aborted
+    async def abort_upload(self, key: str, upload_id: str) -> bool:
+        """Abort one incomplete upload of ``key``; False when it is gone already (completed,
+        or aborted meanwhile by another instance's sweep)."""
+        try:
+            async with self._call("abort"):
+                await self._s3.abort_multipart_upload(
+                    Bucket=self.settings.bucket, Key=self._key(key), UploadId=upload_id
+                )
+        except BridgeError as error:
+            if error.details.get("s3_code") == "NoSuchUpload":
+                return False
+            raise
+        return True
 
 
 async def _slices(view: memoryview, size: int) -> AsyncIterator[memoryview]:
